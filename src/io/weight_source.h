@@ -1,0 +1,29 @@
+// Where a model's tensors come from: an HF checkpoint (safetensors) or a GGUF file. Tensor
+// names are the HF names ("model.layers.0.self_attn.q_proj.weight"); a GGUF source
+// translates them. Views stay valid while the source lives.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace moex {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // Null if absent.
+  virtual const TensorView* Find(const std::string& name) const = 0;
+  virtual std::vector<std::string> Names() const = 0;
+  // A description for error messages (the path).
+  virtual std::string Describe() const = 0;
+
+  // Throws Error "missing tensor NAME in PATH" when absent.
+  const TensorView& Get(const std::string& name) const;
+  // Also checks the shape; throws Error naming expected and actual shapes.
+  const TensorView& Get(const std::string& name, const std::vector<int64_t>& shape) const;
+};
+
+}  // namespace moex

@@ -1,0 +1,76 @@
+// CPU kernels used by the forward pass. Activations are f32; weights may be f32, f16, bf16
+// or q8_0 and are widened to f32 in registers (f32 accumulation everywhere).
+//
+// Determinism contract (the lossless guarantee rests on it):
+//  * Batch invariance: row t of every output is bit-identical whatever the number of rows
+//    n, the thread count, and the SIMD work split, within one process.
+//  * Expert chunking: ExpertFfn over neuron range [a, c) gives the same bits as running
+//    [a, b) then [b, c) into the same accumulator (the down projection is a sequential
+//    fused multiply-add chain over neurons for every output element).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace moex::kernels {
+
+// The SIMD target chosen at run time (e.g. "AVX3_SPR", "AVX3", "AVX2"), for reports.
+std::string SimdTargetName();
+
+// y[t, o] = dot(w[o, :], x[t, :]) + bias[o], t < n, o < out. w: [out, in] row-major.
+// x: [n, in] f32, y: [n, out] f32, bias may be null. Parallel over the global thread pool.
+void Linear(const std::byte* w, DType dtype, int64_t out, int64_t in, const float* x, int64_t n,
+            float* y, const float* bias = nullptr);
+inline void Linear(const TensorView& w, const float* x, int64_t n, float* y,
+                   const float* bias = nullptr) {
+  Linear(w.data, w.dtype, w.rows(), w.cols(), x, n, y, bias);
+}
+
+// One unit of routed-expert work on the neuron-major layout (see docs/expert-store.md):
+// record i (of d_model*3 elements) = [gate row i | up row i | down column i].
+// For each token t < n:  h_i = silu(dot(gate_i, x_t)) * dot(up_i, x_t)
+//                        y_t += sum over i in [0, neuron_count) of h_i * down_i (in order)
+struct ExpertJob {
+  const std::byte* records = nullptr;  // First record of the range.
+  int64_t neuron_count = 0;
+  const float* x = nullptr;  // [n, d_model] inputs (tokens routed to this expert).
+  int64_t n = 0;
+  float* y = nullptr;  // [n, d_model] accumulator, updated in place.
+};
+// Runs independent jobs (distinct y) across the thread pool. Results do not depend on how
+// the work is scheduled.
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model);
+// Bytes of one neuron record.
+inline size_t ExpertRecordBytes(DType dtype, int64_t d_model) {
+  return 3 * DTypeBytes(dtype, d_model);
+}
+
+// out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * weight, t < n. out may alias x.
+void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);
+
+// Rotary embedding, NeoX / HF "rotate_half" convention, in place on x: [n_heads, head_dim]
+// for one token. cos/sin: [head_dim / 2] for this token's position.
+void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
+
+// In place softmax over x[0, n).
+void Softmax(float* x, int64_t n);
+
+// gate[i] = silu(gate[i]) * up[i], i < n.
+void SiluMul(float* gate, const float* up, int64_t n);
+
+// Causal grouped-query attention for one sequence.
+// q: [n_q, n_heads, head_dim]; query i sits at position pos0 + i and attends keys 0..pos0+i.
+// k, v: [n_ctx >= pos0 + n_q, n_kv_heads, head_dim] f32 caches; head h reads kv head
+// h / (n_heads / n_kv_heads). out: [n_q, n_heads, head_dim]. Parallel over heads x queries.
+void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out);
+
+// Converts n elements of any dtype to f32 (for embeddings and norm weights).
+void ToF32(const std::byte* src, DType dtype, int64_t n, float* dst);
+
+}  // namespace moex::kernels

@@ -1,0 +1,252 @@
+#include "model/model_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace moex {
+
+namespace {
+
+struct ArchEntry {
+  Arch arch;
+  const char* name;
+};
+constexpr ArchEntry kArchNames[] = {
+    {Arch::kMixtral, "mixtral"},   {Arch::kPhiMoe, "phimoe"}, {Arch::kQwen2Moe, "qwen2_moe"},
+    {Arch::kQwen3Moe, "qwen3_moe"}, {Arch::kOlmoe, "olmoe"},   {Arch::kDeepseekMoe, "deepseek"},
+};
+
+int RequireInt(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  Check(it != j.end() && it->is_number_integer(), "config.json: missing integer field '", key,
+        "'");
+  const int64_t v = it->get<int64_t>();
+  Check(v >= 0 && v < (1ll << 31), "config.json: field '", key, "' out of range: ", v);
+  return static_cast<int>(v);
+}
+
+int OptionalInt(const nlohmann::json& j, const char* key, int fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  Check(it->is_number_integer(), "config.json: field '", key, "' must be an integer");
+  return it->get<int>();
+}
+
+float OptionalFloat(const nlohmann::json& j, const char* key, float fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  Check(it->is_number(), "config.json: field '", key, "' must be a number");
+  return it->get<float>();
+}
+
+bool OptionalBool(const nlohmann::json& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  Check(it->is_boolean(), "config.json: field '", key, "' must be true or false");
+  return it->get<bool>();
+}
+
+}  // namespace
+
+const char* ArchName(Arch arch) {
+  for (const auto& e : kArchNames)
+    if (e.arch == arch) return e.name;
+  return "?";
+}
+
+Arch ParseArch(const std::string& name) {
+  for (const auto& e : kArchNames)
+    if (name == e.name) return e.arch;
+  if (name == "deepseek_moe" || name == "deepseek-moe") return Arch::kDeepseekMoe;
+  if (name == "qwen1.5_moe" || name == "qwen2moe") return Arch::kQwen2Moe;
+  if (name == "qwen3moe") return Arch::kQwen3Moe;
+  if (name == "phi3.5_moe" || name == "phi-moe") return Arch::kPhiMoe;
+  Fail("unsupported architecture '", name,
+       "' (supported: mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek)");
+}
+
+ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
+  Check(j.is_object(), "config.json: top level must be an object");
+  auto mt = j.find("model_type");
+  Check(mt != j.end() && mt->is_string(), "config.json: missing 'model_type'");
+  ModelConfig c;
+  c.arch = ParseArch(mt->get<std::string>());
+  c.vocab_size = RequireInt(j, "vocab_size");
+  c.hidden_size = RequireInt(j, "hidden_size");
+  c.num_layers = RequireInt(j, "num_hidden_layers");
+  c.num_heads = RequireInt(j, "num_attention_heads");
+  c.num_kv_heads = OptionalInt(j, "num_key_value_heads", c.num_heads);
+  c.head_dim = OptionalInt(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.rms_norm_eps = OptionalFloat(j, "rms_norm_eps", 1e-5f);
+  c.rope_theta = OptionalFloat(j, "rope_theta", 10000.0f);
+  c.max_position_embeddings = OptionalInt(j, "max_position_embeddings", 4096);
+  c.tie_word_embeddings = OptionalBool(j, "tie_word_embeddings", false);
+  c.bos_token_id = OptionalInt(j, "bos_token_id", -1);
+  if (auto eos = j.find("eos_token_id"); eos != j.end() && !eos->is_null()) {
+    if (eos->is_array()) {
+      for (const auto& e : *eos) {
+        Check(e.is_number_integer(), "config.json: eos_token_id entries must be integers");
+        c.eos_token_ids.push_back(e.get<int>());
+      }
+    } else {
+      Check(eos->is_number_integer(), "config.json: eos_token_id must be an integer or list");
+      c.eos_token_ids.push_back(eos->get<int>());
+    }
+  }
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
+    const std::string type = rs->value("type", rs->value("rope_type", std::string("default")));
+    Check(type == "default", "config.json: rope_scaling type '", type, "' is not supported yet");
+  }
+
+  switch (c.arch) {
+    case Arch::kMixtral:
+    case Arch::kPhiMoe:
+      c.num_experts = RequireInt(j, "num_local_experts");
+      c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+      c.moe_intermediate_size = RequireInt(j, "intermediate_size");
+      c.norm_topk_prob = true;  // softmax over the top-k logits == renormalised top-k.
+      c.attention_bias = c.arch == Arch::kPhiMoe ? OptionalBool(j, "attention_bias", true) : false;
+      break;
+    case Arch::kQwen2Moe:
+    case Arch::kQwen3Moe:
+      c.num_experts = RequireInt(j, "num_experts");
+      c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+      c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
+      c.intermediate_size = OptionalInt(j, "intermediate_size", 0);
+      c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", false);
+      c.moe_layer_freq = OptionalInt(j, "decoder_sparse_step", 1);
+      if (auto mlp_only = j.find("mlp_only_layers");
+          mlp_only != j.end() && mlp_only->is_array() && !mlp_only->empty()) {
+        Fail("config.json: mlp_only_layers is not supported yet");
+      }
+      if (c.arch == Arch::kQwen2Moe) {
+        c.attention_bias = true;  // Qwen2 attention always has q/k/v biases.
+        c.shared_expert_intermediate_size = OptionalInt(j, "shared_expert_intermediate_size", 0);
+        c.shared_expert_gate = c.shared_expert_intermediate_size > 0;
+      } else {
+        c.attention_bias = OptionalBool(j, "attention_bias", false);
+        c.qk_norm = true;
+        c.qk_norm_per_head = true;
+      }
+      break;
+    case Arch::kOlmoe:
+      c.num_experts = RequireInt(j, "num_experts");
+      c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+      c.moe_intermediate_size = RequireInt(j, "intermediate_size");
+      c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", false);
+      c.attention_bias = OptionalBool(j, "attention_bias", false);
+      c.qk_norm = true;
+      c.qk_norm_per_head = false;
+      if (auto clip = j.find("clip_qkv"); clip != j.end() && !clip->is_null())
+        Fail("config.json: clip_qkv is not supported yet");
+      break;
+    case Arch::kDeepseekMoe: {
+      c.num_experts = RequireInt(j, "n_routed_experts");
+      c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+      c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
+      c.intermediate_size = RequireInt(j, "intermediate_size");
+      c.first_k_dense_replace = OptionalInt(j, "first_k_dense_replace", 0);
+      c.moe_layer_freq = OptionalInt(j, "moe_layer_freq", 1);
+      c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", false);
+      c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", 1.0f);
+      const int shared = OptionalInt(j, "n_shared_experts", 0);
+      c.shared_expert_intermediate_size = shared * c.moe_intermediate_size;
+      c.attention_bias = OptionalBool(j, "attention_bias", false);
+      const std::string scoring = j.value("scoring_func", std::string("softmax"));
+      Check(scoring == "softmax", "config.json: scoring_func '", scoring, "' is not supported");
+      break;
+    }
+  }
+  c.Validate();
+  return c;
+}
+
+nlohmann::json ModelConfig::ToHfJson() const {
+  nlohmann::json j;
+  j["model_type"] = ArchName(arch);
+  j["architectures"] = nlohmann::json::array();
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_layers;
+  j["num_attention_heads"] = num_heads;
+  j["num_key_value_heads"] = num_kv_heads;
+  j["head_dim"] = head_dim;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["rope_theta"] = rope_theta;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["torch_dtype"] = "bfloat16";
+  if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
+  if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
+  else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
+  j["num_experts_per_tok"] = num_experts_per_tok;
+  switch (arch) {
+    case Arch::kMixtral:
+    case Arch::kPhiMoe:
+      j["architectures"].push_back(arch == Arch::kMixtral ? "MixtralForCausalLM"
+                                                          : "PhiMoEForCausalLM");
+      j["num_local_experts"] = num_experts;
+      j["intermediate_size"] = moe_intermediate_size;
+      if (arch == Arch::kPhiMoe) j["attention_bias"] = attention_bias;
+      break;
+    case Arch::kQwen2Moe:
+    case Arch::kQwen3Moe:
+      j["architectures"].push_back(arch == Arch::kQwen2Moe ? "Qwen2MoeForCausalLM"
+                                                           : "Qwen3MoeForCausalLM");
+      j["num_experts"] = num_experts;
+      j["moe_intermediate_size"] = moe_intermediate_size;
+      j["intermediate_size"] = intermediate_size;
+      j["norm_topk_prob"] = norm_topk_prob;
+      j["decoder_sparse_step"] = moe_layer_freq;
+      j["mlp_only_layers"] = nlohmann::json::array();
+      if (arch == Arch::kQwen2Moe)
+        j["shared_expert_intermediate_size"] = shared_expert_intermediate_size;
+      else
+        j["attention_bias"] = attention_bias;
+      break;
+    case Arch::kOlmoe:
+      j["architectures"].push_back("OlmoeForCausalLM");
+      j["num_experts"] = num_experts;
+      j["intermediate_size"] = moe_intermediate_size;
+      j["norm_topk_prob"] = norm_topk_prob;
+      j["attention_bias"] = attention_bias;
+      j["clip_qkv"] = nullptr;
+      break;
+    case Arch::kDeepseekMoe:
+      j["architectures"].push_back("DeepseekForCausalLM");
+      j["n_routed_experts"] = num_experts;
+      j["moe_intermediate_size"] = moe_intermediate_size;
+      j["intermediate_size"] = intermediate_size;
+      j["first_k_dense_replace"] = first_k_dense_replace;
+      j["moe_layer_freq"] = moe_layer_freq;
+      j["n_shared_experts"] =
+          moe_intermediate_size > 0 ? shared_expert_intermediate_size / moe_intermediate_size : 0;
+      j["norm_topk_prob"] = norm_topk_prob;
+      j["scoring_func"] = "softmax";
+      j["attention_bias"] = attention_bias;
+      break;
+  }
+  return j;
+}
+
+void ModelConfig::Validate() const {
+  Check(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_heads > 0 &&
+            num_kv_heads > 0 && head_dim > 0,
+        "config: vocab_size, hidden_size, num_hidden_layers, heads and head_dim must be > 0");
+  Check(num_heads % num_kv_heads == 0, "config: num_attention_heads (", num_heads,
+        ") must be a multiple of num_key_value_heads (", num_kv_heads, ")");
+  Check(head_dim % 2 == 0, "config: head_dim must be even for RoPE, got ", head_dim);
+  Check(num_experts > 0 && num_experts_per_tok > 0 && num_experts_per_tok <= num_experts,
+        "config: need 0 < num_experts_per_tok (", num_experts_per_tok, ") <= num_experts (",
+        num_experts, ")");
+  Check(moe_intermediate_size > 0, "config: expert intermediate size must be > 0");
+  Check(moe_layer_freq > 0, "config: moe_layer_freq must be > 0");
+  Check(first_k_dense_replace == 0 || intermediate_size > 0,
+        "config: dense layers need intermediate_size > 0");
+  Check(rms_norm_eps > 0, "config: rms_norm_eps must be > 0");
+  for (int e : eos_token_ids)
+    Check(e >= 0 && e < vocab_size, "config: eos_token_id ", e, " outside the vocabulary");
+}
+
+}  // namespace moex

@@ -1,0 +1,52 @@
+// Batched generation: all prompts are prefilled together, then every unfinished sequence
+// advances one token per forward pass until it meets a stop token or its token limit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/transformer.h"
+
+namespace moex {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int max_tokens = 64;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;  // Generation ends after emitting one of these.
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // Generated tokens (the stop token included if one ended it).
+  std::string finish_reason;    // "stop" or "length".
+  double ttft_ms = 0;           // Request start to its first generated token.
+};
+
+struct GenerationTimings {
+  double prefill_ms = 0;
+  double decode_ms = 0;
+  int64_t prompt_tokens = 0;
+  int64_t decode_steps = 0;      // Forward passes after prefill.
+  int64_t generated_tokens = 0;  // Over all sequences.
+};
+
+class Generator {
+ public:
+  // on_token(request index, token) is called as each token is produced.
+  using TokenCallback = std::function<void(size_t, int32_t)>;
+
+  explicit Generator(Transformer& transformer, int64_t max_prefill_chunk = 512);
+  std::vector<GenerationResult> Generate(const std::vector<GenerationRequest>& requests,
+                                         const TokenCallback& on_token = {});
+  const GenerationTimings& timings() const { return timings_; }
+
+ private:
+  Transformer& transformer_;
+  int64_t max_prefill_chunk_;
+  GenerationTimings timings_;
+};
+
+}  // namespace moex

@@ -1,0 +1,38 @@
+// Per-sequence key/value cache: for every layer, K and V rows of num_kv_heads * head_dim
+// f32 values per position. Capacity is fixed when the sequence starts, so the forward pass
+// never reallocates while other sequences of the batch hold pointers into their caches.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace moex {
+
+class KvCache {
+ public:
+  KvCache(const ModelConfig& config, int64_t capacity);
+
+  int64_t capacity() const { return capacity_; }
+  int64_t length() const { return length_; }
+  int64_t row_size() const { return row_size_; }
+  // Rows [0, capacity) of layer `layer`.
+  float* keys(int layer) { return &keys_[Offset(layer)]; }
+  float* values(int layer) { return &values_[Offset(layer)]; }
+  // Marks `count` more positions as filled; throws Error past capacity.
+  void Advance(int64_t count);
+  size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
+
+ private:
+  size_t Offset(int layer) const {
+    return static_cast<size_t>(layer) * static_cast<size_t>(capacity_ * row_size_);
+  }
+  int64_t capacity_;
+  int64_t row_size_;
+  int64_t length_ = 0;
+  std::vector<float> keys_;
+  std::vector<float> values_;
+};
+
+}  // namespace moex

@@ -1,0 +1,93 @@
+#include "engine/moe_executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace moex {
+
+void ExpertBatch::Build(const Routing& r, const float* x, int64_t d_model) {
+  d_ = d_model;
+  const int E = r.num_experts;
+  const int64_t slots = r.n_tokens * r.top_k;
+  begin_.assign(static_cast<size_t>(E) + 1, 0);
+  for (int64_t s = 0; s < slots; ++s) ++begin_[static_cast<size_t>(r.ids[static_cast<size_t>(s)]) + 1];
+  active_.clear();
+  for (int e = 0; e < E; ++e) {
+    if (begin_[static_cast<size_t>(e) + 1] > 0) active_.push_back(e);
+    begin_[static_cast<size_t>(e) + 1] += begin_[static_cast<size_t>(e)];
+  }
+  std::vector<int64_t> fill(begin_.begin(), begin_.end() - 1);
+  row_of_slot_.resize(static_cast<size_t>(slots));
+  x_.resize(static_cast<size_t>(slots * d_));
+  y_.assign(static_cast<size_t>(slots * d_), 0.0f);
+  for (int64_t s = 0; s < slots; ++s) {
+    const int64_t t = s / r.top_k;
+    const int64_t row = fill[static_cast<size_t>(r.ids[static_cast<size_t>(s)])]++;
+    row_of_slot_[static_cast<size_t>(s)] = row;
+    std::memcpy(&x_[static_cast<size_t>(row * d_)], x + t * d_, sizeof(float) * d_);
+  }
+}
+
+int64_t ExpertBatch::tokens_of(int32_t e) const {
+  return begin_[static_cast<size_t>(e) + 1] - begin_[static_cast<size_t>(e)];
+}
+const float* ExpertBatch::inputs_of(int32_t e) const {
+  return &x_[static_cast<size_t>(begin_[static_cast<size_t>(e)] * d_)];
+}
+float* ExpertBatch::outputs_of(int32_t e) {
+  return &y_[static_cast<size_t>(begin_[static_cast<size_t>(e)] * d_)];
+}
+
+void ExpertBatch::Combine(const Routing& r, float* out) const {
+  for (int64_t t = 0; t < r.n_tokens; ++t) {
+    float* o = out + t * d_;
+    for (int k = 0; k < r.top_k; ++k) {
+      const size_t s = static_cast<size_t>(t * r.top_k + k);
+      const float w = r.weights[s];
+      const float* y = &y_[static_cast<size_t>(row_of_slot_[s] * d_)];
+      for (int64_t j = 0; j < d_; ++j) o[j] += w * y[j];
+    }
+  }
+}
+
+ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
+  const ModelConfig& c = model.config;
+  const ExpertShape& shape = model.expert_shape;
+  layer_records_.resize(static_cast<size_t>(c.num_layers));
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!model.layers[static_cast<size_t>(l)].is_moe) continue;
+    AlignedBuffer buf(shape.ExpertBytes() * static_cast<size_t>(c.num_experts));
+    for (int e = 0; e < c.num_experts; ++e) {
+      const TensorView *g, *u, *d;
+      model.ExpertTensors(l, e, &g, &u, &d);
+      PackExpertNeuronMajor(*g, *u, *d, shape,
+                            buf.data() + shape.ExpertBytes() * static_cast<size_t>(e));
+    }
+    bytes_ += buf.size();
+    layer_records_[static_cast<size_t>(l)] = std::move(buf);
+  }
+}
+
+void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
+  const ExpertShape& shape = model_.expert_shape;
+  batch_.Build(routing, x, shape.hidden_size);
+  std::vector<kernels::ExpertJob> jobs;
+  jobs.reserve(batch_.active_experts().size());
+  const std::byte* base = layer_records_[static_cast<size_t>(layer)].data();
+  for (int32_t e : batch_.active_experts()) {
+    kernels::ExpertJob job;
+    job.records = base + shape.ExpertBytes() * static_cast<size_t>(e);
+    job.neuron_count = shape.neurons;
+    job.x = batch_.inputs_of(e);
+    job.n = batch_.tokens_of(e);
+    job.y = batch_.outputs_of(e);
+    jobs.push_back(job);
+  }
+  kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size);
+  batch_.Combine(routing, out);
+}
+
+}  // namespace moex

@@ -1,0 +1,75 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace moex {
+
+void SamplingParams::Validate() const {
+  Check(std::isfinite(temperature) && temperature >= 0.0f, "temperature must be >= 0, got ",
+        temperature);
+  Check(top_k >= 0, "top-k must be >= 0, got ", top_k);
+  Check(top_p > 0.0f && top_p <= 1.0f, "top-p must be in (0, 1], got ", top_p);
+}
+
+int32_t ArgMax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
+  params_.Validate();
+}
+
+int32_t Sampler::Sample(std::span<const float> logits) {
+  if (params_.temperature == 0.0f) return ArgMax(logits);
+  candidates_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i)
+    candidates_[i] = {logits[i] / params_.temperature, static_cast<int32_t>(i)};
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+    keep = static_cast<size_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(keep),
+                      candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  candidates_.resize(keep);
+  // Softmax over the survivors, then cut the tail beyond top_p of the mass.
+  const float max_logit = candidates_.front().first;
+  double sum = 0.0;
+  for (auto& c : candidates_) {
+    c.first = std::exp(c.first - max_logit);
+    sum += c.first;
+  }
+  if (params_.top_p < 1.0f) {
+    double cumulative = 0.0;
+    size_t cut = candidates_.size();
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      cumulative += candidates_[i].first / sum;
+      if (cumulative >= params_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    candidates_.resize(cut);
+    sum = 0.0;
+    for (const auto& c : candidates_) sum += c.first;
+  }
+  std::uniform_real_distribution<double> uniform(0.0, sum);
+  double r = uniform(rng_);
+  for (const auto& c : candidates_) {
+    r -= c.first;
+    if (r <= 0.0) return c.second;
+  }
+  return candidates_.back().second;
+}
+
+}  // namespace moex

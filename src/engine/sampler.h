@@ -1,0 +1,35 @@
+// Token sampling: greedy (temperature 0), or temperature with top-k and top-p (nucleus)
+// filtering, from a per-sequence seeded generator so runs are reproducible.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace moex {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy.
+  int top_k = 0;             // 0 = no limit.
+  float top_p = 1.0f;        // 1 = no nucleus filtering.
+  uint64_t seed = 0;
+
+  void Validate() const;  // Throws Error for out-of-range values.
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  int32_t Sample(std::span<const float> logits);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;
+};
+
+// Index of the largest value; ties go to the lowest index.
+int32_t ArgMax(std::span<const float> logits);
+
+}  // namespace moex

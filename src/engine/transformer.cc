@@ -1,0 +1,184 @@
+#include "engine/transformer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+
+namespace moex {
+
+namespace {
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+Transformer::Transformer(const Model& model, MoeExecutor& executor)
+    : model_(model), executor_(executor), rope_(model.config.head_dim, model.config.rope_theta) {}
+
+std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
+  const ModelConfig& c = model_.config;
+  const int64_t d = c.hidden_size;
+  int64_t total = 0;
+  for (const BatchItem& item : items) {
+    Check(item.cache != nullptr && !item.tokens.empty(), "batch item without tokens or cache");
+    Check(item.cache->length() + static_cast<int64_t>(item.tokens.size()) <=
+              item.cache->capacity(),
+          "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
+          " tokens exceeds its context capacity of ", item.cache->capacity());
+    total += static_cast<int64_t>(item.tokens.size());
+  }
+  const size_t T = static_cast<size_t>(total);
+  Grow(hidden_, T * d);
+  Grow(normed_, T * d);
+
+  // Embeddings, and each token's position for RoPE.
+  positions_.resize(T);
+  int64_t row = 0;
+  for (const BatchItem& item : items) {
+    for (size_t i = 0; i < item.tokens.size(); ++i, ++row) {
+      const int32_t id = item.tokens[i];
+      Check(id >= 0 && id < c.vocab_size, "token id ", id, " is outside the vocabulary (0..",
+            c.vocab_size - 1, ")");
+      kernels::ToF32(model_.embed->row(id), model_.embed->dtype, d, &hidden_[row * d]);
+      positions_[static_cast<size_t>(row)] = item.cache->length() + static_cast<int64_t>(i);
+    }
+  }
+  const int64_t half = rope_.half();
+  Grow(cos_, T * half);
+  Grow(sin_, T * half);
+  for (size_t t = 0; t < T; ++t) rope_.Angles(positions_[t], &cos_[t * half], &sin_[t * half]);
+
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    Attention(layer, items, total);
+    FeedForward(layer, total);
+  }
+  for (const BatchItem& item : items) item.cache->Advance(static_cast<int64_t>(item.tokens.size()));
+
+  // Final norm and LM head, only for the rows whose logits are wanted.
+  std::vector<int64_t> rows;
+  row = 0;
+  for (const BatchItem& item : items) {
+    const int64_t n = static_cast<int64_t>(item.tokens.size());
+    if (item.all_logits) {
+      for (int64_t i = 0; i < n; ++i) rows.push_back(row + i);
+    } else {
+      rows.push_back(row + n - 1);
+    }
+    row += n;
+  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(&normed_[i * d], &hidden_[static_cast<size_t>(rows[i]) * d], sizeof(float) * d);
+  kernels::RmsNorm(normed_.data(), model_.final_norm.data(), static_cast<int64_t>(rows.size()), d,
+                   c.rms_norm_eps, normed_.data());
+  std::vector<float> logits(rows.size() * static_cast<size_t>(c.vocab_size));
+  kernels::Linear(*model_.lm_head, normed_.data(), static_cast<int64_t>(rows.size()),
+                  logits.data());
+  return logits;
+}
+
+void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t total) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
+  const int64_t d = c.hidden_size;
+  const int64_t hd = c.head_dim;
+  const int64_t q_dim = c.num_heads * hd;
+  const int64_t kv_dim = c.num_kv_heads * hd;
+  const size_t T = static_cast<size_t>(total);
+  Grow(q_, T * q_dim);
+  Grow(k_, T * kv_dim);
+  Grow(v_, T * kv_dim);
+  Grow(attn_, T * q_dim);
+  Grow(proj_, T * d);
+
+  kernels::RmsNorm(hidden_.data(), L.attn_norm.data(), total, d, c.rms_norm_eps, normed_.data());
+  kernels::Linear(*L.q, normed_.data(), total, q_.data(), L.q_bias.empty() ? nullptr : L.q_bias.data());
+  kernels::Linear(*L.k, normed_.data(), total, k_.data(), L.k_bias.empty() ? nullptr : L.k_bias.data());
+  kernels::Linear(*L.v, normed_.data(), total, v_.data(), L.v_bias.empty() ? nullptr : L.v_bias.data());
+  if (c.qk_norm) {
+    if (c.qk_norm_per_head) {  // Qwen3: each head normalised on its own.
+      kernels::RmsNorm(q_.data(), L.q_norm.data(), total * c.num_heads, hd, c.rms_norm_eps, q_.data());
+      kernels::RmsNorm(k_.data(), L.k_norm.data(), total * c.num_kv_heads, hd, c.rms_norm_eps, k_.data());
+    } else {  // OLMoE: the whole projection normalised before the split into heads.
+      kernels::RmsNorm(q_.data(), L.q_norm.data(), total, q_dim, c.rms_norm_eps, q_.data());
+      kernels::RmsNorm(k_.data(), L.k_norm.data(), total, kv_dim, c.rms_norm_eps, k_.data());
+    }
+  }
+  const int64_t half = rope_.half();
+  for (size_t t = 0; t < T; ++t) {
+    kernels::RopeNeox(&q_[t * q_dim], c.num_heads, hd, &cos_[t * half], &sin_[t * half]);
+    kernels::RopeNeox(&k_[t * kv_dim], c.num_kv_heads, hd, &cos_[t * half], &sin_[t * half]);
+  }
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  int64_t row = 0;
+  for (const BatchItem& item : items) {
+    KvCache& cache = *item.cache;
+    const int64_t n = static_cast<int64_t>(item.tokens.size());
+    const int64_t pos0 = cache.length();
+    std::memcpy(cache.keys(layer) + pos0 * kv_dim, &k_[static_cast<size_t>(row * kv_dim)],
+                sizeof(float) * n * kv_dim);
+    std::memcpy(cache.values(layer) + pos0 * kv_dim, &v_[static_cast<size_t>(row * kv_dim)],
+                sizeof(float) * n * kv_dim);
+    kernels::Attention(&q_[static_cast<size_t>(row * q_dim)], n, pos0, cache.keys(layer),
+                       cache.values(layer), c.num_heads, c.num_kv_heads, hd, scale,
+                       &attn_[static_cast<size_t>(row * q_dim)]);
+    row += n;
+  }
+  kernels::Linear(*L.o, attn_.data(), total, proj_.data());
+  for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
+}
+
+void Transformer::DenseSwiGlu(const DenseFfn& ffn, const float* x, int64_t n, float* out) {
+  const size_t f = static_cast<size_t>(ffn.neurons);
+  Grow(gate_, static_cast<size_t>(n) * f);
+  Grow(up_, static_cast<size_t>(n) * f);
+  kernels::Linear(*ffn.gate, x, n, gate_.data());
+  kernels::Linear(*ffn.up, x, n, up_.data());
+  kernels::SiluMul(gate_.data(), up_.data(), n * ffn.neurons);
+  kernels::Linear(*ffn.down, gate_.data(), n, out);
+}
+
+void Transformer::FeedForward(int layer, int64_t total) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
+  const int64_t d = c.hidden_size;
+  const size_t T = static_cast<size_t>(total);
+  Grow(ffn_out_, T * d);
+  Grow(proj_, T * d);
+  kernels::RmsNorm(hidden_.data(), L.ffn_norm.data(), total, d, c.rms_norm_eps, normed_.data());
+
+  if (!L.is_moe) {
+    DenseSwiGlu(*L.dense_ffn, normed_.data(), total, ffn_out_.data());
+    for (size_t i = 0; i < T * d; ++i) hidden_[i] += ffn_out_[i];
+    return;
+  }
+
+  Grow(router_logits_, T * c.num_experts);
+  kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
+  RouteTopK(router_logits_.data(), total, c, &routing_);
+  if (observer_ != nullptr) observer_->OnRouting(layer, routing_, normed_.data());
+
+  std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);
+  executor_.Run(layer, routing_, normed_.data(), ffn_out_.data());
+
+  if (L.shared_expert) {
+    DenseSwiGlu(*L.shared_expert, normed_.data(), total, proj_.data());
+    if (L.shared_expert_gate != nullptr) {  // Qwen2-MoE: sigmoid(w . x) scales the shared expert.
+      std::vector<float> g(T);
+      kernels::Linear(*L.shared_expert_gate, normed_.data(), total, g.data());
+      for (size_t t = 0; t < T; ++t) {
+        const float s = 1.0f / (1.0f + std::exp(-g[t]));
+        for (int64_t j = 0; j < d; ++j) proj_[t * d + j] *= s;
+      }
+    }
+    for (size_t i = 0; i < T * d; ++i) ffn_out_[i] += proj_[i];
+  }
+  for (size_t i = 0; i < T * d; ++i) hidden_[i] += ffn_out_[i];
+}
+
+}  // namespace moex

@@ -1,0 +1,33 @@
+// The neuron-major expert layout (DESIGN.md, "The expert layout"): record i of an expert is
+// [gate row i | up row i | down column i], each hidden_size elements of the expert's dtype.
+// Any neuron range is one contiguous byte span and an independently computable partial
+// expert, which is what splitting, chunked transfers and whole-expert caching all rest on.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace moex {
+
+struct ExpertShape {
+  DType dtype = DType::kBF16;
+  int64_t hidden_size = 0;  // d
+  int64_t neurons = 0;      // F
+
+  size_t RecordBytes() const { return 3 * DTypeBytes(dtype, hidden_size); }
+  size_t ExpertBytes() const { return RecordBytes() * static_cast<size_t>(neurons); }
+};
+
+// Checks that gate [F, d], up [F, d] and down [d, F] agree with each other and with `shape`,
+// and that their dtype can be packed; throws Error naming the tensor at fault.
+void CheckExpertTensors(const TensorView& gate, const TensorView& up, const TensorView& down,
+                        const ExpertShape& shape);
+
+// Writes the expert's F records to dst (shape.ExpertBytes() bytes). Element types are
+// copied bit for bit: packing never changes a weight.
+void PackExpertNeuronMajor(const TensorView& gate, const TensorView& up, const TensorView& down,
+                           const ExpertShape& shape, std::byte* dst);
+
+}  // namespace moex

@@ -1,0 +1,72 @@
+// A loaded model: its config, the weight source that owns the mapped tensors, and per-layer
+// views resolved once at load time (names come from the architecture's TensorNames). Small
+// vectors (norm weights, biases) are converted to f32 here so the forward pass never
+// re-reads or re-converts them.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/weight_source.h"
+#include "model/expert_layout.h"
+#include "model/model_config.h"
+#include "model/tensor_names.h"
+
+namespace moex {
+
+// A SwiGLU FFN in HF layout: gate [F, d], up [F, d], down [d, F].
+struct DenseFfn {
+  const TensorView* gate = nullptr;
+  const TensorView* up = nullptr;
+  const TensorView* down = nullptr;
+  int64_t neurons = 0;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  const TensorView* q = nullptr;
+  const TensorView* k = nullptr;
+  const TensorView* v = nullptr;
+  const TensorView* o = nullptr;
+  std::vector<float> q_bias, k_bias, v_bias;  // Empty when the architecture has none.
+  std::vector<float> q_norm, k_norm;          // Empty without q/k norm.
+
+  bool is_moe = false;
+  const TensorView* router = nullptr;       // [E, d]
+  std::optional<DenseFfn> shared_expert;    // Qwen2-MoE / DeepSeek-MoE.
+  const TensorView* shared_expert_gate = nullptr;  // [1, d] (Qwen2-MoE).
+  std::optional<DenseFfn> dense_ffn;        // Dense layers (DeepSeek-MoE's first layers).
+};
+
+struct Model {
+  std::string path;
+  ModelConfig config;
+  TensorNames names;
+  std::unique_ptr<WeightSource> weights;
+  ExpertShape expert_shape;  // Every routed expert of this model has this shape.
+
+  const TensorView* embed = nullptr;
+  const TensorView* lm_head = nullptr;
+  std::vector<float> final_norm;
+  std::vector<LayerWeights> layers;
+
+  // Views of the three HF tensors of expert (layer, e); throws if missing or misshapen.
+  void ExpertTensors(int layer, int expert, const TensorView** gate, const TensorView** up,
+                     const TensorView** down) const;
+  // Bytes of all routed experts (the quantity offload budgets are a share of).
+  size_t TotalExpertBytes() const;
+  int NumMoeLayers() const;
+};
+
+// Opens an HF checkpoint directory (config.json + safetensors) or a .gguf file and resolves
+// every tensor, checking shapes. Throws Error with the offending name on any problem.
+std::unique_ptr<Model> LoadModel(const std::string& path);
+
+// Builds a Model from an already-open weight source (used by tests and GGUF loading).
+std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& config,
+                                  std::unique_ptr<WeightSource> weights);
+
+}  // namespace moex

@@ -1,0 +1,60 @@
+// HF tensor names of each architecture. One function per family lives in arch_<family>.cc;
+// the forward pass is shared and reads only these names and ModelConfig flags.
+#pragma once
+
+#include <string>
+
+#include "model/model_config.h"
+
+namespace moex {
+
+enum class ExpertMatrix { kGate, kUp, kDown };
+
+struct TensorNames {
+  // Whole-model tensors.
+  std::string embed = "model.embed_tokens.weight";
+  std::string final_norm = "model.norm.weight";
+  std::string lm_head = "lm_head.weight";
+
+  // Per-layer tensors: the prefix "model.layers.{i}." is prepended by Layer().
+  std::string attn_norm = "input_layernorm.weight";
+  std::string ffn_norm = "post_attention_layernorm.weight";
+  std::string q = "self_attn.q_proj.weight";
+  std::string k = "self_attn.k_proj.weight";
+  std::string v = "self_attn.v_proj.weight";
+  std::string o = "self_attn.o_proj.weight";
+  std::string q_bias = "self_attn.q_proj.bias";
+  std::string k_bias = "self_attn.k_proj.bias";
+  std::string v_bias = "self_attn.v_proj.bias";
+  std::string q_norm = "self_attn.q_norm.weight";
+  std::string k_norm = "self_attn.k_norm.weight";
+  std::string router = "mlp.gate.weight";
+  // Routed expert matrices: "{e}" is replaced by the expert index.
+  std::string expert_gate = "mlp.experts.{e}.gate_proj.weight";
+  std::string expert_up = "mlp.experts.{e}.up_proj.weight";
+  std::string expert_down = "mlp.experts.{e}.down_proj.weight";
+  // Shared expert(s) and their sigmoid gate (Qwen2-MoE), and dense-layer FFNs (DeepSeek).
+  std::string shared_gate = "mlp.shared_expert.gate_proj.weight";
+  std::string shared_up = "mlp.shared_expert.up_proj.weight";
+  std::string shared_down = "mlp.shared_expert.down_proj.weight";
+  std::string shared_expert_gate = "mlp.shared_expert_gate.weight";
+  std::string dense_gate = "mlp.gate_proj.weight";
+  std::string dense_up = "mlp.up_proj.weight";
+  std::string dense_down = "mlp.down_proj.weight";
+
+  static std::string Layer(int layer, const std::string& name) {
+    return "model.layers." + std::to_string(layer) + "." + name;
+  }
+  std::string Expert(int layer, int expert, ExpertMatrix which) const;
+};
+
+// The names used by `config.arch`.
+TensorNames TensorNamesFor(const ModelConfig& config);
+
+// Per-family name tables (arch_<family>.cc).
+TensorNames MixtralTensorNames();
+TensorNames QwenMoeTensorNames();
+TensorNames OlmoeTensorNames();
+TensorNames DeepseekMoeTensorNames();
+
+}  // namespace moex

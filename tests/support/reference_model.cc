@@ -1,0 +1,256 @@
+#include "support/reference_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "model/tensor_names.h"
+
+namespace moex::testing {
+
+namespace {
+
+using Vec = std::vector<double>;
+
+// Dequantises a whole tensor to double with its own scalar code (no engine kernels).
+Vec ToDouble(const TensorView& t) {
+  const int64_t n = t.numel();
+  Vec out(static_cast<size_t>(n));
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(t.data);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        out[static_cast<size_t>(i)] = f;
+        break;
+      }
+      case DType::kBF16: {
+        uint32_t bits = static_cast<uint32_t>(p[2 * i] | (p[2 * i + 1] << 8)) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        out[static_cast<size_t>(i)] = f;
+        break;
+      }
+      case DType::kF16:
+        out[static_cast<size_t>(i)] =
+            F16ToF32(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+        break;
+      case DType::kQ8_0: {
+        const int64_t block = i / kQ8BlockSize;
+        const uint8_t* b = p + block * kQ8BlockBytes;
+        const double scale = F16ToF32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+        out[static_cast<size_t>(i)] = scale * static_cast<int8_t>(b[2 + i % kQ8BlockSize]);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+struct Ref {
+  const ModelConfig& c;
+  const WeightSource& w;
+  TensorNames names;
+
+  Vec Get(const std::string& name) const { return ToDouble(w.Get(name)); }
+  Vec Layer(int l, const std::string& name) const { return Get(TensorNames::Layer(l, name)); }
+
+  // y = W x for W [rows, cols] row-major.
+  static Vec MatVec(const Vec& W, const Vec& x, int64_t rows) {
+    const int64_t cols = static_cast<int64_t>(x.size());
+    Vec y(static_cast<size_t>(rows), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < cols; ++i) s += W[static_cast<size_t>(r * cols + i)] * x[static_cast<size_t>(i)];
+      y[static_cast<size_t>(r)] = s;
+    }
+    return y;
+  }
+  Vec RmsNorm(const Vec& x, const Vec& weight, int64_t offset, int64_t dim) const {
+    double ms = 0;
+    for (int64_t i = 0; i < dim; ++i) ms += x[static_cast<size_t>(offset + i)] * x[static_cast<size_t>(offset + i)];
+    const double inv = 1.0 / std::sqrt(ms / static_cast<double>(dim) + c.rms_norm_eps);
+    Vec y(static_cast<size_t>(dim));
+    for (int64_t i = 0; i < dim; ++i)
+      y[static_cast<size_t>(i)] = x[static_cast<size_t>(offset + i)] * inv * weight[static_cast<size_t>(i)];
+    return y;
+  }
+  static double Silu(double v) { return v / (1.0 + std::exp(-v)); }
+  Vec SwiGlu(const Vec& gate, const Vec& up, const Vec& down, const Vec& x, int64_t f) const {
+    Vec g = MatVec(gate, x, f), u = MatVec(up, x, f);
+    for (int64_t i = 0; i < f; ++i) g[static_cast<size_t>(i)] = Silu(g[static_cast<size_t>(i)]) * u[static_cast<size_t>(i)];
+    return MatVec(down, g, c.hidden_size);
+  }
+  // HF rotate_half RoPE; the angle is rounded through f32 exactly as HF computes it.
+  void Rope(Vec& x, int64_t heads, int64_t pos) const {
+    const int64_t hd = c.head_dim, half = hd / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      const float inv = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd));
+      const float angle = static_cast<float>(pos) * inv;
+      const double cs = std::cos(static_cast<double>(angle)), sn = std::sin(static_cast<double>(angle));
+      for (int64_t h = 0; h < heads; ++h) {
+        double& a = x[static_cast<size_t>(h * hd + i)];
+        double& b = x[static_cast<size_t>(h * hd + i + half)];
+        const double a0 = a, b0 = b;
+        a = a0 * cs - b0 * sn;
+        b = b0 * cs + a0 * sn;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
+                                    const std::vector<int32_t>& tokens) {
+  Ref ref{c, w, TensorNamesFor(c)};
+  const TensorNames& n = ref.names;
+  const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, KV = c.num_kv_heads;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  const Vec embed = ref.Get(n.embed);
+  std::vector<Vec> h(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    h[static_cast<size_t>(t)] = Vec(embed.begin() + tokens[static_cast<size_t>(t)] * d,
+                                    embed.begin() + (tokens[static_cast<size_t>(t)] + 1) * d);
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const Vec attn_norm = ref.Layer(l, n.attn_norm), Wq = ref.Layer(l, n.q), Wk = ref.Layer(l, n.k),
+              Wv = ref.Layer(l, n.v), Wo = ref.Layer(l, n.o);
+    Vec qb, kb, vb, qn, kn;
+    if (c.attention_bias) {
+      qb = ref.Layer(l, n.q_bias);
+      kb = ref.Layer(l, n.k_bias);
+      vb = ref.Layer(l, n.v_bias);
+    }
+    if (c.qk_norm) {
+      qn = ref.Layer(l, n.q_norm);
+      kn = ref.Layer(l, n.k_norm);
+    }
+    std::vector<Vec> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], attn_norm, 0, d);
+      Vec qt = Ref::MatVec(Wq, x, H * hd), kt = Ref::MatVec(Wk, x, KV * hd), vt = Ref::MatVec(Wv, x, KV * hd);
+      if (c.attention_bias) {
+        for (size_t i = 0; i < qt.size(); ++i) qt[i] += qb[i];
+        for (size_t i = 0; i < kt.size(); ++i) kt[i] += kb[i];
+        for (size_t i = 0; i < vt.size(); ++i) vt[i] += vb[i];
+      }
+      if (c.qk_norm && !c.qk_norm_per_head) {
+        qt = ref.RmsNorm(qt, qn, 0, H * hd);
+        kt = ref.RmsNorm(kt, kn, 0, KV * hd);
+      } else if (c.qk_norm) {
+        Vec q2, k2;
+        for (int64_t hh = 0; hh < H; ++hh) {
+          Vec r = ref.RmsNorm(qt, qn, hh * hd, hd);
+          q2.insert(q2.end(), r.begin(), r.end());
+        }
+        for (int64_t hh = 0; hh < KV; ++hh) {
+          Vec r = ref.RmsNorm(kt, kn, hh * hd, hd);
+          k2.insert(k2.end(), r.begin(), r.end());
+        }
+        qt = q2;
+        kt = k2;
+      }
+      ref.Rope(qt, H, t);
+      ref.Rope(kt, KV, t);
+      q[static_cast<size_t>(t)] = qt;
+      k[static_cast<size_t>(t)] = kt;
+      v[static_cast<size_t>(t)] = vt;
+    }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    for (int64_t t = 0; t < T; ++t) {
+      Vec out(static_cast<size_t>(H * hd), 0.0);
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t kvh = hh / (H / KV);
+        Vec s(static_cast<size_t>(t + 1));
+        double mx = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double dot = 0;
+          for (int64_t i = 0; i < hd; ++i)
+            dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * hd + i)] * k[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
+          s[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < hd; ++i)
+            out[static_cast<size_t>(hh * hd + i)] += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
+      }
+      const Vec o = Ref::MatVec(Wo, out, d);
+      for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+    }
+
+    const Vec ffn_norm = ref.Layer(l, n.ffn_norm);
+    if (!c.IsMoeLayer(l)) {
+      const Vec g = ref.Layer(l, n.dense_gate), u = ref.Layer(l, n.dense_up), dn = ref.Layer(l, n.dense_down);
+      for (int64_t t = 0; t < T; ++t) {
+        const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], ffn_norm, 0, d);
+        const Vec y = ref.SwiGlu(g, u, dn, x, c.intermediate_size);
+        for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
+      }
+      continue;
+    }
+    const Vec router = ref.Layer(l, n.router);
+    std::vector<Vec> eg(static_cast<size_t>(c.num_experts)), eu(eg.size()), ed(eg.size());
+    for (int e = 0; e < c.num_experts; ++e) {
+      eg[static_cast<size_t>(e)] = ref.Get(n.Expert(l, e, ExpertMatrix::kGate));
+      eu[static_cast<size_t>(e)] = ref.Get(n.Expert(l, e, ExpertMatrix::kUp));
+      ed[static_cast<size_t>(e)] = ref.Get(n.Expert(l, e, ExpertMatrix::kDown));
+    }
+    Vec sg, su, sd, sgate;
+    if (c.shared_expert_intermediate_size > 0) {
+      sg = ref.Layer(l, n.shared_gate);
+      su = ref.Layer(l, n.shared_up);
+      sd = ref.Layer(l, n.shared_down);
+      if (c.shared_expert_gate) sgate = ref.Layer(l, n.shared_expert_gate);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], ffn_norm, 0, d);
+      Vec p = Ref::MatVec(router, x, c.num_experts);
+      const double mx = *std::max_element(p.begin(), p.end());
+      double sum = 0;
+      for (auto& e : p) sum += (e = std::exp(e - mx));
+      for (auto& e : p) e /= sum;
+      std::vector<int> order(static_cast<size_t>(c.num_experts));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+      double top_sum = 0;
+      for (int kk = 0; kk < c.num_experts_per_tok; ++kk) top_sum += p[static_cast<size_t>(order[static_cast<size_t>(kk)])];
+      Vec y(static_cast<size_t>(d), 0.0);
+      for (int kk = 0; kk < c.num_experts_per_tok; ++kk) {
+        const int e = order[static_cast<size_t>(kk)];
+        double weight = p[static_cast<size_t>(e)];
+        if (c.norm_topk_prob) weight /= top_sum;
+        weight *= c.routed_scaling_factor;
+        const Vec ye = ref.SwiGlu(eg[static_cast<size_t>(e)], eu[static_cast<size_t>(e)], ed[static_cast<size_t>(e)], x, c.moe_intermediate_size);
+        for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(i)] += weight * ye[static_cast<size_t>(i)];
+      }
+      if (!sg.empty()) {
+        Vec ys = ref.SwiGlu(sg, su, sd, x, c.shared_expert_intermediate_size);
+        double s = 1.0;
+        if (!sgate.empty()) s = 1.0 / (1.0 + std::exp(-Ref::MatVec(sgate, x, 1)[0]));
+        for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(i)] += s * ys[static_cast<size_t>(i)];
+      }
+      for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
+    }
+  }
+  const Vec final_norm = ref.Get(n.final_norm);
+  const TensorView* head_view = w.Find(n.lm_head);
+  const Vec head = head_view != nullptr ? ToDouble(*head_view) : embed;
+  std::vector<double> logits;
+  logits.reserve(static_cast<size_t>(T * c.vocab_size));
+  for (int64_t t = 0; t < T; ++t) {
+    const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], final_norm, 0, d);
+    const Vec lt = Ref::MatVec(head, x, c.vocab_size);
+    logits.insert(logits.end(), lt.begin(), lt.end());
+  }
+  return logits;
+}
+
+}  // namespace moex::testing

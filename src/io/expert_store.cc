@@ -1,0 +1,173 @@
+#include "io/expert_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+
+namespace moex {
+
+namespace {
+
+void PreadAll(int fd, void* dst, size_t n, uint64_t offset, const std::string& path) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    Check(got >= 0, "reading expert store ", path, ": ", std::strerror(errno));
+    Check(got > 0, "expert store ", path, " is truncated (unexpected end of file at byte ",
+          offset, ")");
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+}  // namespace
+
+uint64_t StoreTableBytes(uint32_t num_moe_layers, uint32_t num_experts, uint32_t blocks) {
+  return AlignUp(4ull * num_moe_layers, 8) +
+         8ull * num_moe_layers * num_experts * (1ull + blocks);
+}
+
+ExpertStore ExpertStore::Open(const std::string& path) {
+  ExpertStore s;
+  s.path_ = path;
+  Fd f;
+  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  Check(f.fd >= 0, "cannot open expert store ", path, ": ", std::strerror(errno));
+  struct stat st;
+  Check(fstat(f.fd, &st) == 0, "cannot stat expert store ", path, ": ", std::strerror(errno));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  Check(size >= kStoreHeaderBytes, "expert store ", path, " is truncated (", size,
+        " bytes, shorter than its header)");
+
+  StoreHeader& h = s.header_;
+  PreadAll(f.fd, &h, sizeof h, 0, path);
+  Check(std::memcmp(h.magic, kExpertStoreMagic, sizeof h.magic) == 0, path,
+        " is not a moex expert store (bad magic)");
+  Check(h.version == kExpertStoreVersion, "expert store ", path, " has format version ",
+        h.version, ", this build reads version ", kExpertStoreVersion);
+  StoreHeader copy = h;
+  copy.header_checksum = 0;
+  Check(StoreChecksum(std::as_bytes(std::span(&copy, 1))) == h.header_checksum,
+        "expert store ", path, " is corrupt (header checksum mismatch)");
+  Check(size == h.file_bytes, "expert store ", path, " is truncated or overlong (", size,
+        " bytes, header says ", h.file_bytes, ")");
+  Check(h.neurons > 0 && h.block_neurons > 0 && h.record_bytes > 0 && h.num_experts > 0,
+        "expert store ", path, " has an invalid header");
+  const int blocks = s.blocks_per_expert();
+  Check(h.table_bytes == StoreTableBytes(h.num_moe_layers, h.num_experts,
+                                         static_cast<uint32_t>(blocks)) &&
+            h.table_offset + h.table_bytes <= h.data_offset &&
+            h.data_offset % kStoreAlignment == 0 && h.expert_stride % kStoreAlignment == 0 &&
+            h.expert_stride >= s.expert_bytes() &&
+            h.data_offset + h.expert_stride * h.num_moe_layers * h.num_experts == h.file_bytes,
+        "expert store ", path, " has an inconsistent layout");
+
+  std::vector<std::byte> table(h.table_bytes);
+  PreadAll(f.fd, table.data(), table.size(), h.table_offset, path);
+  Check(StoreChecksum(table) == h.table_checksum, "expert store ", path,
+        " is corrupt (table checksum mismatch)");
+  s.moe_layers_.resize(h.num_moe_layers);
+  s.moe_index_.assign(h.num_layers, -1);
+  for (uint32_t i = 0; i < h.num_moe_layers; ++i) {
+    uint32_t layer;
+    std::memcpy(&layer, table.data() + 4 * i, 4);
+    Check(layer < h.num_layers, "expert store ", path, " lists MoE layer ", layer, " of ",
+          h.num_layers);
+    s.moe_layers_[i] = static_cast<int>(layer);
+    s.moe_index_[layer] = static_cast<int>(i);
+  }
+  const size_t ids_bytes = AlignUp(4ull * h.num_moe_layers, 8);
+  s.checksums_.resize((table.size() - ids_bytes) / 8);
+  std::memcpy(s.checksums_.data(), table.data() + ids_bytes, s.checksums_.size() * 8);
+  return s;
+}
+
+int ExpertStore::MoeIndex(int layer) const {
+  if (layer < 0 || layer >= static_cast<int>(moe_index_.size())) return -1;
+  return moe_index_[static_cast<size_t>(layer)];
+}
+
+size_t ExpertStore::EntryIndex(int layer, int expert) const {
+  const int m = MoeIndex(layer);
+  Check(m >= 0 && expert >= 0 && expert < num_experts(), "expert store ", path_,
+        " has no expert ", expert, " in layer ", layer);
+  return static_cast<size_t>(m) * header_.num_experts + static_cast<size_t>(expert);
+}
+
+uint64_t ExpertStore::ExpertOffset(int layer, int expert) const {
+  return header_.data_offset + header_.expert_stride * EntryIndex(layer, expert);
+}
+
+uint64_t ExpertStore::ExpertChecksum(int layer, int expert) const {
+  return checksums_[EntryIndex(layer, expert) * (1 + static_cast<size_t>(blocks_per_expert()))];
+}
+
+uint64_t ExpertStore::BlockChecksum(int layer, int expert, int block) const {
+  return checksums_[EntryIndex(layer, expert) * (1 + static_cast<size_t>(blocks_per_expert())) +
+                    1 + static_cast<size_t>(block)];
+}
+
+std::string ExpertStore::Mismatch(const ModelConfig& c, DType dtype,
+                                  const std::string& source_id) const {
+  const StoreHeader& h = header_;
+  if (std::string(h.source_id, strnlen(h.source_id, sizeof h.source_id)) != source_id)
+    return "it was packed from a different checkpoint (or the checkpoint changed since)";
+  if (std::string(h.arch, strnlen(h.arch, sizeof h.arch)) != ArchName(c.arch))
+    return "it was packed for another architecture";
+  if (h.num_layers != static_cast<uint32_t>(c.num_layers) ||
+      h.num_experts != static_cast<uint32_t>(c.num_experts) ||
+      h.hidden_size != static_cast<uint32_t>(c.hidden_size) ||
+      h.neurons != static_cast<uint32_t>(c.moe_intermediate_size))
+    return "its shape differs from the model's";
+  if (h.dtype != static_cast<uint32_t>(dtype)) return "its dtype differs from the checkpoint's";
+  int moe = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.IsMoeLayer(l)) continue;
+    if (MoeIndex(l) != moe) return "its MoE layers differ from the model's";
+    ++moe;
+  }
+  if (moe != static_cast<int>(h.num_moe_layers)) return "its MoE layers differ from the model's";
+  return "";
+}
+
+void ExpertStore::VerifyData(const std::function<void(uint64_t, uint64_t)>& progress) const {
+  Fd f;
+  f.fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  Check(f.fd >= 0, "cannot open expert store ", path_, ": ", std::strerror(errno));
+  std::vector<std::byte> buf(expert_bytes());
+  const uint64_t total = static_cast<uint64_t>(moe_layers_.size()) * header_.num_experts;
+  uint64_t done = 0;
+  const uint64_t block_bytes = static_cast<uint64_t>(block_neurons()) * record_bytes();
+  for (int layer : moe_layers_) {
+    for (int e = 0; e < num_experts(); ++e) {
+      PreadAll(f.fd, buf.data(), buf.size(), ExpertOffset(layer, e), path_);
+      for (int b = 0; b < blocks_per_expert(); ++b) {
+        const uint64_t begin = b * block_bytes;
+        const uint64_t len = std::min<uint64_t>(block_bytes, buf.size() - begin);
+        Check(StoreChecksum(std::span(buf.data() + begin, len)) == BlockChecksum(layer, e, b),
+              "expert store ", path_, " is corrupt: layer ", layer, " expert ", e, " block ", b,
+              " fails its checksum");
+      }
+      if (progress) progress(++done, total);
+    }
+  }
+  posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
+}  // namespace moex

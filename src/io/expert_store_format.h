@@ -1,0 +1,54 @@
+// The on-disk format of the expert store (docs/expert-store.md): a 4 KiB header, a table
+// with one checksum per expert and per block, then every routed expert packed neuron-major,
+// each starting on a 4 KiB boundary so any block-aligned neuron range is O_DIRECT-readable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace moex {
+
+constexpr char kExpertStoreMagic[8] = {'M', 'O', 'E', 'X', 'S', 'T', 'O', 'R'};
+constexpr uint32_t kExpertStoreVersion = 1;
+constexpr uint64_t kStoreAlignment = 4096;  // O_DIRECT offset, length and buffer alignment.
+constexpr size_t kStoreHeaderBytes = 4096;
+
+inline uint64_t AlignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// Fixed-size little-endian header at offset 0. Plain data: written and read with memcpy.
+struct StoreHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  char arch[32];            // HF model_type of the source.
+  uint32_t dtype;           // moex::DType of every record.
+  uint32_t num_layers;      // All decoder layers.
+  uint32_t num_moe_layers;  // Layers with routed experts (listed in the table).
+  uint32_t num_experts;     // Routed experts per MoE layer.
+  uint32_t hidden_size;     // d.
+  uint32_t neurons;         // F, neurons per expert.
+  uint32_t record_bytes;    // One neuron record: [gate row | up row | down column].
+  uint32_t block_neurons;   // Checksum and alignment granule: block_neurons * record_bytes
+                            // is a multiple of kStoreAlignment (or the block is the expert).
+  uint64_t expert_stride;   // Bytes between consecutive experts (aligned).
+  uint64_t table_offset;
+  uint64_t table_bytes;
+  uint64_t data_offset;
+  uint64_t file_bytes;      // Exact size of a complete store.
+  uint64_t table_checksum;  // StoreChecksum over the table bytes.
+  uint64_t created_unix;
+  char source_id[128];      // Fingerprint of the source checkpoint (names, sizes, mtimes).
+  char source_path[1024];   // Where the source was, for messages only.
+  uint64_t header_checksum; // StoreChecksum over this struct with this field zeroed.
+};
+static_assert(sizeof(StoreHeader) <= kStoreHeaderBytes);
+
+// 64-bit checksum used for header, table and blocks: four independent multiply-xorshift
+// lanes over 8-byte words (fast enough to verify every block as it lands), then a fold.
+uint64_t StoreChecksum(std::span<const std::byte> bytes);
+
+// Smallest neuron count whose records fill a whole number of alignment units, capped at F.
+uint32_t StoreBlockNeurons(uint64_t record_bytes, uint32_t neurons);
+
+}  // namespace moex

@@ -1,0 +1,305 @@
+#include "io/expert_store_packer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace moex {
+
+namespace {
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<std::byte[], FreeDeleter>;
+
+AlignedBytes AllocAligned(size_t n) {
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(kStoreAlignment, AlignUp(n, kStoreAlignment)));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, AlignUp(n, kStoreAlignment));
+  return AlignedBytes(p);
+}
+
+// Copies gate row i, up row i and down column i of every neuron, bit for bit.
+void PackNeuronMajor(const TensorView& gate, const TensorView& up, const TensorView& down,
+                     int64_t d, int64_t f, std::byte* dst) {
+  const size_t es = DTypeBytes(gate.dtype, 1);
+  const size_t row = es * static_cast<size_t>(d);
+  const size_t rec = 3 * row;
+  for (int64_t i = 0; i < f; ++i) {
+    std::memcpy(dst + i * rec, gate.data + i * row, row);
+    std::memcpy(dst + i * rec + row, up.data + i * row, row);
+  }
+  // down is [d, f]: element (o, i) goes to record i, slot o of its down part.
+  for (int64_t o = 0; o < d; ++o) {
+    const std::byte* src = down.data + static_cast<size_t>(o * f) * es;
+    std::byte* out = dst + 2 * row + static_cast<size_t>(o) * es;
+    for (int64_t i = 0; i < f; ++i) std::memcpy(out + i * rec, src + i * es, es);
+  }
+}
+
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, uint64_t total) : enabled_(enabled), total_(total) {
+    tty_ = isatty(STDERR_FILENO);
+  }
+  void Update(uint64_t done) {
+    if (!enabled_ || total_ == 0) return;
+    const int pct = static_cast<int>(100 * done / total_);
+    if (pct == last_ || (!tty_ && pct % 10 != 0 && done != total_)) return;
+    last_ = pct;
+    const int width = 30;
+    const int fill = pct * width / 100;
+    std::fprintf(stderr, "%smoex: packing experts [%.*s%*s] %3d%% (%.2f / %.2f GB)%s",
+                 tty_ ? "\r" : "", fill, "##############################", width - fill, "",
+                 pct, done / 1e9, total_ / 1e9, (tty_ && done != total_) ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  bool tty_;
+  uint64_t total_;
+  int last_ = -1;
+};
+
+// Writes with O_DIRECT when the filesystem allows (the store must not fill the page cache),
+// buffered otherwise. Reports ENOSPC and EFBIG as a full disk.
+class StoreWriter {
+ public:
+  explicit StoreWriter(const std::string& path) : path_(path) {
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd_ < 0 && errno == EINVAL) {
+      Log(LogLevel::kInfo, "filesystem of ", path, " does not support O_DIRECT; packing with ",
+          "buffered writes");
+      fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    Check(fd_ >= 0, "cannot create ", path, ": ", std::strerror(errno));
+  }
+  ~StoreWriter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  // data and length must be kStoreAlignment-aligned.
+  void Write(const std::byte* data, size_t n, uint64_t offset) {
+    while (n > 0) {
+      const ssize_t put = pwrite(fd_, data, n, static_cast<off_t>(offset));
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0 && (errno == ENOSPC || errno == EFBIG || errno == EDQUOT))
+        Fail("writing expert store ", path_, ": ", std::strerror(errno),
+             " (disk full?); free space or pack to another directory with --out");
+      Check(put > 0, "writing expert store ", path_, ": ",
+            put < 0 ? std::strerror(errno) : "no progress");
+      data += put;
+      n -= static_cast<size_t>(put);
+      offset += static_cast<uint64_t>(put);
+    }
+  }
+  void Sync() {
+    Check(fdatasync(fd_) == 0, "syncing expert store ", path_, ": ", std::strerror(errno));
+    posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+  }
+  void Close() {
+    const int fd = fd_;
+    fd_ = -1;
+    Check(close(fd) == 0, "closing expert store ", path_, ": ", std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+void CopyString(char* dst, size_t cap, const std::string& s) {
+  std::memset(dst, 0, cap);
+  std::memcpy(dst, s.data(), std::min(s.size(), cap - 1));
+}
+
+void PackInto(const WeightSource& source, const ModelConfig& c, const PackOptions& o,
+              const std::string& tmp) {
+  const DType dtype = RoutedExpertDType(source, c);
+  Check(dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16,
+        "expert store: routed experts of dtype ", DTypeName(dtype),
+        " cannot be packed neuron-major losslessly (need f32, f16 or bf16)");
+  const int64_t d = c.hidden_size;
+  const int64_t f = c.moe_intermediate_size;
+  std::vector<int> moe_layers;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.IsMoeLayer(l)) moe_layers.push_back(l);
+
+  StoreHeader h{};
+  std::memcpy(h.magic, kExpertStoreMagic, sizeof h.magic);
+  h.version = kExpertStoreVersion;
+  h.header_bytes = kStoreHeaderBytes;
+  CopyString(h.arch, sizeof h.arch, ArchName(c.arch));
+  h.dtype = static_cast<uint32_t>(dtype);
+  h.num_layers = static_cast<uint32_t>(c.num_layers);
+  h.num_moe_layers = static_cast<uint32_t>(moe_layers.size());
+  h.num_experts = static_cast<uint32_t>(c.num_experts);
+  h.hidden_size = static_cast<uint32_t>(d);
+  h.neurons = static_cast<uint32_t>(f);
+  h.record_bytes = static_cast<uint32_t>(3 * DTypeBytes(dtype, d));
+  h.block_neurons = StoreBlockNeurons(h.record_bytes, h.neurons);
+  const uint64_t expert_bytes = static_cast<uint64_t>(h.record_bytes) * h.neurons;
+  h.expert_stride = AlignUp(expert_bytes, kStoreAlignment);
+  const uint32_t blocks = (h.neurons + h.block_neurons - 1) / h.block_neurons;
+  h.table_offset = kStoreHeaderBytes;
+  h.table_bytes = StoreTableBytes(h.num_moe_layers, h.num_experts, blocks);
+  h.data_offset = AlignUp(h.table_offset + h.table_bytes, kStoreAlignment);
+  h.file_bytes = h.data_offset + h.expert_stride * h.num_moe_layers * h.num_experts;
+  h.created_unix = static_cast<uint64_t>(std::time(nullptr));
+  CopyString(h.source_id, sizeof h.source_id, o.source_id);
+  CopyString(h.source_path, sizeof h.source_path, o.source_path);
+
+  const size_t ids_bytes = AlignUp(4ull * h.num_moe_layers, 8);
+  std::vector<std::byte> table(h.table_bytes);
+  for (size_t i = 0; i < moe_layers.size(); ++i) {
+    const uint32_t l = static_cast<uint32_t>(moe_layers[i]);
+    std::memcpy(table.data() + 4 * i, &l, 4);
+  }
+
+  StoreWriter out(tmp);
+  AlignedBytes buf = AllocAligned(h.expert_stride);
+  const uint64_t block_bytes = static_cast<uint64_t>(h.block_neurons) * h.record_bytes;
+  const uint64_t total = expert_bytes * h.num_moe_layers * h.num_experts;
+  ProgressBar bar(o.progress, total);
+  uint64_t done = 0;
+  bar.Update(0);
+  std::vector<uint64_t> sums(blocks);
+  for (size_t m = 0; m < moe_layers.size(); ++m) {
+    for (int e = 0; e < c.num_experts; ++e) {
+      const int l = moe_layers[m];
+      const TensorView& g = source.Get(RoutedExpertTensorName(c.arch, l, e, 0), {f, d});
+      const TensorView& u = source.Get(RoutedExpertTensorName(c.arch, l, e, 1), {f, d});
+      const TensorView& dn = source.Get(RoutedExpertTensorName(c.arch, l, e, 2), {d, f});
+      Check(g.dtype == dtype && u.dtype == dtype && dn.dtype == dtype, "expert tensors of layer ",
+            l, " expert ", e, " in ", source.Describe(), " are not all ", DTypeName(dtype));
+      PackNeuronMajor(g, u, dn, d, f, buf.get());
+      for (uint32_t b = 0; b < blocks; ++b) {
+        const uint64_t begin = b * block_bytes;
+        sums[b] = StoreChecksum(
+            std::span(buf.get() + begin, std::min<uint64_t>(block_bytes, expert_bytes - begin)));
+      }
+      const size_t entry = m * h.num_experts + static_cast<size_t>(e);
+      std::byte* slot = table.data() + ids_bytes + entry * 8 * (1 + blocks);
+      const uint64_t expert_sum = StoreChecksum(std::as_bytes(std::span(sums)));
+      std::memcpy(slot, &expert_sum, 8);
+      std::memcpy(slot + 8, sums.data(), 8ull * blocks);
+      out.Write(buf.get(), h.expert_stride, h.data_offset + entry * h.expert_stride);
+      done += expert_bytes;
+      bar.Update(done);
+    }
+  }
+  h.table_checksum = StoreChecksum(table);
+  h.header_checksum = 0;
+  h.header_checksum = StoreChecksum(std::as_bytes(std::span(&h, 1)));
+
+  AlignedBytes head = AllocAligned(h.data_offset);
+  std::memcpy(head.get(), &h, sizeof h);
+  std::memcpy(head.get() + h.table_offset, table.data(), table.size());
+  out.Write(head.get(), h.data_offset, 0);
+  out.Sync();
+  out.Close();
+}
+
+}  // namespace
+
+std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which) {
+  const std::string prefix = "model.layers." + std::to_string(layer);
+  if (arch == Arch::kMixtral || arch == Arch::kPhiMoe) {
+    static const char* kNames[] = {"w1", "w3", "w2"};
+    return prefix + ".block_sparse_moe.experts." + std::to_string(expert) + "." + kNames[which] +
+           ".weight";
+  }
+  static const char* kNames[] = {"gate_proj", "up_proj", "down_proj"};
+  return prefix + ".mlp.experts." + std::to_string(expert) + "." + kNames[which] + ".weight";
+}
+
+DType RoutedExpertDType(const WeightSource& source, const ModelConfig& c) {
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.IsMoeLayer(l)) return source.Get(RoutedExpertTensorName(c.arch, l, 0, 0)).dtype;
+  Fail("model in ", source.Describe(), " has no MoE layers");
+}
+
+std::string CheckpointFingerprint(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> parts;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string ext = entry.path().extension().string();
+    if (name != "config.json" && ext != ".safetensors" && ext != ".gguf") continue;
+    struct stat st;
+    if (stat(entry.path().c_str(), &st) != 0) continue;
+    parts.push_back(name + ":" + std::to_string(st.st_size) + ":" +
+                    std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
+  }
+  Check(!ec, "cannot list model directory ", model_dir, ": ", ec.message());
+  std::sort(parts.begin(), parts.end());
+  std::string all;
+  for (const auto& p : parts) all += p + "\n";
+  char hex[40];
+  std::snprintf(hex, sizeof hex, "ckpt-%016llx",
+                static_cast<unsigned long long>(StoreChecksum(std::as_bytes(std::span(all)))));
+  return hex;
+}
+
+std::string DefaultExpertStorePath(const std::string& model_dir) {
+  return (std::filesystem::path(model_dir) / "experts.moex").string();
+}
+
+void PackExpertStore(const WeightSource& source, const ModelConfig& config,
+                     const PackOptions& options) {
+  Check(!options.out_path.empty(), "expert store: no output path");
+  const std::string tmp = options.out_path + ".partial";
+  try {
+    PackInto(source, config, options, tmp);
+  } catch (...) {
+    unlink(tmp.c_str());
+    throw;
+  }
+  Check(rename(tmp.c_str(), options.out_path.c_str()) == 0, "cannot rename ", tmp, " to ",
+        options.out_path, ": ", std::strerror(errno));
+  unlink((options.out_path + ".corrupt").c_str());
+}
+
+void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why) {
+  std::ofstream(store_path + ".corrupt") << why << "\n";
+}
+
+ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig& config,
+                                  const PackOptions& options) {
+  const std::string& path = options.out_path;
+  std::string why;
+  if (access(path.c_str(), F_OK) != 0) {
+    why = "no expert store at " + path;
+  } else if (access((path + ".corrupt").c_str(), F_OK) == 0) {
+    why = "expert store " + path + " was found corrupt by an earlier read";
+  } else {
+    try {
+      ExpertStore store = ExpertStore::Open(path);
+      why = store.Mismatch(config, RoutedExpertDType(source, config), options.source_id);
+      if (why.empty()) return store;
+      why = "expert store " + path + " is stale: " + why;
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  Log(LogLevel::kWarn, why, "; packing experts (one-time)");
+  PackExpertStore(source, config, options);
+  return ExpertStore::Open(path);
+}
+
+}  // namespace moex

@@ -1,0 +1,54 @@
+// Reader for the safetensors format: u64 little-endian header length, a JSON header that
+// maps tensor names to {dtype, shape, data_offsets}, then the raw tensor bytes. Every field
+// is validated against the file before a view is handed out.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/mapped_file.h"
+
+namespace moex {
+
+// Headers larger than this are rejected before parsing (the reference implementation uses
+// the same limit), so a corrupt length field cannot trigger a huge allocation.
+constexpr size_t kSafetensorsMaxHeaderBytes = 100u << 20;
+
+class SafetensorsFile {
+ public:
+  // Maps and validates the file; throws Error naming the path and the problem.
+  explicit SafetensorsFile(const std::string& path);
+  // Validates bytes owned by the caller, which must outlive this object. `name` is used in
+  // error messages.
+  SafetensorsFile(std::span<const std::byte> bytes, const std::string& name);
+
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  // Sorted by name. Views point into the mapping and live as long as this object.
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const TensorView* Find(const std::string& name) const;
+  // The optional "__metadata__" string map.
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::string& path() const { return name_; }
+
+ private:
+  void Parse(std::span<const std::byte> bytes);
+
+  std::string name_;
+  std::optional<MappedFile> file_;
+  std::vector<TensorView> tensors_;
+  std::unordered_map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// The safetensors dtype string ("F32", "F16", "BF16") for a dtype; throws for others.
+const char* SafetensorsDTypeName(DType dtype);
+
+}  // namespace moex

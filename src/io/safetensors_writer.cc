@@ -1,0 +1,133 @@
+#include "io/safetensors_writer.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace moex {
+
+void SafetensorsWriter::SetMetadata(const std::string& key, const std::string& value) {
+  metadata_[key] = value;
+}
+
+void SafetensorsWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            ByteFill fill) {
+  Check(!name.empty() && name != "__metadata__", "safetensors: invalid tensor name '", name, "'");
+  Check(!names_.contains(name), "safetensors: duplicate tensor '", name, "'");
+  SafetensorsDTypeName(dtype);  // Throws for dtypes safetensors cannot hold.
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    Check(d >= 0, "safetensors: tensor '", name, "' has negative dimension in ",
+          ShapeString(shape));
+    numel *= d;
+  }
+  names_[name] = tensors_.size();
+  tensors_.push_back({name, dtype, shape, DTypeBytes(dtype, numel), std::move(fill)});
+}
+
+void SafetensorsWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            const void* data) {
+  SafetensorsDTypeName(dtype);
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  Add(name, dtype, shape, FillFromMemory(data, DTypeBytes(dtype, numel < 0 ? 0 : numel)));
+}
+
+uint64_t SafetensorsWriter::data_bytes() const {
+  uint64_t total = 0;
+  for (const auto& t : tensors_) total += t.nbytes;
+  return total;
+}
+
+void SafetensorsWriter::WriteShard(OutputFile& out,
+                                   const std::vector<const Pending*>& tensors) const {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  uint64_t offset = 0;
+  for (const Pending* t : tensors) {
+    header[t->name] = {{"dtype", SafetensorsDTypeName(t->dtype)},
+                       {"shape", t->shape},
+                       {"data_offsets", {offset, offset + t->nbytes}}};
+    offset += t->nbytes;
+  }
+  std::string text = header.dump();
+  // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
+  out.Write(len, 8);
+  out.Write(text.data(), text.size());
+  for (const Pending* t : tensors) {
+    const int64_t cols = t->shape.empty() ? 1 : t->shape.back();
+    out.WriteFilled(t->nbytes, DTypeBytes(t->dtype, cols), t->fill);
+  }
+}
+
+void SafetensorsWriter::WriteFile(const std::string& path) const {
+  std::vector<const Pending*> all;
+  for (const auto& t : tensors_) all.push_back(&t);
+  OutputFile out(path);
+  WriteShard(out, all);
+  out.Commit();
+}
+
+void SafetensorsWriter::WriteCheckpoint(const std::string& dir, uint64_t max_shard_bytes) const {
+  // Greedy split in declaration order, so related tensors (one layer) stay together.
+  std::vector<std::vector<const Pending*>> shards(1);
+  uint64_t shard_bytes = 0;
+  for (const auto& t : tensors_) {
+    if (max_shard_bytes > 0 && !shards.back().empty() && shard_bytes + t.nbytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(&t);
+    shard_bytes += t.nbytes;
+  }
+  const std::string single = dir + "/model.safetensors";
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (shards.size() == 1) {
+    OutputFile out(single);
+    WriteShard(out, shards[0]);
+    out.Commit();
+    std::remove(index.c_str());  // A stale index would shadow the new file.
+    return;
+  }
+
+  const size_t n = shards.size();
+  std::vector<std::string> names(n);
+  std::vector<std::unique_ptr<OutputFile>> outs;
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t i = 0; i < n; ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+    names[i] = buf;
+    for (const Pending* t : shards[i]) weight_map[t->name] = names[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    outs.push_back(std::make_unique<OutputFile>(dir + "/" + names[i]));
+    WriteShard(*outs.back(), shards[i]);
+  }
+  nlohmann::json index_json = {{"metadata", {{"total_size", data_bytes()}}},
+                               {"weight_map", weight_map}};
+  const std::string index_text = index_json.dump(2) + "\n";
+  OutputFile index_out(index);
+  index_out.Write(index_text.data(), index_text.size());
+  // Everything is written; now publish. Undo the shards already renamed if one fails.
+  size_t committed = 0;
+  try {
+    for (; committed < n; ++committed) outs[committed]->Commit();
+    index_out.Commit();
+  } catch (...) {
+    for (size_t i = 0; i < committed; ++i) ::unlink((dir + "/" + names[i]).c_str());
+    throw;
+  }
+  std::remove(single.c_str());
+}
+
+}  // namespace moex

@@ -1,0 +1,158 @@
+"""Plain PyTorch reference forward pass for HF OLMoE and Mixtral checkpoints.
+
+  /usr/bin/python3 tools/reference/logits.py --model DIR --ids 1,2,3 --out FILE
+
+Loads DIR/config.json and the safetensors weights (single file or shards), runs the whole
+sequence causally in float32 (BF16/F16 weights are upcast exactly), and writes the logits of
+every position as raw little-endian float32, shape [n_tokens, vocab_size], row-major.
+
+Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager path):
+  olmoe:   q/k RMSNorm over the whole projected q/k before the head split, optional clip_qkv,
+           router softmax over all experts, top-k, renormalised only if norm_topk_prob.
+  mixtral: no q/k norm, top-k softmax weights renormalised to sum 1; experts w1 (gate),
+           w3 (up), w2 (down); optional sliding_window.
+Both: RMSNorm (eps from config), rotate-half RoPE with rope_theta, SwiGLU experts, GQA.
+No training code and no capacity limits: every expert computes every token routed to it.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_io import load_dir  # noqa: E402
+
+
+def rms_norm(x, w, eps):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rope(x, pos, theta):
+    # x: [heads, T, head_dim]; HF rotate-half convention
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    fr = pos.float()[:, None] * inv[None, :]
+    emb = torch.cat([fr, fr], dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    rot = torch.cat([-x2, x1], dim=-1)
+    return x * cos + rot * sin
+
+
+def attention(h, W, p, cfg, arch, T):
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+    eps = cfg["rms_norm_eps"]
+    q = h @ W[p + "q_proj.weight"].t()
+    k = h @ W[p + "k_proj.weight"].t()
+    v = h @ W[p + "v_proj.weight"].t()
+    if p + "q_proj.bias" in W:
+        q, k, v = q + W[p + "q_proj.bias"], k + W[p + "k_proj.bias"], v + W[p + "v_proj.bias"]
+    if arch == "olmoe":
+        q = rms_norm(q, W[p + "q_norm.weight"], eps)
+        k = rms_norm(k, W[p + "k_norm.weight"], eps)
+        clip = cfg.get("clip_qkv")
+        if clip is not None:
+            q, k, v = q.clamp(-clip, clip), k.clamp(-clip, clip), v.clamp(-clip, clip)
+    q = q.view(T, nh, hd).transpose(0, 1)
+    k = k.view(T, nkv, hd).transpose(0, 1)
+    v = v.view(T, nkv, hd).transpose(0, 1)
+    pos = torch.arange(T)
+    theta = cfg.get("rope_theta", 10000.0)
+    q = rope(q, pos, theta)
+    k = rope(k, pos, theta)
+    rep = nh // nkv
+    k = k.repeat_interleave(rep, dim=0)
+    v = v.repeat_interleave(rep, dim=0)
+    s = (q @ k.transpose(-1, -2)) * hd ** -0.5
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    allowed = j <= i
+    sw = cfg.get("sliding_window") if arch == "mixtral" else None
+    if sw is not None:
+        allowed = allowed & (i - j < sw)
+    s = s.masked_fill(~allowed, float("-inf"))
+    a = torch.softmax(s, dim=-1)
+    o = (a @ v).transpose(0, 1).reshape(T, nh * hd)
+    out = o @ W[p + "o_proj.weight"].t()
+    if p + "o_proj.bias" in W:
+        out = out + W[p + "o_proj.bias"]
+    return out
+
+
+def moe(h, W, p, cfg, arch):
+    E = cfg["num_local_experts"] if arch == "mixtral" else cfg["num_experts"]
+    K = cfg["num_experts_per_tok"]
+    if arch == "mixtral":
+        gate = W[p + "block_sparse_moe.gate.weight"]
+        names = lambda e: (p + f"block_sparse_moe.experts.{e}.w1.weight", p + f"block_sparse_moe.experts.{e}.w3.weight",
+                           p + f"block_sparse_moe.experts.{e}.w2.weight")
+        renorm = True
+    else:
+        gate = W[p + "mlp.gate.weight"]
+        names = lambda e: (p + f"mlp.experts.{e}.gate_proj.weight", p + f"mlp.experts.{e}.up_proj.weight",
+                           p + f"mlp.experts.{e}.down_proj.weight")
+        renorm = bool(cfg.get("norm_topk_prob", False))
+    logits = h @ gate.t()
+    probs = torch.softmax(logits, dim=-1)
+    w, idx = torch.topk(probs, K, dim=-1)
+    if renorm:
+        w = w / w.sum(-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(E):
+        tok, slot = torch.nonzero(idx == e, as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        g, u, d = names(e)
+        x = h[tok]
+        y = (torch.nn.functional.silu(x @ W[g].t()) * (x @ W[u].t())) @ W[d].t()
+        out.index_add_(0, tok, y * w[tok, slot][:, None])
+    return out
+
+
+def forward(W, cfg, ids):
+    arch = cfg["model_type"]
+    if arch not in ("olmoe", "mixtral"):
+        raise ValueError(f"unsupported model_type {arch}")
+    eps = cfg["rms_norm_eps"]
+    T = len(ids)
+    x = W["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        x = x + attention(rms_norm(x, W[p + "input_layernorm.weight"], eps), W, p + "self_attn.", cfg, arch, T)
+        x = x + moe(rms_norm(x, W[p + "post_attention_layernorm.weight"], eps), W, p, cfg, arch)
+    x = rms_norm(x, W["model.norm.weight"], eps)
+    if cfg.get("tie_word_embeddings", False):
+        head = W["model.embed_tokens.weight"]
+    else:
+        head = W["lm_head.weight"]
+    return x @ head.t()
+
+
+def load(model_dir):
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    return cfg, load_dir(model_dir)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="HF checkpoint directory")
+    ap.add_argument("--ids", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", required=True, help="output file: raw float32 [n_tokens, vocab]")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    ids = [int(s) for s in a.ids.replace(" ", "").split(",") if s != ""]
+    cfg, W = load(a.model)
+    with torch.no_grad():
+        logits = forward(W, cfg, ids)
+    np.ascontiguousarray(logits.numpy().astype("<f4")).tofile(a.out)
+    print(f"wrote {a.out}: {logits.shape[0]} x {logits.shape[1]} float32", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Train the moex demo OLMoE on CPU.  Resumable, deterministic given --seed.
+
+  nice -n 10 nohup /usr/bin/python3 tools/train/train.py --out /var/tmp/moex-train/run1 \
+      >> /var/tmp/moex-train/run1.log 2>&1 &
+
+Re-running the same command resumes from OUT/ckpt.pt (the model/optimizer state, step count
+and the arguments stored in the checkpoint win over the command line, except the ones in
+RESUMABLE_OVERRIDES, which may be changed on resume: threads, checkpoint interval, eval, lr
+schedule tail).  Batches are a pure function of (seed, step), so a resumed run sees exactly
+the data the uninterrupted run would have seen.
+"""
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import Config, Olmoe  # noqa: E402
+
+RESUMABLE_OVERRIDES = {"threads", "ckpt_minutes", "eval_every", "eval_seqs", "max_steps", "max_hours",
+                       "cooldown_start", "cooldown_steps", "log_every", "data"}
+
+
+def get_args(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/var/tmp/moex-train/data")
+    ap.add_argument("--out", default="/var/tmp/moex-train/run1")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=1)
+    # model
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--expert-width", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--experts", type=int, default=64)
+    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--untied", action="store_true", help="separate lm_head (OLMoE itself is untied)")
+    # optimisation
+    ap.add_argument("--batch", type=int, default=4, help="sequences per step")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--min-lr-frac", type=float, default=0.0)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--cooldown-start", type=int, default=-1, help="step at which a linear decay to 0 starts (-1: none)")
+    ap.add_argument("--cooldown-steps", type=int, default=0)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--capacity-factor", type=float, default=1.5)
+    ap.add_argument("--aux-coef", type=float, default=0.01, help="load-balancing loss coefficient (per layer)")
+    ap.add_argument("--z-coef", type=float, default=0.001, help="router z-loss coefficient (per layer)")
+    ap.add_argument("--domain-temp", type=float, default=0.5, help="domain sampling prob ~ tokens^temp")
+    ap.add_argument("--bf16", type=int, default=1, help="bf16 autocast for matmuls (fp32 master weights)")
+    # bookkeeping
+    ap.add_argument("--ckpt-minutes", type=float, default=10.0)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--eval-seqs", type=int, default=4)
+    ap.add_argument("--log-every", type=int, default=1)
+    ap.add_argument("--max-steps", type=int, default=1_000_000)
+    ap.add_argument("--max-hours", type=float, default=1e9)
+    return ap.parse_args(argv)
+
+
+def model_config(a):
+    return Config(hidden_size=a.d_model, intermediate_size=a.expert_width, num_hidden_layers=a.layers,
+                  num_attention_heads=a.heads, num_key_value_heads=a.heads, num_experts=a.experts,
+                  num_experts_per_tok=a.top_k, tie_word_embeddings=not a.untied,
+                  router_aux_loss_coef=a.aux_coef, router_z_loss_coef=a.z_coef)
+
+
+class Data:
+    def __init__(self, path, split, temp=0.5):
+        meta = json.load(open(os.path.join(path, "meta.json")))
+        self.domains = list(meta["domains"].keys())
+        self.arr = {d: np.load(os.path.join(path, f"{d}.{split}.npy"), mmap_mode="r") for d in self.domains}
+        w = np.array([len(self.arr[d]) for d in self.domains], dtype=np.float64) ** temp
+        self.p = w / w.sum()
+
+    def batch(self, seed, step, B, T):
+        rng = np.random.default_rng([seed, step])
+        out = np.empty((B, T + 1), dtype=np.int64)
+        doms = rng.choice(len(self.domains), size=B, p=self.p)
+        for i, di in enumerate(doms):
+            a = self.arr[self.domains[di]]
+            s = int(rng.integers(0, len(a) - T - 1))
+            out[i] = a[s:s + T + 1]
+        return torch.from_numpy(out), doms
+
+    def val_batches(self, d, T, max_seqs=None):
+        a = self.arr[d]
+        n = (len(a) - 1) // T
+        if max_seqs is not None:
+            n = min(n, max_seqs)
+        for i in range(n):
+            yield torch.from_numpy(np.asarray(a[i * T:i * T + T + 1], dtype=np.int64))[None]
+
+
+def lr_at(a, step):
+    if step < a.warmup:
+        f = (step + 1) / a.warmup
+    else:
+        f = math.sqrt(a.warmup / (step + 1))
+    if a.cooldown_start >= 0 and step >= a.cooldown_start:
+        f *= max(0.0, 1.0 - (step - a.cooldown_start) / max(1, a.cooldown_steps))
+    return a.lr * max(f, a.min_lr_frac)
+
+
+@torch.no_grad()
+def evaluate(model, val, T, max_seqs, bf16):
+    model.eval()
+    res = {}
+    for d in val.domains:
+        tot, n = 0.0, 0
+        for ids in val.val_batches(d, T, max_seqs):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(bf16)):
+                logits, _, _ = model(ids[:, :-1], mode="dropless")
+            tot += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                                   reduction="sum").item()
+            n += ids.shape[1] - 1
+        res[d] = tot / max(1, n)
+    model.train()
+    return res
+
+
+def save_ckpt(path, model, opt, state, args):
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state, "args": vars(args),
+                "config": model.c.to_dict()}, tmp)
+    if os.path.exists(path):
+        os.replace(path, path.replace(".pt", ".prev.pt"))
+    os.replace(tmp, path)
+
+
+def param_groups(model, wd):
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "norm" in n else decay).append(p)
+    return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def main():
+    a = get_args()
+    os.makedirs(a.out, exist_ok=True)
+    ckpt_path = os.path.join(a.out, "ckpt.pt")
+    ck = None
+    if os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path, map_location="cpu")
+        cli = vars(a)
+        stored = dict(ck["args"])
+        for k in RESUMABLE_OVERRIDES:
+            if k in cli:
+                stored[k] = cli[k]
+        a = argparse.Namespace(**stored)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    cfg = model_config(a)
+    model = Olmoe(cfg)
+    opt = torch.optim.AdamW(param_groups(model, a.wd), lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
+    state = {"step": 0, "tokens": 0, "train_seconds": 0.0}
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        state = ck["state"]
+        print(f"resumed from {ckpt_path} at step {state['step']} ({state['tokens']} tokens)", flush=True)
+        del ck
+    else:
+        with open(os.path.join(a.out, "args.json"), "w") as f:
+            json.dump(vars(a), f, indent=1)
+    print(f"config {json.dumps(cfg.to_dict())}", flush=True)
+    print(f"params {model.num_params():,}  threads {a.threads}  bf16 {a.bf16}", flush=True)
+    train = Data(a.data, "train", a.domain_temp)
+    val = Data(a.data, "val", a.domain_temp)
+    print("domains " + " ".join(f"{d}:{p:.3f}" for d, p in zip(train.domains, train.p)), flush=True)
+    metrics = open(os.path.join(a.out, "metrics.jsonl"), "a")
+
+    stop = {"flag": False}
+
+    def on_signal(signum, frame):
+        stop["flag"] = True
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    model.train()
+    t_start = time.time()
+    t_ckpt = time.time()
+    tok_window, time_window = [], []
+    L, E = cfg.num_hidden_layers, cfg.num_experts
+    while state["step"] < a.max_steps and not stop["flag"]:
+        step = state["step"]
+        t0 = time.time()
+        lr = lr_at(a, step)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids, _ = train.batch(a.seed, step, a.batch, a.seq)
+        stats = []
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(a.bf16)):
+            logits, lb, z = model(ids[:, :-1], mode="capacity", cf=a.capacity_factor, stats=stats)
+        ce = F.cross_entropy(logits.float().reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1))
+        loss = ce + a.aux_coef * lb + a.z_coef * z
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+        opt.step()
+        dt = time.time() - t0
+        ntok = a.batch * a.seq
+        state["step"] += 1
+        state["tokens"] += ntok
+        state["train_seconds"] += dt
+        tok_window.append(ntok)
+        time_window.append(dt)
+        tok_window, time_window = tok_window[-20:], time_window[-20:]
+        if state["step"] % a.log_every == 0:
+            counts = torch.stack([s["counts"] for s in stats]).float()  # [L, E]
+            frac = counts / counts.sum(1, keepdim=True)
+            ent = -(frac * (frac + 1e-12).log()).sum(1) / math.log(E)
+            maxload = (frac.max(1).values * E)
+            dropped = sum(s["dropped"] for s in stats) / (L * ntok * cfg.num_experts_per_tok)
+            rec = {"step": state["step"], "tokens": state["tokens"], "loss": round(ce.item(), 4),
+                   "lb": round(lb.item() / L, 4), "z": round(z.item() / L, 3), "lr": lr, "gnorm": round(float(gn), 3),
+                   "tok_s": round(sum(tok_window) / sum(time_window), 1),
+                   "load_entropy": round(ent.mean().item(), 4), "max_load": round(maxload.mean().item(), 2),
+                   "dropped": round(dropped, 4), "hours": round(state["train_seconds"] / 3600, 3)}
+            print(" ".join(f"{k} {v}" for k, v in rec.items()), flush=True)
+            metrics.write(json.dumps(rec) + "\n")
+            metrics.flush()
+        if a.eval_every > 0 and state["step"] % a.eval_every == 0:
+            t1 = time.time()
+            ev = evaluate(model, val, a.seq, a.eval_seqs, a.bf16)
+            mean = sum(ev.values()) / len(ev)
+            rec = {"step": state["step"], "tokens": state["tokens"], "val": {k: round(v, 4) for k, v in ev.items()},
+                   "val_mean": round(mean, 4), "eval_s": round(time.time() - t1, 1)}
+            print("EVAL " + json.dumps(rec), flush=True)
+            metrics.write(json.dumps(rec) + "\n")
+            metrics.flush()
+        if time.time() - t_ckpt > a.ckpt_minutes * 60:
+            save_ckpt(ckpt_path, model, opt, state, a)
+            t_ckpt = time.time()
+            print(f"checkpoint step {state['step']} -> {ckpt_path}", flush=True)
+        if time.time() - t_start > a.max_hours * 3600:
+            break
+    save_ckpt(ckpt_path, model, opt, state, a)
+    print(f"checkpoint step {state['step']} -> {ckpt_path} (exit)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,26 +13,45 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
 
+namespace moex {
+class ThreadPool;
+}
+
 namespace moex::kernels {
 
-// The SIMD target chosen at run time (e.g. "AVX3_SPR", "AVX3", "AVX2"), for reports.
+// The SIMD target chosen at run time ("AVX3" = AVX-512, "AVX2", "SCALAR"), for reports.
 std::string SimdTargetName();
+// Highway target bits (HWY_AVX3, ...) compiled into the kernels and supported by this CPU,
+// best first. Tests pin each in turn with hwy::SetSupportedTargetsForTest.
+std::vector<int64_t> AvailableSimdTargets();
+
+// Every parallel kernel has an overload taking the pool explicitly (tests use it to check
+// thread-count invariance); the short forms use ThreadPool::Global().
 
 // y[t, o] = dot(w[o, :], x[t, :]) + bias[o], t < n, o < out. w: [out, in] row-major.
 // x: [n, in] f32, y: [n, out] f32, bias may be null. Parallel over the global thread pool.
 void Linear(const std::byte* w, DType dtype, int64_t out, int64_t in, const float* x, int64_t n,
             float* y, const float* bias = nullptr);
+void Linear(const std::byte* w, DType dtype, int64_t out, int64_t in, const float* x, int64_t n,
+            float* y, const float* bias, ThreadPool& pool);
 inline void Linear(const TensorView& w, const float* x, int64_t n, float* y,
                    const float* bias = nullptr) {
   Linear(w.data, w.dtype, w.rows(), w.cols(), x, n, y, bias);
 }
 
 // One unit of routed-expert work on the neuron-major layout (see docs/expert-store.md):
-// record i (of d_model*3 elements) = [gate row i | up row i | down column i].
+// record i (of d_model*3 elements) = [gate row i | up row i | down column i], each part
+// DTypeBytes(dtype, d_model) bytes. For Q8_0 all three parts are Q8_0 rows of d_model
+// elements, the down column quantised along d_model (blocks of 32 consecutive output
+// elements of neuron i). A GGUF Q8_0 source, quantised along the neuron axis, is therefore
+// requantised once at pack time; offloading stays lossless because resident and offloaded
+// experts use the same packed records, and the record stays 3.2 bytes per weight triple
+// (an f32 down column would make it 6.1 and double the bytes every fetch moves).
 // For each token t < n:  h_i = silu(dot(gate_i, x_t)) * dot(up_i, x_t)
 //                        y_t += sum over i in [0, neuron_count) of h_i * down_i (in order)
 struct ExpertJob {
@@ -44,7 +63,9 @@ struct ExpertJob {
 };
 // Runs independent jobs (distinct y) across the thread pool. Results do not depend on how
 // the work is scheduled.
+// Q8_0 needs d_model % 32 == 0.
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model);
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool);
 // Bytes of one neuron record.
 inline size_t ExpertRecordBytes(DType dtype, int64_t d_model) {
   return 3 * DTypeBytes(dtype, d_model);
@@ -69,6 +90,9 @@ void SiluMul(float* gate, const float* up, int64_t n);
 // h / (n_heads / n_kv_heads). out: [n_q, n_heads, head_dim]. Parallel over heads x queries.
 void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out);
+void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
+               ThreadPool& pool);
 
 // Converts n elements of any dtype to f32 (for embeddings and norm weights).
 void ToF32(const std::byte* src, DType dtype, int64_t n, float* dst);

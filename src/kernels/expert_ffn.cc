@@ -1,0 +1,267 @@
+// ExpertFfn: routed-expert SwiGLU on neuron-major records.
+//
+// Two phases. Gate/up: h[t, i] = silu(gate_i . x_t) * (up_i . x_t), a dot-form GEMM over
+// the gate and up rows (the same DotRows as Linear). Down: y[t, :] += h[t, i] * down_i for
+// i in order, an outer-product tile whose accumulators start from y and take one FMA per
+// neuron, so every output element is the same sequential FMA chain however the neurons
+// arrive in chunks. Phase 1 may be split by neuron ranges and phase 2 by output columns
+// across threads without changing a bit; small experts run as whole jobs on one thread.
+#include "kernels/simd_config.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/expert_ffn.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/gemm-inl.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/partition.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moex::kernels::HWY_NAMESPACE {
+
+// Down tile: kDownTokens tokens x kDownCols vectors of output columns.
+#if HWY_TARGET == HWY_AVX3
+constexpr size_t kDownTokens = 4;
+constexpr size_t kDownCols = 5;  // 20 accumulators + 4 broadcasts + 1 weight.
+#else
+constexpr size_t kDownTokens = 2;
+constexpr size_t kDownCols = 4;
+#endif
+// Decode (one token per tile) holds more columns: the FMA chains are latency bound.
+constexpr size_t kDecodeCols = 8;
+// Neurons per pass over a column range when a tile has a single token, so each record's
+// slice of the down column is read as one contiguous run.
+constexpr size_t kNeuronBlock = 16;
+
+// y[t * ldy + col + c*N + lane] += sum over i < m of h[t * ldh + i] * down_i[...], i in order.
+template <DType kT, size_t T, size_t C>
+HWY_INLINE void DownTile(const std::byte* down, size_t rec, size_t m, const float* h, size_t ldh,
+                         float* y, size_t ldy, size_t col) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[T][C];
+#pragma GCC unroll 8
+  for (size_t t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (size_t c = 0; c < C; ++c) acc[t][c] = hn::LoadU(df, y + t * ldy + col + c * N);
+  }
+  for (size_t i = 0; i < m; ++i) {
+    const std::byte* d = down + i * rec;
+    VF hv[T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) hv[t] = hn::Set(df, h[t * ldh + i]);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < C; ++c) {
+      const VF wv = LoadW<kT>(df, d, col + c * N);
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) acc[t][c] = hn::MulAdd(hv[t], wv, acc[t][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (size_t t = 0; t < T; ++t) {
+#pragma GCC unroll 8
+    for (size_t c = 0; c < C; ++c) hn::StoreU(acc[t][c], df, y + t * ldy + col + c * N);
+  }
+}
+
+template <DType kT, size_t C>
+HWY_INLINE void DownTileN(size_t t, const std::byte* down, size_t rec, size_t m, const float* h,
+                          size_t ldh, float* y, size_t ldy, size_t col) {
+  static_assert(kDownTokens <= 4);
+  switch (t) {
+    case 1:
+      return DownTile<kT, 1, C>(down, rec, m, h, ldh, y, ldy, col);
+    case 2:
+      return DownTile<kT, 2, C>(down, rec, m, h, ldh, y, ldy, col);
+    case 3:
+      return DownTile<kT, 3, C>(down, rec, m, h, ldh, y, ldy, col);
+    default:
+      return DownTile<kT, 4, C>(down, rec, m, h, ldh, y, ldy, col);
+  }
+}
+
+// Columns that do not fill a vector: one lane at a time with the target's own MulAdd, so
+// each element gets exactly the operation it would get inside a vector. h is dense here.
+template <DType kT>
+HWY_INLINE void DownTail(const std::byte* down, size_t rec, size_t m, const float* h, float* y,
+                         size_t col) {
+  const hn::CappedTag<float, 1> d1;
+  auto acc = hn::Set(d1, *y);
+  for (size_t i = 0; i < m; ++i) {
+    acc = hn::MulAdd(hn::Set(d1, h[i]), hn::Set(d1, LoadScalar<kT>(down + i * rec, col)), acc);
+  }
+  *y = hn::GetLane(acc);
+}
+
+// Down projection for columns [c0, c1) of one job (c0 a multiple of the vector length).
+template <DType kT>
+void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_t ldh, size_t n,
+              float* y, size_t d, size_t c0, size_t c1) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t vend = c0 + (c1 - c0) / N * N;
+  if (n == 1) {
+    // Neuron blocks outermost: each block reads a contiguous slice of every record, and the
+    // accumulators go through y between blocks (exact, so the chain is unchanged).
+    for (size_t i = 0; i < m; i += kNeuronBlock) {
+      const size_t nb = std::min(kNeuronBlock, m - i);
+      const std::byte* db = down + i * rec;
+      size_t col = c0;
+      for (; col + kDecodeCols * N <= vend; col += kDecodeCols * N) {
+        DownTile<kT, 1, kDecodeCols>(db, rec, nb, h + i, ldh, y, d, col);
+      }
+      for (; col < vend; col += N) DownTile<kT, 1, 1>(db, rec, nb, h + i, ldh, y, d, col);
+    }
+  } else {
+    for (size_t t = 0; t < n; t += kDownTokens) {
+      const size_t tt = std::min(kDownTokens, n - t);
+      const float* ht = h + t * ldh;
+      float* yt = y + t * d;
+      size_t col = c0;
+      for (; col + kDownCols * N <= vend; col += kDownCols * N) {
+        DownTileN<kT, kDownCols>(tt, down, rec, m, ht, ldh, yt, d, col);
+      }
+      for (; col < vend; col += N) DownTileN<kT, 1>(tt, down, rec, m, ht, ldh, yt, d, col);
+    }
+  }
+  if (vend == c1) return;
+  std::vector<float> ht(m);
+  for (size_t t = 0; t < n; ++t) {
+    std::copy(h + t * ldh, h + t * ldh + m, ht.begin());
+    for (size_t col = vend; col < c1; ++col)
+      DownTail<kT>(down, rec, m, ht.data(), y + t * d + col, col);
+  }
+}
+
+template <DType kT>
+void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
+  const size_t row_bytes = DTypeBytes(kT, static_cast<int64_t>(d));
+  const size_t rec = 3 * row_bytes;
+  const size_t num_jobs = jobs.size();
+
+  // Gate/up results per job: gu[t * 2m + i] = gate, gu[t * 2m + m + i] = up; h overwrites
+  // the gate half.
+  thread_local std::vector<float> gu_storage;
+  std::vector<size_t> gu_offset(num_jobs + 1, 0);
+  std::vector<size_t> neurons(num_jobs), columns(num_jobs), ones(num_jobs);
+  std::vector<uint64_t> neuron_cost(num_jobs), column_cost(num_jobs), job_cost(num_jobs);
+  uint64_t total_cost = 0, max_cost = 0, total_bytes = 0;
+  for (size_t j = 0; j < num_jobs; ++j) {
+    const ExpertJob& job = jobs[j];
+    const bool empty = job.n <= 0 || job.neuron_count <= 0;
+    const size_t n = empty ? 0 : static_cast<size_t>(job.n);
+    const size_t m = empty ? 0 : static_cast<size_t>(job.neuron_count);
+    gu_offset[j + 1] = gu_offset[j] + n * 2 * m;
+    neurons[j] = m;
+    columns[j] = m == 0 ? 0 : d;
+    ones[j] = m == 0 ? 0 : 1;
+    // Work per neuron ~ its tokens plus the cost of streaming the record once.
+    neuron_cost[j] = n + 2;
+    column_cost[j] = m * (n + 2);
+    job_cost[j] = m * (n + 2);
+    total_cost += m * (n + 2);
+    max_cost = std::max<uint64_t>(max_cost, m * (n + 2));
+    total_bytes += m * rec;
+  }
+  if (total_cost == 0) return;
+  if (gu_storage.size() < gu_offset[num_jobs]) gu_storage.resize(gu_offset[num_jobs]);
+  float* gu = gu_storage.data();
+
+  const auto gate_up = [&](size_t j, size_t a, size_t b) {
+    const ExpertJob& job = jobs[j];
+    const size_t n = static_cast<size_t>(job.n), m = neurons[j];
+    const std::byte* base = job.records;
+    float* g = gu + gu_offset[j];
+    const auto gate_row = [base, rec](size_t i) { return base + i * rec; };
+    const auto up_row = [base, rec, row_bytes](size_t i) { return base + i * rec + row_bytes; };
+    DotRows<kT>(gate_row, a, b, job.x, d, n, d, g, 2 * m);
+    DotRows<kT>(up_row, a, b, job.x, d, n, d, g + m, 2 * m);
+    for (size_t t = 0; t < n; ++t) SiluMulArray(g + t * 2 * m + a, g + t * 2 * m + m + a, b - a);
+  };
+  const auto down = [&](size_t j, size_t c0, size_t c1) {
+    const ExpertJob& job = jobs[j];
+    DownCols<kT>(job.records + 2 * row_bytes, rec, neurons[j], gu + gu_offset[j], 2 * neurons[j],
+                 static_cast<size_t>(job.n), job.y, d, c0, c1);
+  };
+
+  const size_t workers = static_cast<size_t>(pool.size());
+  // Whole jobs per thread when they balance well or are too small to be worth a barrier.
+  const bool whole_jobs =
+      workers == 1 || max_cost * workers * 4 <= total_cost * 5 || total_bytes < (size_t{1} << 20);
+  if (whole_jobs) {
+    const auto run = [&](size_t w) {
+      for (const WorkRange& r : PartitionWork(ones, job_cost, 1, w, workers)) {
+        gate_up(r.item, 0, neurons[r.item]);
+        down(r.item, 0, d);
+      }
+    };
+    if (workers == 1) {
+      run(0);
+    } else {
+      pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+        for (size_t w = b; w < e; ++w) run(w);
+      });
+    }
+    return;
+  }
+  pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+    for (size_t w = b; w < e; ++w) {
+      for (const WorkRange& r : PartitionWork(neurons, neuron_cost, kTileRows, w, workers)) {
+        gate_up(r.item, r.begin, r.end);
+      }
+    }
+  });
+  pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+    for (size_t w = b; w < e; ++w) {
+      // 16-column boundaries: whole cache lines of y per worker, vector-aligned columns.
+      for (const WorkRange& r : PartitionWork(columns, column_cost, 16, w, workers)) {
+        down(r.item, r.begin, r.end);
+      }
+    }
+  });
+}
+
+void ExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
+                   ThreadPool* pool) {
+  const std::span<const ExpertJob> s(jobs, num_jobs);
+  switch (dtype) {
+    case DType::kF32:
+      return ExpertFfnT<DType::kF32>(s, d, *pool);
+    case DType::kF16:
+      return ExpertFfnT<DType::kF16>(s, d, *pool);
+    case DType::kBF16:
+      return ExpertFfnT<DType::kBF16>(s, d, *pool);
+    case DType::kQ8_0:
+      return ExpertFfnT<DType::kQ8_0>(s, d, *pool);
+  }
+}
+
+}  // namespace moex::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moex::kernels {
+
+HWY_EXPORT(ExpertFfnImpl);
+
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool) {
+  Check(d_model > 0, "ExpertFfn: d_model must be positive");
+  Check(dtype != DType::kQ8_0 || d_model % kQ8BlockSize == 0, "ExpertFfn: q8_0 d_model ", d_model,
+        " is not a multiple of 32");
+  if (jobs.empty()) return;
+  HWY_DYNAMIC_DISPATCH(ExpertFfnImpl)
+  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool);
+}
+
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model) {
+  ExpertFfn(jobs, dtype, d_model, ThreadPool::Global());
+}
+
+}  // namespace moex::kernels
+#endif  // HWY_ONCE

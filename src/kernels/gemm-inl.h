@@ -1,0 +1,97 @@
+// Per-target dot-form GEMM: out[t, r] = dot(row(r), x[t]) for a range of weight rows and all
+// tokens. Small batches widen weights in registers and stream them once (decode is bound by
+// memory bandwidth); larger batches widen a group of rows to an f32 scratch once and reuse
+// it across register tiles of tokens. Both paths go through DotTile, so they agree bitwise.
+#if defined(MOEX_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MOEX_KERNELS_GEMM_INL_H_
+#undef MOEX_KERNELS_GEMM_INL_H_
+#else
+#define MOEX_KERNELS_GEMM_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "kernels/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moex::kernels::HWY_NAMESPACE {
+
+// Register tile: kTileRows weight rows x kTileTokens tokens of accumulators.
+constexpr size_t kTileRows = 4;
+#if HWY_TARGET == HWY_AVX3
+constexpr size_t kTileTokens = 6;  // 24 accumulators + 6 inputs + 1 weight of 32 registers.
+#elif HWY_TARGET == HWY_AVX2
+constexpr size_t kTileTokens = 2;  // 16 registers.
+#else
+constexpr size_t kTileTokens = 2;
+#endif
+// Batches up to this size stream weights straight from memory (no scratch).
+constexpr size_t kDirectMaxTokens = 2;
+// Tokens per cache block in the scratch path (their inputs stay in L2).
+constexpr size_t kTokenBlock = 96;
+
+HWY_INLINE float* GemmScratch(size_t floats) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats) scratch.resize(floats);
+  return scratch.data();
+}
+
+// out[t * ldo + r] = dot(row(r), x + t * ldx) over k elements, r in [r0, r1), t < n.
+template <DType kT, class RowFn>
+HWY_INLINE void DotRows(const RowFn& row, size_t r0, size_t r1, const float* x, size_t ldx,
+                        size_t n, size_t k, float* out, size_t ldo) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  if (n <= kDirectMaxTokens) {
+    const float* xs[kDirectMaxTokens];
+    for (size_t t = 0; t < n; ++t) xs[t] = x + t * ldx;
+    size_t r = r0;
+    for (; r + kTileRows <= r1; r += kTileRows) {
+      const std::byte* ws[kTileRows];
+      for (size_t i = 0; i < kTileRows; ++i) ws[i] = row(r + i);
+      DotTileN<kT, kTileRows, kDirectMaxTokens>(ws, xs, n, k, out + r, ldo);
+    }
+    for (; r < r1; ++r) {
+      const std::byte* ws[1] = {row(r)};
+      DotTileN<kT, 1, kDirectMaxTokens>(ws, xs, n, k, out + r, ldo);
+    }
+    return;
+  }
+  const size_t kpad = (k + N - 1) / N * N;
+  float* scratch = kT == DType::kF32 ? nullptr : GemmScratch(kTileRows * kpad);
+  for (size_t tb = 0; tb < n; tb += kTokenBlock) {
+    const size_t te = std::min(n, tb + kTokenBlock);
+    for (size_t r = r0; r < r1; r += kTileRows) {
+      const size_t rows = std::min(kTileRows, r1 - r);
+      const std::byte* ws[kTileRows];
+      for (size_t i = 0; i < rows; ++i) {
+        if constexpr (kT == DType::kF32) {
+          ws[i] = row(r + i);
+        } else {
+          WidenRow<kT>(row(r + i), k, scratch + i * kpad);
+          ws[i] = reinterpret_cast<const std::byte*>(scratch + i * kpad);
+        }
+      }
+      for (size_t t = tb; t < te; t += kTileTokens) {
+        const size_t tokens = std::min(kTileTokens, te - t);
+        const float* xs[kTileTokens];
+        for (size_t i = 0; i < tokens; ++i) xs[i] = x + (t + i) * ldx;
+        float* o = out + t * ldo + r;
+        if (rows == kTileRows) {
+          DotTileN<DType::kF32, kTileRows, kTileTokens>(ws, xs, tokens, k, o, ldo);
+        } else {
+          for (size_t i = 0; i < rows; ++i) {
+            DotTileN<DType::kF32, 1, kTileTokens>(ws + i, xs, tokens, k, o + i, ldo);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moex::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // MOEX_KERNELS_GEMM_INL_H_

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "model/tensor_names.h"
 
 namespace moex {
 
@@ -217,14 +218,11 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
 }  // namespace
 
 std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which) {
-  const std::string prefix = "model.layers." + std::to_string(layer);
-  if (arch == Arch::kMixtral || arch == Arch::kPhiMoe) {
-    static const char* kNames[] = {"w1", "w3", "w2"};
-    return prefix + ".block_sparse_moe.experts." + std::to_string(expert) + "." + kNames[which] +
-           ".weight";
-  }
-  static const char* kNames[] = {"gate_proj", "up_proj", "down_proj"};
-  return prefix + ".mlp.experts." + std::to_string(expert) + "." + kNames[which] + ".weight";
+  ModelConfig c;
+  c.arch = arch;
+  static const ExpertMatrix kWhich[] = {ExpertMatrix::kGate, ExpertMatrix::kUp,
+                                        ExpertMatrix::kDown};
+  return TensorNamesFor(c).Expert(layer, expert, kWhich[which]);
 }
 
 DType RoutedExpertDType(const WeightSource& source, const ModelConfig& c) {

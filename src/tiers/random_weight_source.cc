@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "io/expert_store_packer.h"
+#include "model/tensor_names.h"
 
 namespace moex {
 
@@ -19,9 +20,9 @@ uint64_t NextRandom(uint64_t* s) {
 }  // namespace
 
 std::string RouterTensorName(Arch arch, int layer) {
-  const std::string prefix = "model.layers." + std::to_string(layer);
-  if (arch == Arch::kMixtral || arch == Arch::kPhiMoe) return prefix + ".block_sparse_moe.gate.weight";
-  return prefix + ".mlp.gate.weight";
+  ModelConfig c;
+  c.arch = arch;
+  return TensorNames::Layer(layer, TensorNamesFor(c).router);
 }
 
 RandomWeightSource::RandomWeightSource(const ModelConfig& c, DType dtype, uint64_t seed,

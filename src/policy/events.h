@@ -1,0 +1,83 @@
+// The policy event stream and decisions (DESIGN.md, "The event stream"). The engine emits
+// these events; the trace-replay simulator emits the same ones from a trace. Policies see
+// nothing else, so both drivers get the same decisions from the same events.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <vector>
+
+namespace moex::policy {
+
+struct ExpertKey {
+  int32_t layer = 0;
+  int32_t expert = 0;
+  auto operator<=>(const ExpertKey&) const = default;
+};
+
+// Neurons [begin, end) of an expert; end < 0 means "to the last neuron".
+struct NeuronRange {
+  int32_t begin = 0;
+  int32_t end = -1;
+};
+
+struct RequestBeginEvent {
+  int64_t request = 0;
+  const int32_t* prompt = nullptr;  // Prompt token ids.
+  int64_t prompt_len = 0;
+};
+
+struct IterationBeginEvent {
+  int64_t iteration = 0;               // Counts from 0 over the engine's lifetime.
+  int64_t n_requests = 0;
+  const int64_t* requests = nullptr;   // [n_requests]
+  const int32_t* tokens = nullptr;     // Token ids of this iteration, all requests.
+  int64_t n_tokens = 0;
+  const float* pooled = nullptr;       // [n_requests, d] mean input embedding per request.
+  int64_t d = 0;
+};
+
+struct GateEvent {
+  int layer = 0;
+  int64_t n_tokens = 0;
+  int top_k = 0;
+  int num_experts = 0;
+  const int32_t* ids = nullptr;      // [n_tokens, top_k], descending probability.
+  const float* weights = nullptr;    // [n_tokens, top_k] combine weights.
+  const float* probs = nullptr;      // [n_tokens, num_experts] full gate probabilities.
+  const float* hidden = nullptr;     // [n_tokens, d] the gate's input hidden state.
+  int64_t d = 0;
+};
+
+struct ExpertDoneEvent {
+  int layer = 0;
+  int expert = 0;
+};
+
+struct RequestEndEvent {
+  int64_t request = 0;
+};
+
+enum class Tier : uint8_t { kHost, kDevice };
+
+// Fetch (part of) an expert into `tier` ahead of need. Higher priority is served first;
+// any demand fetch beats every prefetch.
+struct Prefetch {
+  ExpertKey expert;
+  Tier tier = Tier::kHost;
+  double priority = 0;
+  NeuronRange range;
+};
+
+// What a policy asks for in answer to an event, applied in order: prefetches, then
+// cancellations (cancel abandons an unused prefetched expert: it leaves the cache).
+struct Decisions {
+  std::vector<Prefetch> prefetch;
+  std::vector<ExpertKey> cancel;
+  void Clear() {
+    prefetch.clear();
+    cancel.clear();
+  }
+};
+
+}  // namespace moex::policy

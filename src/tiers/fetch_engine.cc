@@ -1,0 +1,147 @@
+#include "tiers/fetch_engine.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace moex::tiers {
+
+FetchEngine::FetchEngine(std::unique_ptr<TransferLink> link, int num_pages, int num_layers,
+                         int max_prefetch_in_flight, Verifier verify)
+    : link_(std::move(link)), verify_(std::move(verify)), max_prefetch_(max_prefetch_in_flight) {
+  Check(max_prefetch_ >= 0 && max_prefetch_ < link_->max_in_flight(),
+        "fetch engine: prefetches must leave room for demand on the link");
+  page_busy_.assign(static_cast<size_t>(num_pages), 0);
+  landed_gen_.assign(static_cast<size_t>(num_pages), 0);
+  failed_gen_.assign(static_cast<size_t>(num_pages), 0);
+  failure_.resize(static_cast<size_t>(num_pages));
+  stats_.bytes_per_layer.assign(static_cast<size_t>(num_layers), 0);
+  link_->SetOnComplete([this](uint64_t tag, int result, const std::string& message) {
+    OnComplete(tag, result, message);
+  });
+}
+
+FetchEngine::~FetchEngine() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  queue_.clear();
+  landed_.wait(lock, [&] { return in_flight_.empty(); });
+  lock.unlock();
+  link_.reset();  // Joins the link's thread before our members go.
+}
+
+void FetchEngine::Enqueue(const FetchRequest& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.emplace(QueueKey{r.demand ? 0 : 1, -r.priority, seq_++}, r);
+  Pump();
+}
+
+void FetchEngine::Release(int32_t page) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.dropped += std::erase_if(queue_, [&](const auto& kv) { return kv.second.page == page; });
+}
+
+void FetchEngine::Promote(const policy::ExpertKey& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<QueueKey, FetchRequest>> moved;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->second.key == key && !it->second.demand) {
+      moved.emplace_back(it->first, it->second);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Keep their relative order (sequence numbers) within the demand class.
+  for (auto& [k, r] : moved) {
+    r.demand = true;
+    queue_.emplace(QueueKey{0, -r.priority, std::get<2>(k)}, r);
+  }
+  Pump();
+}
+
+void FetchEngine::Pump() {
+  const int cap = link_->max_in_flight();
+  while (static_cast<int>(in_flight_.size()) < cap) {
+    auto it = queue_.begin();
+    for (; it != queue_.end(); ++it) {
+      const FetchRequest& r = it->second;
+      if (page_busy_[static_cast<size_t>(r.page)] > 0) continue;
+      if (!r.demand && prefetch_in_flight_ >= max_prefetch_) continue;
+      break;
+    }
+    if (it == queue_.end()) return;
+    const FetchRequest r = it->second;
+    const uint64_t tag = std::get<2>(it->first);
+    queue_.erase(it);
+    if (in_flight_.empty()) busy_since_ = Clock::now();
+    in_flight_.emplace(tag, r);
+    ++page_busy_[static_cast<size_t>(r.page)];
+    if (!r.demand) ++prefetch_in_flight_;
+    link_->Submit({tag, r.src_offset, r.dst, r.bytes});
+  }
+}
+
+void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& message) {
+  FetchRequest r;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    r = in_flight_.at(tag);
+  }
+  std::string error = message;
+  if (result >= 0 && static_cast<uint32_t>(result) != r.bytes)
+    error = "short read (" + std::to_string(result) + " of " + std::to_string(r.bytes) +
+            " bytes): the store is truncated";
+  if (error.empty() && verify_) error = verify_(r);  // Outside the lock: it hashes the chunk.
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.erase(tag);
+  --page_busy_[static_cast<size_t>(r.page)];
+  if (!r.demand) --prefetch_in_flight_;
+  const size_t p = static_cast<size_t>(r.page);
+  if (error.empty()) {
+    landed_gen_[p] = r.generation;
+    stats_.bytes_per_layer[static_cast<size_t>(r.key.layer)] += r.bytes;
+    ++stats_.reads;
+  } else {
+    failed_gen_[p] = r.generation;
+    failure_[p] = "layer " + std::to_string(r.key.layer) + " expert " +
+                  std::to_string(r.key.expert) + " chunk " + std::to_string(r.chunk) + ": " +
+                  error;
+  }
+  if (in_flight_.empty()) stats_.busy_ms += MillisSince(busy_since_);
+  ++completions_;
+  Pump();
+  landed_.notify_all();
+}
+
+ChunkState FetchEngine::State(int32_t page, uint32_t generation, std::string* error) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t p = static_cast<size_t>(page);
+  if (landed_gen_[p] == generation) return ChunkState::kLanded;
+  if (failed_gen_[p] == generation) {
+    if (error) *error = failure_[p];
+    return ChunkState::kFailed;
+  }
+  return ChunkState::kPending;
+}
+
+uint64_t FetchEngine::completions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completions_;
+}
+
+uint64_t FetchEngine::WaitForCompletion(uint64_t seen) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  landed_.wait(lock, [&] { return completions_ > seen; });
+  return completions_;
+}
+
+FetchStats FetchEngine::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  FetchStats s = stats_;
+  if (!in_flight_.empty()) s.busy_ms += MillisSince(busy_since_);
+  return s;
+}
+
+}  // namespace moex::tiers

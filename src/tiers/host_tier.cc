@@ -1,0 +1,257 @@
+#include "tiers/host_tier.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "io/expert_store_packer.h"
+#include "tiers/storage_link.h"
+
+namespace moex::tiers {
+
+int64_t ParseBudget(const std::string& text, int64_t all_bytes) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    Fail("invalid budget '", text, "' (examples: 4GiB, 512MiB, 25%)");
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  double scale = 1;
+  if (unit == "%") scale = static_cast<double>(all_bytes) / 100.0;
+  else if (unit == "k" || unit == "kib" || unit == "kb") scale = 1024.0;
+  else if (unit == "m" || unit == "mib" || unit == "mb") scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib" || unit == "tb") scale = 1024.0 * 1024 * 1024 * 1024;
+  else Check(unit.empty() || unit == "b", "invalid budget unit in '", text, "'");
+  Check(value >= 0, "budget must not be negative: '", text, "'");
+  return static_cast<int64_t>(std::floor(value * scale));
+}
+
+int HostTier::AutoChunkNeurons(const ExpertStore& store) {
+  int chunk = static_cast<int>(store.block_neurons());
+  while (chunk * 2 <= store.neurons() &&
+         static_cast<uint64_t>(chunk) * 2 * store.record_bytes() <= (1u << 20))
+    chunk *= 2;
+  return chunk;
+}
+
+namespace {
+int64_t PageBytes(const ExpertStore& store, int chunk) {
+  return static_cast<int64_t>(AlignUp(static_cast<uint64_t>(chunk) * store.record_bytes(),
+                                      kStoreAlignment));
+}
+}  // namespace
+
+int64_t HostTier::FullFootprint(const ExpertStore& store, int chunk) {
+  const int64_t chunks = (store.neurons() + chunk - 1) / chunk;
+  return PageBytes(store, chunk) * chunks * store.num_experts() *
+         static_cast<int64_t>(store.moe_layers().size());
+}
+
+HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierOptions& options)
+    : store_(std::move(store)), config_(config), options_(options) {
+  const int chunk = options.chunk_neurons > 0 ? options.chunk_neurons : AutoChunkNeurons(store_);
+  Check(chunk % static_cast<int>(store_.block_neurons()) == 0 || chunk >= store_.neurons(),
+        "chunk of ", chunk, " neurons is not a multiple of the store's block (",
+        store_.block_neurons(), ")");
+  geometry_.num_layers = config.num_layers;
+  geometry_.num_experts = store_.num_experts();
+  geometry_.neurons = store_.neurons();
+  geometry_.chunk_neurons = std::min(chunk, store_.neurons());
+  geometry_.page_bytes = PageBytes(store_, geometry_.chunk_neurons);
+  geometry_.capacity_pages = std::min(options.budget_bytes / geometry_.page_bytes,
+                                      FullFootprint(store_, chunk) / geometry_.page_bytes);
+  // Enough staging to overlap reads of one streamed expert with compute.
+  staging_pages_ = std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
+
+  const int64_t pages = geometry_.capacity_pages + staging_pages_;
+  arena_bytes_ = static_cast<size_t>(pages * geometry_.page_bytes);
+  // Anonymous mapping: pages cost memory only once touched, so RSS follows the cache.
+  void* mem = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  Check(mem != MAP_FAILED, "cannot reserve ", arena_bytes_, " bytes for the host expert cache: ",
+        std::strerror(errno));
+  arena_ = static_cast<std::byte*>(mem);
+
+  policy::PolicyContext ctx;
+  ctx.config = config;
+  ctx.expert_bytes = static_cast<int64_t>(store_.expert_bytes());
+  ctx.capacity_experts = geometry_.capacity_pages / geometry_.chunks_per_expert();
+  ctx.weights = options.weights;
+  ctx.seed = options.seed;
+  controller_ = std::make_unique<OffloadController>(geometry_, policy::MakePolicy(options.policy, ctx));
+
+  auto link = std::make_unique<StorageLink>(store_.path(), options.queue_depth);
+  storage_ = link.get();
+  fetch_ = std::make_unique<FetchEngine>(
+      std::move(link), static_cast<int>(pages), config.num_layers,
+      std::max(1, options.queue_depth * 3 / 4),
+      [this](const FetchRequest& r) { return Verify(r); });
+  staging_gen_.assign(static_cast<size_t>(staging_pages_), 0);
+  stall_ms_.assign(static_cast<size_t>(config.num_layers), 0);
+  Log(LogLevel::kInfo, "host expert cache: ", geometry_.capacity_pages, " pages of ",
+      geometry_.page_bytes, " bytes (", geometry_.chunk_neurons, " neurons), budget ",
+      options.budget_bytes, " bytes, policy ", controller_->policy().name(),
+      storage_->direct() ? ", O_DIRECT" : ", buffered reads");
+}
+
+HostTier::~HostTier() {
+  fetch_.reset();  // Drains in-flight reads before the arena goes.
+  if (arena_) munmap(arena_, arena_bytes_);
+}
+
+FetchRequest HostTier::Request(const ExpertKey& key, int chunk, int32_t page, uint32_t generation,
+                               bool demand, double priority) const {
+  FetchRequest r;
+  r.key = key;
+  r.chunk = chunk;
+  r.page = page;
+  r.generation = generation;
+  r.demand = demand;
+  r.priority = priority;
+  const uint64_t begin = static_cast<uint64_t>(chunk) * geometry_.chunk_neurons * store_.record_bytes();
+  r.src_offset = store_.ExpertOffset(key.layer, key.expert) + begin;
+  r.bytes = static_cast<uint32_t>(AlignUp(
+      static_cast<uint64_t>(geometry_.ChunkNeurons(chunk)) * store_.record_bytes(), kStoreAlignment));
+  r.dst = arena_ + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
+  return r;
+}
+
+std::string HostTier::Verify(const FetchRequest& r) const {
+  const uint64_t rec = store_.record_bytes();
+  const int bn = static_cast<int>(store_.block_neurons());
+  const int first = r.chunk * geometry_.chunk_neurons;
+  const int end = first + geometry_.ChunkNeurons(r.chunk);
+  for (int n = first; n < end; n += bn) {
+    const int count = std::min(bn, store_.neurons() - n);
+    const std::byte* p = r.dst + static_cast<size_t>(n - first) * rec;
+    if (StoreChecksum(std::span(p, count * rec)) !=
+        store_.BlockChecksum(r.key.layer, r.key.expert, n / bn)) {
+      MarkExpertStoreCorrupt(store_.path(), "checksum mismatch");
+      return "checksum mismatch in expert store " + store_.path() +
+             ": the store is corrupt and will be rebuilt on the next start";
+    }
+  }
+  return "";
+}
+
+void HostTier::Execute(std::vector<CacheCommand>& commands) {
+  for (const CacheCommand& c : commands) {
+    switch (c.kind) {
+      case CacheCommand::kFetch:
+        fetch_->Enqueue(Request(c.expert, c.chunk, c.page, c.generation, c.demand, c.priority));
+        break;
+      case CacheCommand::kRelease:
+        fetch_->Release(c.page);
+        break;
+      case CacheCommand::kPromote:
+        fetch_->Promote(c.expert);
+        break;
+    }
+  }
+  commands.clear();
+}
+
+void HostTier::RequestBegin(const policy::RequestBeginEvent& e) {
+  controller_->RequestBegin(e, &commands_);
+  Execute(commands_);
+}
+void HostTier::IterationBegin(const policy::IterationBeginEvent& e) {
+  controller_->IterationBegin(e, &commands_);
+  Execute(commands_);
+}
+std::vector<PlannedExpert> HostTier::Gate(const policy::GateEvent& e) {
+  auto plan = controller_->Gate(e, &commands_);
+  Execute(commands_);
+  return plan;
+}
+void HostTier::ExpertDone(int layer, int expert) {
+  controller_->ExpertDone({layer, expert}, &commands_);
+  Execute(commands_);
+}
+void HostTier::IterationEnd() {
+  controller_->IterationEnd(&commands_);
+  Execute(commands_);
+}
+void HostTier::RequestEnd(const policy::RequestEndEvent& e) {
+  controller_->RequestEnd(e, &commands_);
+  Execute(commands_);
+}
+void HostTier::Abandon(const ExpertKey& key, bool drop) {
+  controller_->Abandon(key, drop, &commands_);
+  Execute(commands_);
+}
+
+int32_t HostTier::PageOf(const ExpertKey& key, int chunk) const {
+  return controller_->cache().PageOf(key, chunk);
+}
+
+uint32_t HostTier::Generation(int32_t page) const {
+  if (page >= geometry_.capacity_pages)
+    return staging_gen_[static_cast<size_t>(page - geometry_.capacity_pages)];
+  return controller_->cache().Generation(page);
+}
+
+const std::byte* HostTier::PageData(int32_t page) const {
+  return arena_ + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
+}
+
+ChunkState HostTier::State(int32_t page, uint32_t generation, std::string* error) const {
+  return fetch_->State(page, generation, error);
+}
+
+uint32_t HostTier::StreamChunk(const ExpertKey& key, int chunk, int32_t staging_page) {
+  uint32_t& gen = staging_gen_[static_cast<size_t>(staging_page - geometry_.capacity_pages)];
+  ++gen;
+  fetch_->Enqueue(Request(key, chunk, staging_page, gen, true, 0));
+  return gen;
+}
+
+void HostTier::WaitForLanding(int layer, uint64_t seen) {
+  Stopwatch watch;
+  fetch_->WaitForCompletion(seen);
+  stall_ms_[static_cast<size_t>(layer)] += watch.ElapsedMs();
+}
+
+void HostTier::InjectReadError(int64_t after) { storage_->InjectReadError(after); }
+
+OffloadMetrics HostTier::Metrics() const {
+  OffloadMetrics m;
+  m.policy = controller_->policy().name();
+  m.direct_io = storage_->direct();
+  m.budget_bytes = options_.budget_bytes;
+  m.capacity_bytes = geometry_.capacity_pages * geometry_.page_bytes;
+  m.host_cache_bytes = controller_->cache().used_pages() * geometry_.page_bytes;
+  m.peak_host_cache_bytes = controller_->cache().peak_used_pages() * geometry_.page_bytes;
+  m.staging_bytes = staging_pages_ * geometry_.page_bytes;
+  m.page_bytes = geometry_.page_bytes;
+  m.chunk_neurons = geometry_.chunk_neurons;
+  const FetchStats io = fetch_->Stats();
+  const std::vector<LayerCounters> counters = controller_->Counters();
+  for (int layer : store_.moe_layers()) {
+    LayerOffloadMetrics l;
+    l.layer = layer;
+    l.counters = counters[static_cast<size_t>(layer)];
+    l.bytes_read = io.bytes_per_layer[static_cast<size_t>(layer)];
+    l.stall_ms = stall_ms_[static_cast<size_t>(layer)];
+    m.total.counters.Add(l.counters);
+    m.total.bytes_read += l.bytes_read;
+    m.total.stall_ms += l.stall_ms;
+    m.layers.push_back(l);
+  }
+  m.total.layer = -1;
+  m.reads = io.reads;
+  m.io_busy_ms = io.busy_ms;
+  m.overlap_ms = std::max(0.0, io.busy_ms - m.total.stall_ms);
+  return m;
+}
+
+}  // namespace moex::tiers

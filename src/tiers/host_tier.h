@@ -1,0 +1,98 @@
+// The host tier of the CPU-only configuration: a budgeted page arena holding chunks of
+// experts read from the expert store. It joins the deterministic OffloadController (what
+// should be where) with the asynchronous FetchEngine over a StorageLink (moving it), and
+// gives the MoE executor the pages to compute from and the waits it needs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/expert_store.h"
+#include "io/weight_source.h"
+#include "model/model_config.h"
+#include "policy/policy.h"
+#include "tiers/fetch_engine.h"
+#include "tiers/offload_controller.h"
+#include "tiers/offload_metrics.h"
+#include "tiers/storage_link.h"
+
+namespace moex::tiers {
+
+struct HostTierOptions {
+  int64_t budget_bytes = 0;          // Hard limit on cached expert pages.
+  std::string policy = "lru";
+  const WeightSource* weights = nullptr;  // Router weights for predicting policies.
+  uint64_t seed = 0;
+  int chunk_neurons = 0;  // 0: largest power-of-two multiple of the store block <= 1 MiB.
+  int queue_depth = 32;   // Reads in flight; a quarter is reserved for demand.
+};
+
+// Parses "4GiB", "512MiB", "1.5G", "123456" (bytes) or "25%" (of `all_bytes`).
+int64_t ParseBudget(const std::string& text, int64_t all_bytes);
+
+class HostTier {
+ public:
+  HostTier(ExpertStore store, const ModelConfig& config, const HostTierOptions& options);
+  ~HostTier();
+
+  // Bytes the cache needs to hold every expert (what "100%" means).
+  static int64_t FullFootprint(const ExpertStore& store, int chunk_neurons);
+  static int AutoChunkNeurons(const ExpertStore& store);
+
+  // Events (engine thread). Commands from the controller are executed at once.
+  void RequestBegin(const policy::RequestBeginEvent& e);
+  void IterationBegin(const policy::IterationBeginEvent& e);
+  std::vector<PlannedExpert> Gate(const policy::GateEvent& e);
+  void ExpertDone(int layer, int expert);
+  void IterationEnd();
+  void RequestEnd(const policy::RequestEndEvent& e);
+  // After a failed read: unpin without an expert_done event; `drop` forgets the expert.
+  void Abandon(const ExpertKey& key, bool drop);
+
+  const CacheGeometry& geometry() const { return geometry_; }
+  int32_t PageOf(const ExpertKey& key, int chunk) const;
+  uint32_t Generation(int32_t page) const;
+  const std::byte* PageData(int32_t page) const;
+  ChunkState State(int32_t page, uint32_t generation, std::string* error) const;
+
+  // Staging pages hold chunks of experts streamed past a full cache.
+  int num_staging_pages() const { return staging_pages_; }
+  int32_t StagingPage(int i) const { return static_cast<int32_t>(geometry_.capacity_pages) + i; }
+  // Reads a chunk into a staging page as demand; returns the generation to wait for.
+  uint32_t StreamChunk(const ExpertKey& key, int chunk, int32_t staging_page);
+
+  // Completions so far. Read it before checking chunk states, then WaitForLanding(seen)
+  // cannot miss a landing that happened in between. The wait is charged as stall.
+  uint64_t completions() const { return fetch_->completions(); }
+  void WaitForLanding(int layer, uint64_t seen);
+
+  const ExpertStore& store() const { return store_; }
+  OffloadController& controller() { return *controller_; }
+  OffloadMetrics Metrics() const;
+  // Test hook: the read completing `after` reads from now fails with EIO.
+  void InjectReadError(int64_t after);
+
+ private:
+  void Execute(std::vector<CacheCommand>& commands);
+  FetchRequest Request(const ExpertKey& key, int chunk, int32_t page, uint32_t generation,
+                       bool demand, double priority) const;
+  std::string Verify(const FetchRequest& r) const;
+
+  ExpertStore store_;
+  ModelConfig config_;
+  HostTierOptions options_;
+  CacheGeometry geometry_;
+  int staging_pages_ = 0;
+  std::byte* arena_ = nullptr;
+  size_t arena_bytes_ = 0;
+  std::unique_ptr<OffloadController> controller_;
+  std::unique_ptr<FetchEngine> fetch_;
+  StorageLink* storage_ = nullptr;  // Owned by fetch_.
+  std::vector<uint32_t> staging_gen_;
+  std::vector<double> stall_ms_;  // Per decoder layer.
+  std::vector<CacheCommand> commands_;
+};
+
+}  // namespace moex::tiers

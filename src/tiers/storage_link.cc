@@ -1,0 +1,92 @@
+#include "tiers/storage_link.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace moex::tiers {
+
+namespace {
+constexpr uint64_t kStopTag = ~0ull;
+}  // namespace
+
+StorageLink::StorageLink(const std::string& path, int queue_depth)
+    : path_(path), queue_depth_(queue_depth) {
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  direct_ = fd_ >= 0;
+  if (fd_ < 0 && errno == EINVAL) {
+    Log(LogLevel::kWarn, "the filesystem of ", path, " does not support O_DIRECT; reading ",
+        "experts through the page cache (it is then a second, unbudgeted cache)");
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  Check(fd_ >= 0, "cannot open expert store ", path, ": ", std::strerror(errno));
+  const int rc = io_uring_queue_init(static_cast<unsigned>(queue_depth * 2), &ring_, 0);
+  if (rc < 0) {
+    close(fd_);
+    Fail("io_uring_queue_init failed: ", std::strerror(-rc));
+  }
+  if (const char* env = std::getenv("MOEX_FAULT_READ_AFTER")) fail_countdown_ = std::atoll(env);
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+StorageLink::~StorageLink() {
+  {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    while (sqe == nullptr) {
+      io_uring_submit(&ring_);
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, kStopTag);
+    io_uring_submit(&ring_);
+  }
+  reaper_.join();
+  io_uring_queue_exit(&ring_);
+  close(fd_);
+}
+
+void StorageLink::Submit(const Transfer& t) {
+  std::lock_guard<std::mutex> lock(submit_mutex_);
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {  // Ring sized 2x the depth: only transiently full.
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  io_uring_prep_read(sqe, fd_, t.dst, t.bytes, t.src_offset);
+  io_uring_sqe_set_data64(sqe, t.tag);
+  io_uring_submit(&ring_);
+}
+
+void StorageLink::ReapLoop() {
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
+    const int rc = io_uring_wait_cqe(&ring_, &cqe);
+    if (rc == -EINTR) continue;
+    if (rc < 0) {
+      Log(LogLevel::kError, "io_uring_wait_cqe: ", std::strerror(-rc));
+      continue;
+    }
+    const uint64_t tag = io_uring_cqe_get_data64(cqe);
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring_, cqe);
+    if (tag == kStopTag) return;
+    int result = res;
+    std::string message;
+    if (res < 0) message = std::string("read failed: ") + std::strerror(-res);
+    if (res >= 0 && fail_countdown_.load() >= 0 && fail_countdown_.fetch_sub(1) == 0) {
+      result = -EIO;
+      message = "read failed: injected I/O error";
+    }
+    on_complete_(tag, result, message);
+  }
+}
+
+}  // namespace moex::tiers

@@ -1,0 +1,275 @@
+// Kernel benchmark on OLMoE-1B-7B-like shapes, all in one run so the numbers compare:
+//  * the machine's streaming-read bandwidth (membw probe),
+//  * decode (one token): Linear on 2048x2048 attention projections and ExpertFfn on 8 active
+//    experts (d=2048, F=1024), weights cycled through a set far larger than the LLC so they
+//    stream from DRAM; reported as GB/s and as a fraction of the measured bandwidth,
+//  * prefill (n = 128, 512 tokens): Linear and ExpertFfn GFLOP/s next to OpenBLAS sgemm on
+//    the same shapes (OpenBLAS gets as many threads as the kernel pool).
+// Usage: kernels_bench [--json] [--quick]
+#include <cblas.h>
+
+#include <time.h>
+#include <algorithm>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/quantize.h"
+#include "membw_probe.h"
+
+namespace moex::bench {
+namespace {
+
+using kernels::ExpertJob;
+
+constexpr int64_t kModel = 2048;    // d_model and attention projection size.
+constexpr int64_t kNeurons = 1024;  // Expert intermediate size.
+constexpr int kActive = 8;          // Active experts per token.
+
+// Wall-clock and process CPU seconds of one run. On a shared, oversubscribed machine the
+// wall time mostly measures the scheduler; CPU time divided by the thread count estimates
+// the time the work would take with the cores to itself, so both are reported.
+struct Timing {
+  double wall = 1e30;
+  double cpu = 1e30;
+};
+
+double CpuNow() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Best wall and best CPU time of `reps` runs after one warm-up.
+Timing BestOf(int reps, const std::function<void()>& fn) {
+  fn();
+  Timing best;
+  for (int i = 0; i < reps; ++i) {
+    const double c0 = CpuNow();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best.wall = std::min(best.wall, wall);
+    best.cpu = std::min(best.cpu, CpuNow() - c0);
+  }
+  return best;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// `count` matrices of rows x cols in `dtype`, contiguous, every byte written.
+Buffer MakeMatrices(DType dtype, int64_t rows, int64_t cols, int count) {
+  const size_t row_bytes = DTypeBytes(dtype, cols);
+  const size_t bytes = row_bytes * rows * count;
+  Buffer buf = AllocateTouched(bytes);
+  const std::vector<float> row = Random(cols, 1, 0.05f);
+  std::vector<std::byte> enc(row_bytes);
+  kernels::FromF32(row.data(), dtype, cols, enc.data());
+  for (size_t r = 0; r < static_cast<size_t>(rows) * count; ++r) {
+    std::memcpy(buf.get() + r * row_bytes, enc.data(), row_bytes);
+  }
+  return buf;
+}
+
+// A throughput (GB/s or GFLOP/s) by wall clock and by CPU time per thread.
+struct Rate {
+  double wall = 0;
+  double cpu = 0;
+};
+
+Rate RateOf(double work, const Timing& t, int threads) {
+  return {work / t.wall, work / (t.cpu / threads)};
+}
+
+struct Decode {
+  std::string name;
+  Rate gb_per_s;
+  double ms_per_call;  // Wall clock.
+};
+
+// One-token Linear over `count` distinct rows x cols matrices, as a forward pass would.
+Decode DecodeLinear(DType dtype, int count, int reps, int threads) {
+  const Buffer w = MakeMatrices(dtype, kModel, kModel, count);
+  const size_t bytes = DTypeBytes(dtype, kModel) * kModel;
+  const std::vector<float> x = Random(kModel, 2, 1.0f);
+  std::vector<float> y(kModel);
+  const Timing t = BestOf(reps, [&] {
+    for (int m = 0; m < count; ++m) {
+      kernels::Linear(w.get() + m * bytes, dtype, kModel, kModel, x.data(), 1, y.data());
+    }
+  });
+  return {std::string("linear_2048x2048_") + DTypeName(dtype),
+          RateOf(bytes * count / 1e9, t, threads), t.wall / count * 1e3};
+}
+
+// One token through 8 experts per call, cycling through `pool_experts` resident experts.
+Decode DecodeExperts(DType dtype, int pool_experts, int reps, int threads) {
+  const size_t expert_bytes = kernels::ExpertRecordBytes(dtype, kModel) * kNeurons;
+  const Buffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, pool_experts);
+  const std::vector<float> x = Random(kModel, 3, 1.0f);
+  std::vector<float> y(kActive * kModel, 0.0f);
+  const int calls = pool_experts / kActive;
+  const Timing t = BestOf(reps, [&] {
+    for (int c = 0; c < calls; ++c) {
+      std::vector<ExpertJob> jobs;
+      for (int e = 0; e < kActive; ++e) {
+        jobs.push_back({w.get() + (c * kActive + e) * expert_bytes, kNeurons, x.data(), 1,
+                        y.data() + e * kModel});
+      }
+      kernels::ExpertFfn(jobs, dtype, kModel);
+    }
+  });
+  return {std::string("experts_8x2048x1024_") + DTypeName(dtype),
+          RateOf(expert_bytes * kActive * calls / 1e9, t, threads), t.wall / calls * 1e3};
+}
+
+struct Prefill {
+  std::string name;
+  int64_t n;
+  Rate gflops;
+  Rate openblas_gflops;
+};
+
+Prefill PrefillLinear(DType dtype, int64_t n, int reps, int threads) {
+  const Buffer w = MakeMatrices(dtype, kModel, kModel, 1);
+  const Buffer wf = MakeMatrices(DType::kF32, kModel, kModel, 1);
+  const std::vector<float> x = Random(n * kModel, 4, 1.0f);
+  std::vector<float> y(n * kModel);
+  const double gflop = 2.0 * n * kModel * kModel / 1e9;
+  const Timing ours =
+      BestOf(reps, [&] { kernels::Linear(w.get(), dtype, kModel, kModel, x.data(), n, y.data()); });
+  const Timing blas = BestOf(reps, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kModel, kModel, 1.0f, x.data(), kModel,
+                reinterpret_cast<const float*>(wf.get()), kModel, 0.0f, y.data(), kModel);
+  });
+  return {std::string("linear_2048x2048_") + DTypeName(dtype), n, RateOf(gflop, ours, threads),
+          RateOf(gflop, blas, threads)};
+}
+
+// n tokens through one expert; OpenBLAS does the same math as two sgemms on f32 weights
+// (gate|up stacked, then down) plus an element-wise SwiGLU.
+Prefill PrefillExpert(DType dtype, int64_t n, int reps, int threads) {
+  const Buffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, 1);
+  const std::vector<float> gate_up = Random(2 * kNeurons * kModel, 5, 0.05f);
+  const std::vector<float> down = Random(kModel * kNeurons, 6, 0.05f);
+  const std::vector<float> x = Random(n * kModel, 7, 1.0f);
+  std::vector<float> y(n * kModel, 0.0f), h(n * 2 * kNeurons);
+  const double gflop = 2.0 * n * 3 * kModel * kNeurons / 1e9;
+  const ExpertJob job{w.get(), kNeurons, x.data(), n, y.data()};
+  const Timing ours =
+      BestOf(reps, [&] { kernels::ExpertFfn(std::span<const ExpertJob>(&job, 1), dtype, kModel); });
+  const Timing blas = BestOf(reps, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, 2 * kNeurons, kModel, 1.0f, x.data(),
+                kModel, gate_up.data(), kModel, 0.0f, h.data(), 2 * kNeurons);
+    for (int64_t t = 0; t < n; ++t) {
+      kernels::SiluMul(&h[t * 2 * kNeurons], &h[t * 2 * kNeurons + kNeurons], kNeurons);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kModel, kNeurons, 1.0f, h.data(),
+                2 * kNeurons, down.data(), kNeurons, 1.0f, y.data(), kModel);
+  });
+  return {std::string("expert_2048x1024_") + DTypeName(dtype), n, RateOf(gflop, ours, threads),
+          RateOf(gflop, blas, threads)};
+}
+
+nlohmann::json RateJson(const Rate& r) {
+  return {{"wall", r.wall}, {"cpu_time", r.cpu}};
+}
+
+int Main(int argc, char** argv) {
+  bool json = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: kernels_bench [--json] [--quick]\n");
+      return 2;
+    }
+  }
+  const int threads = ThreadPool::Global().size();
+  openblas_set_num_threads(threads);
+  const int reps = quick ? 2 : 4;
+
+  const Bandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
+  // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
+  std::vector<Decode> decode = {DecodeLinear(DType::kBF16, 64, reps, threads),
+                                DecodeExperts(DType::kBF16, 32, reps, threads)};
+  if (!quick) {
+    decode.push_back(DecodeLinear(DType::kF32, 32, reps, threads));
+    decode.push_back(DecodeLinear(DType::kQ8_0, 96, reps, threads));
+    decode.push_back(DecodeExperts(DType::kQ8_0, 64, reps, threads));
+  }
+  std::vector<Prefill> prefill;
+  for (int64_t n : {int64_t{128}, int64_t{512}}) {
+    prefill.push_back(PrefillLinear(DType::kF32, n, reps, threads));
+    prefill.push_back(PrefillLinear(DType::kBF16, n, reps, threads));
+    if (!quick || n == 128) prefill.push_back(PrefillExpert(DType::kBF16, n, reps, threads));
+  }
+
+  if (json) {
+    nlohmann::json out;
+    out["simd_target"] = kernels::SimdTargetName();
+    out["threads"] = threads;
+    out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
+    for (const Decode& d : decode) {
+      out["decode"][d.name] = {{"gb_per_s", RateJson(d.gb_per_s)},
+                               {"ratio_to_membw",
+                                {{"wall", d.gb_per_s.wall / bw.wall_gb_per_s},
+                                 {"cpu_time", d.gb_per_s.cpu / bw.cpu_gb_per_s}}},
+                               {"ms_per_call", d.ms_per_call}};
+    }
+    for (const Prefill& p : prefill) {
+      out["prefill"][p.name + "_n" + std::to_string(p.n)] = {
+          {"gflops", RateJson(p.gflops)},
+          {"openblas_sgemm_gflops", RateJson(p.openblas_gflops)},
+          {"ratio_to_openblas",
+           {{"wall", p.gflops.wall / p.openblas_gflops.wall},
+            {"cpu_time", p.gflops.cpu / p.openblas_gflops.cpu}}}};
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("SIMD target %s, %d threads. Each rate: wall clock | per CPU time.\n",
+              kernels::SimdTargetName().c_str(), threads);
+  std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s\n\n", bw.wall_gb_per_s,
+              bw.cpu_gb_per_s);
+  std::printf("%-30s %17s %15s %9s\n", "decode (1 token)", "GB/s", "of membw", "ms/call");
+  for (const Decode& d : decode) {
+    std::printf("%-30s %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f\n", d.name.c_str(), d.gb_per_s.wall,
+                d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
+                100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call);
+  }
+  std::printf("\n%-30s %5s %15s %17s %13s\n", "prefill", "n", "GFLOP/s", "OpenBLAS sgemm", "ratio");
+  for (const Prefill& p : prefill) {
+    std::printf("%-30s %5lld %6.1f | %6.1f %7.1f | %7.1f %5.2f | %5.2f\n", p.name.c_str(),
+                static_cast<long long>(p.n), p.gflops.wall, p.gflops.cpu, p.openblas_gflops.wall,
+                p.openblas_gflops.cpu, p.gflops.wall / p.openblas_gflops.wall,
+                p.gflops.cpu / p.openblas_gflops.cpu);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace moex::bench
+
+int main(int argc, char** argv) {
+  return moex::bench::Main(argc, argv);
+}

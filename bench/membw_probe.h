@@ -1,0 +1,126 @@
+// Streaming-read memory bandwidth probe shared by the benchmarks: every thread of the
+// global pool reads its own contiguous slice of a buffer far larger than the LLC.
+#pragma once
+
+#include <immintrin.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/thread_pool.h"
+
+namespace moex::bench {
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
+
+// Page-aligned buffer with every page written (so the probe never measures page faults).
+inline Buffer AllocateTouched(size_t bytes, uint8_t fill = 1) {
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
+  ThreadPool::Global().ParallelFor(
+      bytes, 1 << 20, [&](size_t b, size_t e, int) { std::memset(p + b, fill, e - b); });
+  return Buffer(p);
+}
+
+// Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 256) with independent
+// chains. The widest vectors the CPU has are used, as the kernels do: with narrow loads a
+// core keeps fewer cache lines in flight and the probe would understate the bandwidth.
+__attribute__((target("avx512f"))) inline uint64_t ReadSliceAvx512(const std::byte* p,
+                                                                   size_t bytes) {
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  const auto* v = reinterpret_cast<const __m512i*>(p);
+  for (size_t i = 0; i < bytes / 256; ++i) {
+    a = _mm512_add_epi64(a, _mm512_load_si512(v + 4 * i));
+    b = _mm512_add_epi64(b, _mm512_load_si512(v + 4 * i + 1));
+    c = _mm512_add_epi64(c, _mm512_load_si512(v + 4 * i + 2));
+    d = _mm512_add_epi64(d, _mm512_load_si512(v + 4 * i + 3));
+  }
+  alignas(64) uint64_t out[8];
+  _mm512_store_si512(out, _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+__attribute__((target("avx2"))) inline uint64_t ReadSliceAvx2(const std::byte* p, size_t bytes) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  const auto* v = reinterpret_cast<const __m256i*>(p);
+  for (size_t i = 0; i < bytes / 128; ++i) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(v + 4 * i));
+    b = _mm256_add_epi64(b, _mm256_load_si256(v + 4 * i + 1));
+    c = _mm256_add_epi64(c, _mm256_load_si256(v + 4 * i + 2));
+    d = _mm256_add_epi64(d, _mm256_load_si256(v + 4 * i + 3));
+  }
+  alignas(32) uint64_t out[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out),
+                     _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+  return out[0] + out[1] + out[2] + out[3];
+}
+
+inline uint64_t ReadSliceSse2(const std::byte* p, size_t bytes) {
+  __m128i a = _mm_setzero_si128(), b = a, c = a, d = a;
+  const auto* v = reinterpret_cast<const __m128i*>(p);
+  for (size_t i = 0; i < bytes / 64; ++i) {
+    a = _mm_add_epi64(a, _mm_load_si128(v + 4 * i));
+    b = _mm_add_epi64(b, _mm_load_si128(v + 4 * i + 1));
+    c = _mm_add_epi64(c, _mm_load_si128(v + 4 * i + 2));
+    d = _mm_add_epi64(d, _mm_load_si128(v + 4 * i + 3));
+  }
+  alignas(16) uint64_t out[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(out),
+                  _mm_add_epi64(_mm_add_epi64(a, b), _mm_add_epi64(c, d)));
+  return out[0] + out[1];
+}
+
+inline uint64_t ReadSlice(const std::byte* p, size_t bytes) {
+  static const int level = __builtin_cpu_supports("avx512f") ? 2
+                           : __builtin_cpu_supports("avx2")  ? 1
+                                                             : 0;
+  return level == 2   ? ReadSliceAvx512(p, bytes)
+         : level == 1 ? ReadSliceAvx2(p, bytes)
+                      : ReadSliceSse2(p, bytes);
+}
+
+inline double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Read bandwidth in GB/s (1e9 bytes/s), best of several passes: by wall clock, and by
+// process CPU time per thread (what the threads achieve while they actually run; the
+// honest figure on a machine shared with other jobs).
+struct Bandwidth {
+  double wall_gb_per_s = 0;
+  double cpu_gb_per_s = 0;
+};
+
+inline Bandwidth MeasureReadBandwidth(size_t bytes, int passes) {
+  ThreadPool& pool = ThreadPool::Global();
+  Buffer buf = AllocateTouched(bytes);
+  Bandwidth best;
+  volatile uint64_t sink = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    uint64_t sums[256] = {};
+    const double c0 = ProcessCpuSeconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(bytes / 4096, 16, [&](size_t b, size_t e, int w) {
+      sums[w % 256] += ReadSlice(buf.get() + b * 4096, (e - b) * 4096);
+    });
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = (ProcessCpuSeconds() - c0) / pool.size();
+    for (uint64_t x : sums) sink = sink + x;
+    best.wall_gb_per_s = std::max(best.wall_gb_per_s, static_cast<double>(bytes) / wall / 1e9);
+    best.cpu_gb_per_s = std::max(best.cpu_gb_per_s, static_cast<double>(bytes) / cpu / 1e9);
+  }
+  return best;
+}
+
+}  // namespace moex::bench

@@ -89,7 +89,7 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
   ctx.seed = options.seed;
   controller_ = std::make_unique<OffloadController>(geometry_, policy::MakePolicy(options.policy, ctx));
 
-  auto link = std::make_unique<StorageLink>(store_.path(), options.queue_depth);
+  auto link = std::make_unique<StorageLink>(store_.path(), options.queue_depth, options.direct_io);
   storage_ = link.get();
   fetch_ = std::make_unique<FetchEngine>(
       std::move(link), static_cast<int>(pages), config.num_layers,

@@ -27,6 +27,7 @@ struct HostTierOptions {
   uint64_t seed = 0;
   int chunk_neurons = 0;  // 0: largest power-of-two multiple of the store block <= 1 MiB.
   int queue_depth = 32;   // Reads in flight; a quarter is reserved for demand.
+  bool direct_io = true;  // O_DIRECT where the filesystem allows it.
 };
 
 // Parses "4GiB", "512MiB", "1.5G", "123456" (bytes) or "25%" (of `all_bytes`).

@@ -17,11 +17,15 @@ namespace {
 constexpr uint64_t kStopTag = ~0ull;
 }  // namespace
 
-StorageLink::StorageLink(const std::string& path, int queue_depth)
+StorageLink::StorageLink(const std::string& path, int queue_depth, bool try_direct)
     : path_(path), queue_depth_(queue_depth) {
-  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  errno = EINVAL;
+  if (try_direct) fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
   direct_ = fd_ >= 0;
-  if (fd_ < 0 && errno == EINVAL) {
+  if (!try_direct) {
+    Log(LogLevel::kInfo, "reading experts from ", path, " without O_DIRECT (requested)");
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } else if (fd_ < 0 && errno == EINVAL) {
     Log(LogLevel::kWarn, "the filesystem of ", path, " does not support O_DIRECT; reading ",
         "experts through the page cache (it is then a second, unbudgeted cache)");
     fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);

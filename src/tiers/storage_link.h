@@ -16,8 +16,9 @@ namespace moex::tiers {
 
 class StorageLink : public TransferLink {
  public:
-  // Opens `path` for reading. queue_depth: reads in flight at most.
-  StorageLink(const std::string& path, int queue_depth);
+  // Opens `path` for reading. queue_depth: reads in flight at most. try_direct = false
+  // forces the buffered path (the one taken where O_DIRECT is refused).
+  StorageLink(const std::string& path, int queue_depth, bool try_direct = true);
   ~StorageLink() override;
 
   std::string name() const override { return "storage"; }

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "policy/policy.h"
+#include "tiers/random_weight_source.h"
+
+namespace moex::policy {
+namespace {
+
+ModelConfig Config() {
+  ModelConfig c;
+  c.arch = Arch::kOlmoe;
+  c.hidden_size = 8;
+  c.num_layers = 3;
+  c.num_experts = 6;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 16;
+  return c;
+}
+
+GateEvent Gate(int layer, const std::vector<int32_t>& ids, const std::vector<float>* hidden = nullptr) {
+  GateEvent e;
+  e.layer = layer;
+  e.n_tokens = static_cast<int64_t>(ids.size()) / 2;
+  e.top_k = 2;
+  e.num_experts = 6;
+  e.ids = ids.data();
+  e.hidden = hidden ? hidden->data() : nullptr;
+  e.d = 8;
+  return e;
+}
+
+TEST(PolicyTest, NamesAreValidated) {
+  PolicyContext ctx;
+  ctx.config = Config();
+  EXPECT_THROW(MakePolicy("belady", ctx), Error);
+  EXPECT_THROW(MakePolicy("nextgate", ctx), Error);  // Needs router weights.
+  EXPECT_EQ(MakePolicy("lfu", ctx)->name(), "lfu");
+  EXPECT_EQ(MakePolicy("ondemand", ctx)->name(), "lru");
+}
+
+TEST(PolicyTest, LruScoresByLastUse) {
+  PolicyContext ctx;
+  ctx.config = Config();
+  auto p = MakePolicy("lru", ctx);
+  Decisions d;
+  std::vector<int32_t> a{0, 1}, b{2, 0};
+  p->OnGate(Gate(0, a), &d);
+  p->OnGate(Gate(0, b), &d);
+  EXPECT_LT(p->EvictScore({0, 1}), p->EvictScore({0, 2}));
+  EXPECT_LT(p->EvictScore({0, 5}), p->EvictScore({0, 1}));  // Never used: first to go.
+  EXPECT_TRUE(d.prefetch.empty());
+}
+
+TEST(PolicyTest, LfuScoresByCountThenRecency) {
+  PolicyContext ctx;
+  ctx.config = Config();
+  auto p = MakePolicy("lfu", ctx);
+  Decisions d;
+  std::vector<int32_t> a{0, 1}, b{0, 2}, c{3, 1};
+  p->OnGate(Gate(0, a), &d);
+  p->OnGate(Gate(0, b), &d);
+  p->OnGate(Gate(0, c), &d);
+  EXPECT_GT(p->EvictScore({0, 0}), p->EvictScore({0, 3}));  // 2 uses > 1 use.
+  EXPECT_GT(p->EvictScore({0, 1}), p->EvictScore({0, 0}));  // Same count, more recent.
+  EXPECT_LT(p->EvictScore({0, 2}), p->EvictScore({0, 3}));
+}
+
+TEST(PolicyTest, RandomIsReproducibleFromTheSeed) {
+  PolicyContext ctx;
+  ctx.config = Config();
+  ctx.seed = 42;
+  auto a = MakePolicy("random", ctx);
+  auto b = MakePolicy("random", ctx);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(a->EvictScore({0, i % 6}), b->EvictScore({0, i % 6}));
+}
+
+TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
+  const ModelConfig c = Config();
+  RandomWeightSource src(c, DType::kF32, 3);
+  PolicyContext ctx;
+  ctx.config = c;
+  ctx.weights = &src;
+  auto p = MakePolicy("nextgate", ctx);
+  std::vector<float> h(8);
+  for (int j = 0; j < 8; ++j) h[static_cast<size_t>(j)] = 0.1f * (j + 1);
+  // Expected: top-2 of layer 1's router applied to h.
+  const TensorView* w = src.Find(RouterTensorName(c.arch, 1));
+  std::vector<std::pair<float, int>> s;
+  for (int e = 0; e < 6; ++e) {
+    float acc = 0;
+    for (int j = 0; j < 8; ++j) {
+      float v;
+      std::memcpy(&v, w->data + 4 * (e * 8 + j), 4);
+      acc += v * h[static_cast<size_t>(j)];
+    }
+    s.push_back({-acc, e});
+  }
+  std::sort(s.begin(), s.end());
+  Decisions d;
+  std::vector<int32_t> ids{0, 1};
+  p->OnGate(Gate(0, ids, &h), &d);
+  ASSERT_EQ(d.prefetch.size(), 2u);
+  EXPECT_EQ(d.prefetch[0].expert, (ExpertKey{1, s[0].second}));
+  EXPECT_EQ(d.prefetch[1].expert, (ExpertKey{1, s[1].second}));
+  EXPECT_GT(d.prefetch[0].priority, d.prefetch[1].priority);
+  d.Clear();
+  // Layer 1 routes to the first prediction only: the second is cancelled.
+  std::vector<int32_t> real{s[0].second, s[5].second};
+  p->OnGate(Gate(1, real, &h), &d);
+  ASSERT_EQ(d.cancel.size(), 1u);
+  EXPECT_EQ(d.cancel[0], (ExpertKey{1, s[1].second}));
+}
+
+}  // namespace
+}  // namespace moex::policy

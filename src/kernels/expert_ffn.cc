@@ -25,40 +25,49 @@
 HWY_BEFORE_NAMESPACE();
 namespace moex::kernels::HWY_NAMESPACE {
 
-// Down tile: kDownTokens tokens x kDownCols vectors of output columns.
+// Down tiles: kDownTokens tokens x kDownCols vectors of output columns for batches, and
+// kSmallCols vectors for one or two tokens (whose FMA chains are latency bound).
 #if HWY_TARGET == HWY_AVX3
 constexpr size_t kDownTokens = 4;
-constexpr size_t kDownCols = 5;  // 20 accumulators + 4 broadcasts + 1 weight.
+constexpr size_t kDownCols = 5;   // 20 accumulators + 4 broadcasts + 1 weight of 32.
+constexpr size_t kSmallCols = 8;  // Up to 16 accumulators.
 #else
 constexpr size_t kDownTokens = 2;
 constexpr size_t kDownCols = 4;
+constexpr size_t kSmallCols = 4;
 #endif
-// Decode (one token per tile) holds more columns: the FMA chains are latency bound.
-constexpr size_t kDecodeCols = 8;
-// Neurons per pass over a column range when a tile has a single token, so each record's
-// slice of the down column is read as one contiguous run.
+// Batches of up to this many tokens read the down columns straight from the records.
+constexpr size_t kSmallBatch = 2;
+// Neurons per pass over a column range for small batches: each record's slice of the down
+// column is read as one contiguous run, and few pages are live at a time.
 constexpr size_t kNeuronBlock = 16;
+// Larger batches widen a panel of kPanelNeurons x (kPanelVectors vectors) down weights to a
+// contiguous f32 scratch (L1-sized) and reuse it for every token tile; reading the records
+// directly would touch one page per neuron per tile and thrash the TLB.
+constexpr size_t kPanelNeurons = 64;
+constexpr size_t kPanelVectors = 2 * kDownCols;
 
-// y[t * ldy + col + c*N + lane] += sum over i < m of h[t * ldh + i] * down_i[...], i in order.
+// y[t * ldy + c*N + lane] += sum over i < m of h[t * ldh + i] * w_i[wcol + c*N + lane], with
+// w_i = down + i * rec, i in order: one FMA per neuron on accumulators loaded from y.
 template <DType kT, size_t T, size_t C>
-HWY_INLINE void DownTile(const std::byte* down, size_t rec, size_t m, const float* h, size_t ldh,
-                         float* y, size_t ldy, size_t col) {
+HWY_INLINE void DownTile(const std::byte* down, size_t rec, size_t wcol, size_t m, const float* h,
+                         size_t ldh, float* y, size_t ldy) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[T][C];
 #pragma GCC unroll 8
   for (size_t t = 0; t < T; ++t) {
 #pragma GCC unroll 8
-    for (size_t c = 0; c < C; ++c) acc[t][c] = hn::LoadU(df, y + t * ldy + col + c * N);
+    for (size_t c = 0; c < C; ++c) acc[t][c] = hn::LoadU(df, y + t * ldy + c * N);
   }
   for (size_t i = 0; i < m; ++i) {
-    const std::byte* d = down + i * rec;
+    const std::byte* w = down + i * rec;
     VF hv[T];
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) hv[t] = hn::Set(df, h[t * ldh + i]);
 #pragma GCC unroll 8
     for (size_t c = 0; c < C; ++c) {
-      const VF wv = LoadW<kT>(df, d, col + c * N);
+      const VF wv = LoadW<kT>(df, w, wcol + c * N);
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t][c] = hn::MulAdd(hv[t], wv, acc[t][c]);
     }
@@ -66,24 +75,18 @@ HWY_INLINE void DownTile(const std::byte* down, size_t rec, size_t m, const floa
 #pragma GCC unroll 8
   for (size_t t = 0; t < T; ++t) {
 #pragma GCC unroll 8
-    for (size_t c = 0; c < C; ++c) hn::StoreU(acc[t][c], df, y + t * ldy + col + c * N);
+    for (size_t c = 0; c < C; ++c) hn::StoreU(acc[t][c], df, y + t * ldy + c * N);
   }
 }
 
-template <DType kT, size_t C>
-HWY_INLINE void DownTileN(size_t t, const std::byte* down, size_t rec, size_t m, const float* h,
-                          size_t ldh, float* y, size_t ldy, size_t col) {
-  static_assert(kDownTokens <= 4);
-  switch (t) {
-    case 1:
-      return DownTile<kT, 1, C>(down, rec, m, h, ldh, y, ldy, col);
-    case 2:
-      return DownTile<kT, 2, C>(down, rec, m, h, ldh, y, ldy, col);
-    case 3:
-      return DownTile<kT, 3, C>(down, rec, m, h, ldh, y, ldy, col);
-    default:
-      return DownTile<kT, 4, C>(down, rec, m, h, ldh, y, ldy, col);
+// DownTile with the token count t (1 <= t <= kMaxT) chosen at run time.
+template <DType kT, size_t kMaxT, size_t C>
+HWY_INLINE void DownTileN(size_t t, const std::byte* down, size_t rec, size_t wcol, size_t m,
+                          const float* h, size_t ldh, float* y, size_t ldy) {
+  if constexpr (kMaxT > 1) {
+    if (t < kMaxT) return DownTileN<kT, kMaxT - 1, C>(t, down, rec, wcol, m, h, ldh, y, ldy);
   }
+  DownTile<kT, kMaxT, C>(down, rec, wcol, m, h, ldh, y, ldy);
 }
 
 // Columns that do not fill a vector: one lane at a time with the target's own MulAdd, so
@@ -99,43 +102,64 @@ HWY_INLINE void DownTail(const std::byte* down, size_t rec, size_t m, const floa
   *y = hn::GetLane(acc);
 }
 
-// Down projection for columns [c0, c1) of one job (c0 a multiple of the vector length).
+// Down projection for columns [c0, c1) of one job (c0 a multiple of 16). Every path keeps
+// each element's chain in neuron order, so all of them give the same bits.
 template <DType kT>
 void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_t ldh, size_t n,
               float* y, size_t d, size_t c0, size_t c1) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const size_t vend = c0 + (c1 - c0) / N * N;
-  if (n == 1) {
-    // Neuron blocks outermost: each block reads a contiguous slice of every record, and the
-    // accumulators go through y between blocks (exact, so the chain is unchanged).
+  if (n <= kSmallBatch) {
     for (size_t i = 0; i < m; i += kNeuronBlock) {
       const size_t nb = std::min(kNeuronBlock, m - i);
       const std::byte* db = down + i * rec;
       size_t col = c0;
-      for (; col + kDecodeCols * N <= vend; col += kDecodeCols * N) {
-        DownTile<kT, 1, kDecodeCols>(db, rec, nb, h + i, ldh, y, d, col);
+      for (; col + kSmallCols * N <= vend; col += kSmallCols * N) {
+        DownTileN<kT, kSmallBatch, kSmallCols>(n, db, rec, col, nb, h + i, ldh, y + col, d);
       }
-      for (; col < vend; col += N) DownTile<kT, 1, 1>(db, rec, nb, h + i, ldh, y, d, col);
+      for (; col < vend; col += N) {
+        DownTileN<kT, kSmallBatch, 1>(n, db, rec, col, nb, h + i, ldh, y + col, d);
+      }
     }
   } else {
-    for (size_t t = 0; t < n; t += kDownTokens) {
-      const size_t tt = std::min(kDownTokens, n - t);
-      const float* ht = h + t * ldh;
-      float* yt = y + t * d;
-      size_t col = c0;
-      for (; col + kDownCols * N <= vend; col += kDownCols * N) {
-        DownTileN<kT, kDownCols>(tt, down, rec, m, ht, ldh, yt, d, col);
+    const size_t panel_cols = kPanelVectors * N;
+    float* panel = GemmScratch(kPanelNeurons * panel_cols);
+    const auto* pbytes = reinterpret_cast<const std::byte*>(panel);
+    for (size_t cb = c0; cb < vend; cb += panel_cols) {
+      const size_t width = std::min(panel_cols, vend - cb);  // A multiple of N.
+      for (size_t i0 = 0; i0 < m; i0 += kPanelNeurons) {
+        const size_t nb = std::min(kPanelNeurons, m - i0);
+        for (size_t i = 0; i < nb; ++i) {
+          const std::byte* w = down + (i0 + i) * rec;
+          for (size_t c = 0; c < width; c += N) {
+            hn::StoreU(LoadW<kT>(df, w, cb + c), df, panel + i * width + c);
+          }
+        }
+        for (size_t t = 0; t < n; t += kDownTokens) {
+          const size_t tt = std::min(kDownTokens, n - t);
+          const float* ht = h + t * ldh + i0;
+          float* yt = y + t * d + cb;
+          size_t col = 0;
+          for (; col + kDownCols * N <= width; col += kDownCols * N) {
+            DownTileN<DType::kF32, kDownTokens, kDownCols>(tt, pbytes, width * 4, col, nb, ht, ldh,
+                                                           yt + col, d);
+          }
+          for (; col < width; col += N) {
+            DownTileN<DType::kF32, kDownTokens, 1>(tt, pbytes, width * 4, col, nb, ht, ldh,
+                                                   yt + col, d);
+          }
+        }
       }
-      for (; col < vend; col += N) DownTileN<kT, 1>(tt, down, rec, m, ht, ldh, yt, d, col);
     }
   }
   if (vend == c1) return;
   std::vector<float> ht(m);
   for (size_t t = 0; t < n; ++t) {
     std::copy(h + t * ldh, h + t * ldh + m, ht.begin());
-    for (size_t col = vend; col < c1; ++col)
+    for (size_t col = vend; col < c1; ++col) {
       DownTail<kT>(down, rec, m, ht.data(), y + t * d + col, col);
+    }
   }
 }
 

@@ -1,0 +1,229 @@
+// Agreement with independent tokenizer implementations from the npm registry, on a few
+// thousand varied strings: corpus lines, ShareGPT / MT-Bench / GSM8K prompts, emoji, CJK, code,
+// whitespace runs, Unicode spaces, combining marks and special tokens.
+//   - tokenizer.json files: @huggingface/tokenizers (the tokenizers of transformers.js);
+//   - Mixtral's tokenizer.model: @agnai/sentencepiece-js (SentencePiece built to WebAssembly).
+// The packages are installed on first use with npm into <working dir>/tokref (or
+// $MOEX_TOKREF_DIR). Without node, npm or the registry the test is skipped, saying why.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "io/tokenizer.h"
+
+namespace moex {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path DataDir() {
+  return fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data";
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Cuts s to at most n bytes on a character boundary.
+std::string Cut(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<uint8_t>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> TestStrings() {
+  std::vector<std::string> out;
+  std::mt19937 rng(42);
+  for (const auto& entry : fs::directory_iterator(DataDir() / "corpus")) {
+    const auto lines = Lines(ReadFile(entry.path()));
+    if (lines.empty()) continue;
+    for (int i = 0; i < 220; ++i) out.push_back(Cut(lines[rng() % lines.size()], 1500));
+    // Runs of lines keep newlines and indentation.
+    for (int i = 0; i < 30; ++i) {
+      const size_t at = rng() % lines.size();
+      std::string chunk;
+      for (size_t k = at; k < std::min(lines.size(), at + 6); ++k) chunk += lines[k] + "\n";
+      out.push_back(Cut(chunk, 2000));
+    }
+  }
+  const auto sharegpt =
+      nlohmann::json::parse(ReadFile(DataDir() / "prompts" / "sharegpt_v3_filtered_500.json"));
+  for (const auto& conv : sharegpt) {
+    for (const auto& turn : conv["conversations"]) {
+      out.push_back(Cut(turn["value"].get<std::string>(), 3000));
+    }
+  }
+  for (const auto& line : Lines(ReadFile(DataDir() / "prompts" / "mt_bench_question.jsonl"))) {
+    for (const auto& turn : nlohmann::json::parse(line)["turns"]) out.push_back(turn);
+  }
+  const auto gsm = Lines(ReadFile(DataDir() / "prompts" / "gsm8k_test.jsonl"));
+  for (size_t i = 0; i < gsm.size() && i < 200; ++i) {
+    out.push_back(nlohmann::json::parse(gsm[i])["question"]);
+  }
+  // Hand-made edge cases.
+  const char* kSpecial[] = {"",
+                            " ",
+                            "  ",
+                            "   ",
+                            "\t",
+                            "\n",
+                            "\n\n",
+                            "\r\n",
+                            " \n ",
+                            "\t\n",
+                            "a  b",
+                            "a   \n  b",
+                            "Hello world",
+                            " Hello world",
+                            "Hello World!",
+                            "I'M DON'T we'll THEY'RE it's",
+                            "3.14159 1234567 12,345.67 ١٢٣ ½ ²",
+                            "🦙.cpp 👍🏽 👩‍👩‍👧 🇫🇷",
+                            "你好，世界！今天天气很好。",
+                            "日本語のテキスト、カタカナとひらがな。",
+                            "한국어 텍스트입니다",
+                            "Привет, мир",
+                            "مرحبا بالعالم",
+                            "e\xCC\x81 vs \xC3\xA9, A\xCC\x8A, \xE1\x84\x80\xE1\x85\xA1",
+                            "Ω Å ﬁ ℌ ｶﾀｶﾅ",
+                            "nbsp\u00a0ideo\u3000ls\u2028nel\u0085bom\ufeffend",
+                            "tabs\t\tand\t spaces  \t",
+                            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+                            "<|endoftext|>x<|endoftext|>",
+                            "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜>",
+                            "<think>\nhmm\n</think>\n\nok",
+                            "<s>[INST] Hello [/INST]",
+                            "def f(x):\n    return x**2  # square\n\n\n",
+                            "    indented\n        more\n",
+                            "x = {'a': [1, 2, 3]};\n",
+                            "<unk> </s> <0x41>",
+                            "▁already▁marked",
+                            "ſ long s and Kelvin K",
+                            "$$ \\frac{a}{b} $$",
+                            "...?!…——",
+                            "www.example.com/path?q=1&r=2",
+                            "user@example.org",
+                            "CamelCaseWord snake_case_word"};
+  for (const char* s : kSpecial) out.push_back(s);
+  for (int n = 1; n <= 24; ++n) {
+    out.push_back(std::string(n, ' ') + "x");
+    out.push_back("x" + std::string(n, ' '));
+    out.push_back(std::string(n, '\n'));
+  }
+  return out;
+}
+
+// Installs the reference packages once; returns an empty string on success, else the reason.
+std::string InstallReference(const fs::path& dir) {
+  const fs::path src = fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference";
+  fs::create_directories(dir);
+  fs::copy_file(src / "package.json", dir / "package.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(src / "reference.cjs", dir / "reference.cjs", fs::copy_options::overwrite_existing);
+  const bool installed =
+      fs::exists(dir / "node_modules" / "@huggingface" / "tokenizers" / "package.json") &&
+      fs::exists(dir / "node_modules" / "@huggingface" / "jinja" / "package.json") &&
+      fs::exists(dir / "node_modules" / "@agnai" / "sentencepiece-js" / "package.json");
+  if (installed) return "";
+  if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
+    return "node/npm are not installed";
+  }
+  // flock: test processes run in parallel under ctest and share the directory.
+  const std::string cmd = "cd '" + dir.string() +
+                          "' && flock .install.lock timeout 300 npm install --no-audit --no-fund "
+                          "--no-progress > npm-install.log 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    return "npm install failed (registry unreachable?); see " + (dir / "npm-install.log").string();
+  }
+  return "";
+}
+
+fs::path ReferenceDir() {
+  if (const char* env = std::getenv("MOEX_TOKREF_DIR")) return env;
+  return fs::current_path() / "tokref";
+}
+
+struct Case {
+  const char* file;
+  const char* config;  // nullptr: none
+  const char* kind;    // "hf" or "spm"
+};
+
+class ReferenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ReferenceTest, IdsAgree) {
+  const Case c = GetParam();
+  const fs::path path = DataDir() / "tokenizers" / c.file;
+  if (!fs::exists(path)) GTEST_SKIP() << "shared data not found: " << path;
+  const fs::path dir = ReferenceDir();
+  const std::string why = InstallReference(dir);
+  if (!why.empty()) GTEST_SKIP() << "reference tokenizer unavailable: " << why;
+
+  const std::vector<std::string> texts = TestStrings();
+  nlohmann::json job;
+  nlohmann::json t = {{"name", "ref"}, {"kind", c.kind}, {"tokenizer", path.string()}};
+  if (c.config) t["config"] = (DataDir() / "tokenizers" / c.config).string();
+  job["tokenizers"] = nlohmann::json::array({t});
+  job["texts"] = texts;
+  const std::string stem = std::string(c.file).substr(0, std::string(c.file).find('.'));
+  const fs::path job_path = dir / ("job-" + stem + ".json");
+  const fs::path out_path = dir / ("out-" + stem + ".json");
+  std::ofstream(job_path) << job.dump();
+  const std::string cmd = "cd '" + dir.string() + "' && timeout 300 node reference.cjs '" +
+                          job_path.string() + "' '" + out_path.string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "reference script failed: " << cmd;
+  const auto result = nlohmann::json::parse(ReadFile(out_path));
+  const auto& ref = result.at("ref");
+  ASSERT_EQ(ref.size(), texts.size());
+
+  const auto tok = LoadTokenizer(path.string());
+  const bool sp = std::string(c.kind) == "spm";
+  size_t agree = 0;
+  int shown = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto ids = tok->Encode(texts[i], false, !sp);
+    const auto expected = ref[i].get<std::vector<int32_t>>();
+    if (ids == expected) {
+      ++agree;
+    } else if (shown++ < 5) {
+      std::ostringstream a, b;
+      for (int32_t x : ids) a << x << " ";
+      for (int32_t x : expected) b << x << " ";
+      ADD_FAILURE() << "text " << i << ": " << nlohmann::json(texts[i]).dump()
+                    << "\n  moex:      " << a.str() << "\n  reference: " << b.str();
+    }
+  }
+  std::printf("[ reference ] %s: %zu / %zu strings agree\n", c.file, agree, texts.size());
+  RecordProperty("agree", static_cast<int>(agree));
+  RecordProperty("total", static_cast<int>(texts.size()));
+  EXPECT_EQ(agree, texts.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tokenizers, ReferenceTest,
+    ::testing::Values(Case{"olmoe-gpt-neox-olmo-dolma-v1_5.tokenizer.json", nullptr, "hf"},
+                      Case{"qwen3.tokenizer.json", "qwen3.tokenizer_config.json", "hf"},
+                      Case{"deepseek_v3.tokenizer.json", "deepseek_v3.tokenizer_config.json", "hf"},
+                      Case{"mixtral-8x7b.tokenizer.model", nullptr, "spm"}),
+    [](const auto& info) {
+      std::string name = info.param.file;
+      return name.substr(0, name.find_first_of("-_."));
+    });
+
+}  // namespace
+}  // namespace moex

@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/expert_store_packer.h"
 #include "kernels/ops.h"
+#include "tiers/layer_runner.h"
 
 namespace moex {
 
@@ -88,6 +90,70 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
   }
   kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size);
   batch_.Combine(routing, out);
+  expert_uses_ += static_cast<int64_t>(jobs.size());
+}
+
+nlohmann::json ResidentMoeExecutor::MetricsJson() const {
+  return {{"policy", "resident"}, {"hits", expert_uses_}, {"misses", 0}, {"hit_rate", 1.0},
+          {"bytes_read", 0}, {"stall_ms", 0.0}, {"prefetch_issued", 0}, {"prefetch_used", 0}};
+}
+
+OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions& options)
+    : model_(model) {
+  PackOptions pack;
+  pack.out_path = options.store_path.empty() ? DefaultExpertStorePath(model.path)
+                                             : options.store_path;
+  pack.source_id = CheckpointFingerprint(model.path);
+  pack.source_path = model.path;
+  pack.progress = options.progress;
+  ExpertStore store = OpenOrPackExpertStore(*model.weights, model.config, pack);
+  tiers::HostTierOptions host;
+  host.policy = options.policy;
+  host.weights = model.weights.get();
+  host.seed = options.seed;
+  host.queue_depth = options.queue_depth;
+  const int chunk = tiers::HostTier::AutoChunkNeurons(store);
+  host.chunk_neurons = chunk;
+  host.budget_bytes =
+      tiers::ParseBudget(options.host_budget, tiers::HostTier::FullFootprint(store, chunk));
+  tier_ = std::make_unique<tiers::HostTier>(std::move(store), model.config, host);
+}
+
+void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
+  const ExpertShape& shape = model_.expert_shape;
+  batch_.Build(routing, x, shape.hidden_size);
+  policy::GateEvent gate;
+  gate.layer = layer;
+  gate.n_tokens = routing.n_tokens;
+  gate.top_k = routing.top_k;
+  gate.num_experts = routing.num_experts;
+  gate.ids = routing.ids.data();
+  gate.weights = routing.weights.data();
+  gate.probs = routing.probs.empty() ? nullptr : routing.probs.data();
+  gate.hidden = x;
+  gate.d = shape.hidden_size;
+  std::vector<kernels::ExpertJob> jobs;
+  tiers::RunOffloadedLayer(*tier_, gate, [&](std::span<const tiers::ChunkTask> tasks) {
+    jobs.clear();
+    for (const tiers::ChunkTask& t : tasks) {
+      kernels::ExpertJob job;
+      job.records = t.records;
+      job.neuron_count = t.neuron_count;
+      job.x = batch_.inputs_of(t.expert);
+      job.n = batch_.tokens_of(t.expert);
+      job.y = batch_.outputs_of(t.expert);
+      jobs.push_back(job);
+    }
+    kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size);
+  });
+  batch_.Combine(routing, out);
+}
+
+nlohmann::json OffloadMoeExecutor::MetricsJson() const { return tier_->Metrics().ToJson(); }
+
+size_t OffloadMoeExecutor::HostCacheBytes() const {
+  const tiers::OffloadMetrics m = tier_->Metrics();
+  return static_cast<size_t>(m.host_cache_bytes + m.staging_bytes);
 }
 
 }  // namespace moex

@@ -5,11 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/aligned_buffer.h"
 #include "engine/router.h"
 #include "model/model.h"
+#include "policy/events.h"
+#include "tiers/host_tier.h"
 
 namespace moex {
 
@@ -18,6 +24,11 @@ class MoeExecutor {
   virtual ~MoeExecutor() = default;
   // out[t, :] += sum over k of routing.weights[t, k] * expert_{ids[t, k]}(x[t, :]).
   virtual void Run(int layer, const Routing& routing, const float* x, float* out) = 0;
+  // Offload counters (hits, misses, bytes read, stall time, prefetches) as reported by
+  // `generate --json` and `bench --json`.
+  virtual nlohmann::json MetricsJson() const = 0;
+  // Bytes of expert weights currently held in host memory by this executor.
+  virtual size_t HostCacheBytes() const = 0;
 };
 
 // Groups a layer's tokens by expert and combines per-expert outputs in the fixed order.
@@ -48,12 +59,52 @@ class ResidentMoeExecutor : public MoeExecutor {
  public:
   explicit ResidentMoeExecutor(const Model& model);
   void Run(int layer, const Routing& routing, const float* x, float* out) override;
-  size_t resident_bytes() const { return bytes_; }
+  nlohmann::json MetricsJson() const override;
+  size_t HostCacheBytes() const override { return bytes_; }
 
  private:
   const Model& model_;
   std::vector<AlignedBuffer> layer_records_;  // Per layer: E experts, F records each.
   size_t bytes_ = 0;
+  int64_t expert_uses_ = 0;  // (layer, expert) activations, every one a hit.
+  ExpertBatch batch_;
+};
+
+// Where the offloading executor gets its experts and how much it may cache.
+struct OffloadOptions {
+  std::string store_path;  // Empty: DefaultExpertStorePath(model.path).
+  std::string host_budget = "25%";  // Bytes ("4GiB") or a share of all expert bytes ("25%").
+  std::string policy = "lru";       // See docs/policies.md.
+  uint64_t seed = 0;                // For randomised policies.
+  bool progress = true;             // Progress bar when the store must be packed.
+  int queue_depth = 32;             // Reads in flight.
+};
+
+// Routed experts stream from the expert store through a budgeted host cache. After the
+// gate, resident experts are computed first, then the rest chunk by chunk as they land;
+// every chunk is a partial expert added to that expert's own buffer, so the result is
+// bit-identical to ResidentMoeExecutor whatever the budget, policy or landing order.
+class OffloadMoeExecutor : public MoeExecutor {
+ public:
+  // Opens the model's expert store, packing it first when missing, stale or corrupt.
+  OffloadMoeExecutor(const Model& model, const OffloadOptions& options);
+  void Run(int layer, const Routing& routing, const float* x, float* out) override;
+  nlohmann::json MetricsJson() const override;
+  size_t HostCacheBytes() const override;
+
+  // Policy events the generator emits around the forward pass (gate and expert_done are
+  // emitted by Run). Optional: policies that do not use an event ignore it.
+  void RequestBegin(const policy::RequestBeginEvent& e) { tier_->RequestBegin(e); }
+  void IterationBegin(const policy::IterationBeginEvent& e) { tier_->IterationBegin(e); }
+  void IterationEnd() { tier_->IterationEnd(); }
+  void RequestEnd(const policy::RequestEndEvent& e) { tier_->RequestEnd(e); }
+
+  tiers::HostTier& tier() { return *tier_; }
+  tiers::OffloadMetrics Metrics() const { return tier_->Metrics(); }
+
+ private:
+  const Model& model_;
+  std::unique_ptr<tiers::HostTier> tier_;
   ExpertBatch batch_;
 };
 

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "model/expert_layout.h"
 #include "model/tensor_names.h"
 
 namespace moex {
@@ -32,24 +33,6 @@ AlignedBytes AllocAligned(size_t n) {
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, AlignUp(n, kStoreAlignment));
   return AlignedBytes(p);
-}
-
-// Copies gate row i, up row i and down column i of every neuron, bit for bit.
-void PackNeuronMajor(const TensorView& gate, const TensorView& up, const TensorView& down,
-                     int64_t d, int64_t f, std::byte* dst) {
-  const size_t es = DTypeBytes(gate.dtype, 1);
-  const size_t row = es * static_cast<size_t>(d);
-  const size_t rec = 3 * row;
-  for (int64_t i = 0; i < f; ++i) {
-    std::memcpy(dst + i * rec, gate.data + i * row, row);
-    std::memcpy(dst + i * rec + row, up.data + i * row, row);
-  }
-  // down is [d, f]: element (o, i) goes to record i, slot o of its down part.
-  for (int64_t o = 0; o < d; ++o) {
-    const std::byte* src = down.data + static_cast<size_t>(o * f) * es;
-    std::byte* out = dst + 2 * row + static_cast<size_t>(o) * es;
-    for (int64_t i = 0; i < f; ++i) std::memcpy(out + i * rec, src + i * es, es);
-  }
 }
 
 class ProgressBar {
@@ -187,7 +170,7 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
       const TensorView& dn = source.Get(RoutedExpertTensorName(c.arch, l, e, 2), {d, f});
       Check(g.dtype == dtype && u.dtype == dtype && dn.dtype == dtype, "expert tensors of layer ",
             l, " expert ", e, " in ", source.Describe(), " are not all ", DTypeName(dtype));
-      PackNeuronMajor(g, u, dn, d, f, buf.get());
+      PackExpertNeuronMajor(g, u, dn, ExpertShape{dtype, d, f}, buf.get());
       for (uint32_t b = 0; b < blocks; ++b) {
         const uint64_t begin = b * block_bytes;
         sums[b] = StoreChecksum(
@@ -235,7 +218,14 @@ std::string CheckpointFingerprint(const std::string& model_dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> parts;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+  std::vector<fs::path> files;
+  if (fs::is_regular_file(model_dir)) {
+    files.push_back(model_dir);  // A single .gguf file.
+  } else {
+    for (const auto& entry : fs::directory_iterator(model_dir, ec)) files.push_back(entry.path());
+  }
+  for (const fs::path& path : files) {
+    const fs::directory_entry entry(path);
     const std::string name = entry.path().filename().string();
     const std::string ext = entry.path().extension().string();
     if (name != "config.json" && ext != ".safetensors" && ext != ".gguf") continue;
@@ -255,6 +245,7 @@ std::string CheckpointFingerprint(const std::string& model_dir) {
 }
 
 std::string DefaultExpertStorePath(const std::string& model_dir) {
+  if (std::filesystem::is_regular_file(model_dir)) return model_dir + ".experts.moex";
   return (std::filesystem::path(model_dir) / "experts.moex").string();
 }
 

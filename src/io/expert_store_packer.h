@@ -22,10 +22,11 @@ struct PackOptions {
 std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which);
 
 // A fingerprint of the checkpoint files in `model_dir` (names, sizes, modification times of
-// config.json, *.safetensors, *.gguf); changes whenever the checkpoint is replaced.
+// config.json, *.safetensors, *.gguf), or of a single .gguf file; changes whenever the
+// checkpoint is replaced.
 std::string CheckpointFingerprint(const std::string& model_dir);
 
-// The default store location for a model directory.
+// The default store location: DIR/experts.moex, or FILE.gguf.experts.moex.
 std::string DefaultExpertStorePath(const std::string& model_dir);
 
 // Packs all routed experts. Throws Error (e.g. "disk full") after removing its temporary

@@ -1,0 +1,256 @@
+#include "io/gguf_file.h"
+
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "io/gguf_format.h"
+
+namespace moex {
+
+namespace {
+
+// A bounds-checked cursor over the header. Every read names what it was reading, so a
+// truncated file says where it ends.
+class Cursor {
+ public:
+  Cursor(std::span<const std::byte> bytes, const std::string& file) : bytes_(bytes), file_(file) {}
+
+  uint64_t pos() const { return pos_; }
+  uint64_t remaining() const { return bytes_.size() - pos_; }
+
+  void Need(uint64_t n, const char* what) const {
+    Check(n <= remaining(), file_, ": truncated GGUF file: ", what, " at byte ", pos_, " needs ", n,
+          " bytes, ", remaining(), " left");
+  }
+  uint64_t ReadUInt(size_t bytes, const char* what) {
+    Need(bytes, what);
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(bytes_[pos_ + i])) << (8 * i);
+    pos_ += bytes;
+    return v;
+  }
+  uint32_t U32(const char* what) { return static_cast<uint32_t>(ReadUInt(4, what)); }
+  uint64_t U64(const char* what) { return ReadUInt(8, what); }
+  std::string String(const char* what) {
+    const uint64_t len = U64(what);
+    Need(len, what);
+    std::string s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
+    pos_ += len;
+    return s;
+  }
+  std::vector<uint8_t> Bytes(uint64_t n, const char* what) {
+    Need(n, what);
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes_.data() + pos_);
+    pos_ += n;
+    return {p, p + n};
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  const std::string& file_;
+  uint64_t pos_ = 0;
+};
+
+GgufValue ReadValue(Cursor& in, uint32_t raw_type, const std::string& key, const std::string& f) {
+  Check(GgufTypeIsValid(raw_type), f, ": GGUF key '", key, "' has unknown value type ", raw_type);
+  const auto type = static_cast<GgufType>(raw_type);
+  if (type == GgufType::kString) return GgufValue::String(in.String("string value"));
+  if (type != GgufType::kArray) {
+    return GgufValue::Scalar(type, in.ReadUInt(GgufScalarBytes(type), "metadata value"));
+  }
+  const uint32_t raw_elem = in.U32("array type");
+  Check(GgufTypeIsValid(raw_elem), f, ": GGUF key '", key, "' has unknown array type ", raw_elem);
+  const auto elem = static_cast<GgufType>(raw_elem);
+  Check(elem != GgufType::kArray, f, ": GGUF key '", key, "': nested arrays are not supported");
+  const uint64_t count = in.U64("array length");
+  if (elem == GgufType::kString) {
+    // Each string takes at least its 8-byte length, which bounds the count by the file.
+    Check(count <= in.remaining() / 8, f, ": GGUF key '", key, "' claims ", count,
+          " strings, more than the file can hold");
+    std::vector<std::string> strings;
+    strings.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) strings.push_back(in.String("array string"));
+    return GgufValue::StringArray(std::move(strings));
+  }
+  const size_t size = GgufScalarBytes(elem);
+  Check(count <= in.remaining() / size, f, ": GGUF key '", key, "' claims ", count, " ",
+        GgufTypeName(elem), " values, more than the file can hold");
+  return GgufValue::NumericArray(elem, count, in.Bytes(count * size, "array data"));
+}
+
+}  // namespace
+
+GgufFile::GgufFile(const std::string& path) : name_(path) {
+  file_.emplace(path);
+  Parse({file_->data(), file_->size()});
+}
+
+GgufFile::GgufFile(std::span<const std::byte> bytes, const std::string& name) : name_(name) {
+  Parse(bytes);
+}
+
+void GgufFile::Parse(std::span<const std::byte> bytes) {
+  const std::string& f = name_;
+  Cursor in(bytes, f);
+  Check(bytes.size() >= 4, f, ": not a GGUF file (", bytes.size(), " bytes)");
+  const uint32_t magic = in.U32("magic");
+  Check(magic == kGgufMagic, f, ": not a GGUF file (bad magic)");
+  version_ = in.U32("version");
+  if (version_ == 0x02000000 || version_ == 0x03000000)
+    Fail(f, ": big-endian GGUF files are not supported");
+  Check(version_ != 1, f, ": GGUF version 1 is not supported (convert it with llama.cpp)");
+  Check(version_ == 2 || version_ == 3, f, ": unsupported GGUF version ", version_);
+  const uint64_t n_tensors = in.U64("tensor count");
+  const uint64_t n_kv = in.U64("metadata count");
+  // A KV takes at least 8 (key length) + 4 (type) + 1 bytes, a tensor info 8 + 4 + 4 + 8.
+  Check(n_kv <= in.remaining() / 13, f, ": GGUF header claims ", n_kv,
+        " metadata entries, more than the file can hold");
+  Check(n_tensors <= in.remaining() / 24, f, ": GGUF header claims ", n_tensors,
+        " tensors, more than the file can hold");
+
+  metadata_.reserve(n_kv);
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = in.String("metadata key");
+    const uint32_t type = in.U32("metadata type");
+    GgufValue value = ReadValue(in, type, key, f);
+    Check(key_index_.emplace(key, metadata_.size()).second, f, ": duplicate GGUF key '", key, "'");
+    metadata_.emplace_back(std::move(key), std::move(value));
+  }
+  if (const GgufValue* a = Find(kGgufAlignmentKey)) {
+    Check(a->type() == GgufType::kU32, f, ": general.alignment must be u32");
+    const uint64_t v = a->scalar_bits();
+    Check(v > 0 && (v & (v - 1)) == 0 && v <= (1u << 30), f, ": general.alignment ", v,
+          " is not a power of two");
+    alignment_ = static_cast<uint32_t>(v);
+  }
+
+  infos_.reserve(n_tensors);
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo info;
+    info.name = in.String("tensor name");
+    const uint32_t n_dims = in.U32("tensor dimension count");
+    Check(n_dims >= 1 && n_dims <= kGgufMaxDims, f, ": tensor '", info.name, "' has ", n_dims,
+          " dimensions (1 to ", kGgufMaxDims, " allowed)");
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t ne = in.U64("tensor dimension");
+      Check(ne <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), f, ": tensor '",
+            info.name, "' has dimension ", ne, " out of range");
+      info.ne.push_back(static_cast<int64_t>(ne));
+    }
+    info.ggml_type = in.U32("tensor type");
+    info.offset = in.U64("tensor offset");
+    Check(tensor_index_.emplace(info.name, infos_.size()).second, f, ": duplicate tensor '",
+          info.name, "'");
+    infos_.push_back(std::move(info));
+  }
+
+  const uint64_t header_end = in.pos();
+  data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;
+  // A file without tensors may end right after its header, without padding.
+  const uint64_t data_size = bytes.size() > data_offset_ ? bytes.size() - data_offset_ : 0;
+  const std::byte* data = bytes.data() + (data_size > 0 ? data_offset_ : 0);
+
+  views_.resize(infos_.size());
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    const GgufTensorInfo& info = infos_[i];
+    TensorView& v = views_[i];
+    v.name = info.name;
+    v.shape = info.shape();
+    Check(info.offset % alignment_ == 0, f, ": tensor '", info.name, "' offset ", info.offset,
+          " is not a multiple of the alignment ", alignment_);
+    Check(info.offset <= data_size, f, ": tensor '", info.name, "' offset ", info.offset,
+          " is beyond the data section (", data_size, " bytes; truncated file?)");
+    const std::optional<DType> dtype = DTypeOfGgmlType(info.ggml_type);
+    if (!dtype) continue;  // Reported by FindTensor, so metadata stays readable.
+    v.dtype = *dtype;
+    // Overflow-safe element count.
+    constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
+    uint64_t numel = 1;
+    for (int64_t ne : info.ne) {
+      const auto d = static_cast<uint64_t>(ne);
+      Check(d <= kMax && (d == 0 || numel <= kMax / d), f, ": tensor '", info.name,
+            "' is too large");
+      numel *= d;
+    }
+    if (v.dtype == DType::kQ8_0) {
+      Check(info.ne[0] % kQ8BlockSize == 0, f, ": q8_0 tensor '", info.name, "' row length ",
+            info.ne[0], " is not a multiple of ", kQ8BlockSize);
+    }
+    const uint64_t nbytes = DTypeBytes(v.dtype, static_cast<int64_t>(numel));
+    Check(nbytes <= data_size - info.offset, f, ": tensor '", info.name, "' (", nbytes,
+          " bytes at offset ", info.offset, ") runs past the end of the file (truncated?)");
+    v.data = data + info.offset;
+    v.nbytes = static_cast<size_t>(nbytes);
+  }
+}
+
+const GgufValue* GgufFile::Find(const std::string& key) const {
+  auto it = key_index_.find(key);
+  return it == key_index_.end() ? nullptr : &metadata_[it->second].second;
+}
+
+const GgufValue& GgufFile::Get(const std::string& key) const {
+  const GgufValue* v = Find(key);
+  Check(v != nullptr, name_, ": missing GGUF key '", key, "'");
+  return *v;
+}
+
+template <typename F>
+auto GgufFile::Typed(const std::string& key, F&& read) const {
+  const GgufValue& v = Get(key);
+  try {
+    return read(v);
+  } catch (const Error& e) {
+    Fail(name_, ": GGUF key '", key, "': ", e.what());
+  }
+}
+
+int64_t GgufFile::GetInt(const std::string& key) const {
+  return Typed(key, [](const GgufValue& v) { return v.AsInt(); });
+}
+int64_t GgufFile::GetInt(const std::string& key, int64_t fallback) const {
+  return Find(key) ? GetInt(key) : fallback;
+}
+double GgufFile::GetFloat(const std::string& key) const {
+  return Typed(key, [](const GgufValue& v) { return v.AsFloat(); });
+}
+double GgufFile::GetFloat(const std::string& key, double fallback) const {
+  return Find(key) ? GetFloat(key) : fallback;
+}
+bool GgufFile::GetBool(const std::string& key, bool fallback) const {
+  return Find(key) ? Typed(key, [](const GgufValue& v) { return v.AsBool(); }) : fallback;
+}
+std::string GgufFile::GetString(const std::string& key) const {
+  return Typed(key, [](const GgufValue& v) { return v.AsString(); });
+}
+std::string GgufFile::GetString(const std::string& key, const std::string& fallback) const {
+  return Find(key) ? GetString(key) : fallback;
+}
+const std::vector<std::string>& GgufFile::GetStringArray(const std::string& key) const {
+  return *Typed(key, [](const GgufValue& v) { return &v.AsStringArray(); });
+}
+std::vector<int64_t> GgufFile::GetIntArray(const std::string& key) const {
+  return Typed(key, [](const GgufValue& v) { return v.AsIntArray(); });
+}
+std::vector<float> GgufFile::GetFloatArray(const std::string& key) const {
+  return Typed(key, [](const GgufValue& v) { return v.AsFloatArray(); });
+}
+
+const GgufTensorInfo* GgufFile::FindTensorInfo(const std::string& name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &infos_[it->second];
+}
+
+const TensorView* GgufFile::FindTensor(const std::string& name) const {
+  auto it = tensor_index_.find(name);
+  if (it == tensor_index_.end()) return nullptr;
+  const GgufTensorInfo& info = infos_[it->second];
+  Check(DTypeOfGgmlType(info.ggml_type).has_value(), name_, ": tensor '", name,
+        "' has unsupported GGML type ", GgmlTypeName(info.ggml_type), " (id ", info.ggml_type,
+        "; supported: f32, f16, bf16, q8_0)");
+  return &views_[it->second];
+}
+
+}  // namespace moex

@@ -1,0 +1,89 @@
+// Reader for GGUF v2/v3 files: header, typed metadata, tensor infos and the data section.
+// Every count, length and offset is checked against the file before use, so a malformed
+// file gives an Error, never a crash or an allocation larger than the file itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/gguf_value.h"
+#include "io/mapped_file.h"
+
+namespace moex {
+
+struct GgufTensorInfo {
+  std::string name;
+  uint32_t ggml_type = 0;
+  std::vector<int64_t> ne;  // GGUF order: innermost (row length) first.
+  uint64_t offset = 0;      // From the start of the data section.
+  // Row-major shape (ne reversed), as TensorView uses.
+  std::vector<int64_t> shape() const { return {ne.rbegin(), ne.rend()}; }
+};
+
+class GgufFile {
+ public:
+  // Maps and validates the file; throws Error naming the path and the problem.
+  explicit GgufFile(const std::string& path);
+  // Validates caller-owned bytes that must outlive this object; `name` is for messages.
+  GgufFile(std::span<const std::byte> bytes, const std::string& name);
+
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return name_; }
+  uint32_t version() const { return version_; }
+  uint32_t alignment() const { return alignment_; }
+  // Offset of the data section from the start of the file.
+  uint64_t data_offset() const { return data_offset_; }
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  const GgufValue* Find(const std::string& key) const;
+  // Throws Error "PATH: missing GGUF key KEY".
+  const GgufValue& Get(const std::string& key) const;
+  // Typed reads; a present key of the wrong type is an Error naming the key, an absent one
+  // is an Error or gives the fallback.
+  int64_t GetInt(const std::string& key) const;
+  int64_t GetInt(const std::string& key, int64_t fallback) const;
+  double GetFloat(const std::string& key) const;
+  double GetFloat(const std::string& key, double fallback) const;
+  bool GetBool(const std::string& key, bool fallback) const;
+  std::string GetString(const std::string& key) const;
+  std::string GetString(const std::string& key, const std::string& fallback) const;
+  const std::vector<std::string>& GetStringArray(const std::string& key) const;
+  std::vector<int64_t> GetIntArray(const std::string& key) const;
+  std::vector<float> GetFloatArray(const std::string& key) const;
+
+  // Tensors in file order, with types moex may not support.
+  const std::vector<GgufTensorInfo>& tensor_infos() const { return infos_; }
+  const GgufTensorInfo* FindTensorInfo(const std::string& name) const;
+  // A view (row-major shape) of an F32/F16/BF16/Q8_0 tensor; null when absent. Throws
+  // Error for a tensor of another GGML type ("unsupported GGML type q4_K ...").
+  const TensorView* FindTensor(const std::string& name) const;
+
+ private:
+  void Parse(std::span<const std::byte> bytes);
+  template <typename F>
+  auto Typed(const std::string& key, F&& read) const;
+
+  std::string name_;
+  std::optional<MappedFile> file_;
+  uint32_t version_ = 0;
+  uint32_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::unordered_map<std::string, size_t> key_index_;
+  std::vector<GgufTensorInfo> infos_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+  // views_[i] belongs to infos_[i]; data is null for unsupported types.
+  std::vector<TensorView> views_;
+};
+
+}  // namespace moex

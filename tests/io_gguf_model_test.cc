@@ -1,0 +1,501 @@
+#include "model/gguf_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/gguf_format.h"
+#include "io/gguf_writer.h"
+
+namespace moex {
+namespace {
+
+namespace fs = std::filesystem;
+
+// HF-named tensors held in memory.
+class MemoryWeights : public WeightSource {
+ public:
+  void Add(const std::string& name, DType dtype, std::vector<int64_t> shape, uint32_t seed) {
+    TensorView t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.nbytes = DTypeBytes(dtype, t.numel());
+    auto& buf = buffers_[name];
+    buf.resize(t.nbytes);
+    std::mt19937 rng(seed);
+    if (dtype == DType::kF32) {
+      // Finite values so conversions compare equal.
+      std::normal_distribution<float> dist;
+      for (size_t i = 0; i < buf.size(); i += 4) {
+        const float v = dist(rng);
+        std::memcpy(&buf[i], &v, 4);
+      }
+    } else {
+      for (size_t i = 0; i < buf.size(); i += 2) {
+        const uint16_t v = static_cast<uint16_t>((rng() & 0x3fff) | 0x3000);  // Finite.
+        std::memcpy(&buf[i], &v, 2);
+      }
+    }
+    t.data = buf.data();
+    views_[name] = t;
+  }
+  void Remove(const std::string& name) { views_.erase(name); }
+  const TensorView* Find(const std::string& name) const override {
+    auto it = views_.find(name);
+    return it == views_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> Names() const override {
+    std::vector<std::string> names;
+    for (const auto& [n, v] : views_) names.push_back(n);
+    return names;
+  }
+  std::string Describe() const override { return "memory"; }
+
+ private:
+  std::map<std::string, std::vector<std::byte>> buffers_;
+  std::map<std::string, TensorView> views_;
+};
+
+ModelConfig TinyConfig(Arch arch) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.num_layers = 3;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 8;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 16;
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 500000.0f;
+  c.max_position_embeddings = 2048;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  switch (arch) {
+    case Arch::kMixtral:
+      c.norm_topk_prob = true;
+      break;
+    case Arch::kPhiMoe:
+      c.norm_topk_prob = true;
+      c.attention_bias = true;
+      break;
+    case Arch::kOlmoe:
+      c.qk_norm = true;
+      break;
+    case Arch::kQwen2Moe:
+      c.attention_bias = true;
+      c.intermediate_size = 48;
+      c.shared_expert_intermediate_size = 24;
+      c.shared_expert_gate = true;
+      break;
+    case Arch::kQwen3Moe:
+      c.head_dim = 16;  // != hidden / heads, so attention.key_length matters.
+      c.qk_norm = c.qk_norm_per_head = true;
+      c.norm_topk_prob = true;
+      c.intermediate_size = 64;
+      c.tie_word_embeddings = true;
+      break;
+    case Arch::kDeepseekMoe:
+      c.attention_bias = true;  // Exercises the permutation of Q/K biases.
+      c.intermediate_size = 48;
+      c.first_k_dense_replace = 1;
+      c.shared_expert_intermediate_size = 32;  // Two shared experts.
+      c.routed_scaling_factor = 1.0f;
+      break;
+  }
+  c.Validate();
+  return c;
+}
+
+// Every HF tensor of `c`, in its architecture's naming.
+MemoryWeights TinyWeights(const ModelConfig& c, DType dtype) {
+  MemoryWeights w;
+  uint32_t seed = 1;
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t f = c.moe_intermediate_size;
+  const bool mixtral = c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    w.Add(name, dtype, std::move(shape), seed++);
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, h});
+  add("model.norm.weight", {h});
+  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h});
+  if (c.arch == Arch::kPhiMoe) {
+    add("model.norm.bias", {h});
+    add("lm_head.bias", {c.vocab_size});
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {h});
+    add(p + "post_attention_layernorm.weight", {h});
+    if (c.arch == Arch::kPhiMoe) {
+      add(p + "input_layernorm.bias", {h});
+      add(p + "post_attention_layernorm.bias", {h});
+      add(p + "self_attn.o_proj.bias", {h});
+    }
+    add(p + "self_attn.q_proj.weight", {q, h});
+    add(p + "self_attn.k_proj.weight", {kv, h});
+    add(p + "self_attn.v_proj.weight", {kv, h});
+    add(p + "self_attn.o_proj.weight", {h, q});
+    if (c.attention_bias) {
+      add(p + "self_attn.q_proj.bias", {q});
+      add(p + "self_attn.k_proj.bias", {kv});
+      add(p + "self_attn.v_proj.bias", {kv});
+    }
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", {c.qk_norm_per_head ? c.head_dim : q});
+      add(p + "self_attn.k_norm.weight", {c.qk_norm_per_head ? c.head_dim : kv});
+    }
+    if (!c.IsMoeLayer(l)) {
+      add(p + "mlp.gate_proj.weight", {c.intermediate_size, h});
+      add(p + "mlp.up_proj.weight", {c.intermediate_size, h});
+      add(p + "mlp.down_proj.weight", {h, c.intermediate_size});
+      continue;
+    }
+    const std::string moe = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    add(moe + "gate.weight", {c.num_experts, h});
+    for (int e = 0; e < c.num_experts; ++e) {
+      const std::string x = moe + "experts." + std::to_string(e) + ".";
+      add(x + (mixtral ? "w1" : "gate_proj") + ".weight", {f, h});
+      add(x + (mixtral ? "w3" : "up_proj") + ".weight", {f, h});
+      add(x + (mixtral ? "w2" : "down_proj") + ".weight", {h, f});
+    }
+    const int64_t s = c.shared_expert_intermediate_size;
+    if (s > 0) {
+      const std::string x =
+          p + (c.arch == Arch::kQwen2Moe ? "mlp.shared_expert." : "mlp.shared_experts.");
+      add(x + "gate_proj.weight", {s, h});
+      add(x + "up_proj.weight", {s, h});
+      add(x + "down_proj.weight", {h, s});
+    }
+    if (c.shared_expert_gate) add(p + "mlp.shared_expert_gate.weight", {1, h});
+  }
+  return w;
+}
+
+class GgufModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("moex_ggufm_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.ToHfJson().dump(), b.ToHfJson().dump());
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.qk_norm_per_head, b.qk_norm_per_head);
+  EXPECT_EQ(a.attention_bias, b.attention_bias);
+  EXPECT_EQ(a.norm_topk_prob, b.norm_topk_prob);
+  EXPECT_EQ(a.routed_scaling_factor, b.routed_scaling_factor);
+  EXPECT_EQ(a.shared_expert_gate, b.shared_expert_gate);
+  EXPECT_EQ(a.moe_layer_freq, b.moe_layer_freq);
+}
+
+TEST_F(GgufModelTest, RoundTripsEveryArchitectureAndDtypeBitExact) {
+  for (Arch arch : {Arch::kMixtral, Arch::kPhiMoe, Arch::kOlmoe, Arch::kQwen2Moe, Arch::kQwen3Moe,
+                    Arch::kDeepseekMoe}) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(ArchName(arch)) + " " + DTypeName(dtype));
+      const ModelConfig config = TinyConfig(arch);
+      const MemoryWeights hf = TinyWeights(config, dtype);
+      GgufWriteOptions options;
+      options.f32_small_tensors = false;
+      WriteGgufModel(config, hf, nullptr, Path("m.gguf"), options);
+
+      GgufModel m = OpenGgufModel(Path("m.gguf"));
+      EXPECT_EQ(m.file->GetString("general.architecture"), GgufArchName(arch));
+      ExpectSameConfig(m.config, config);
+      EXPECT_EQ(m.weights->Names(), hf.Names());
+      for (const std::string& name : hf.Names()) {
+        const TensorView& want = hf.Get(name);
+        const TensorView& got = m.weights->Get(name, want.shape);
+        EXPECT_EQ(got.name, name);
+        EXPECT_EQ(got.dtype, want.dtype) << name;
+        ASSERT_EQ(got.nbytes, want.nbytes) << name;
+        EXPECT_EQ(std::memcmp(got.data, want.data, want.nbytes), 0) << name;
+      }
+      // Experts are stacked into one 3-D tensor per layer and matrix.
+      const int moe_layer = config.first_k_dense_replace;
+      const TensorView* exps =
+          m.file->FindTensor("blk." + std::to_string(moe_layer) + ".ffn_down_exps.weight");
+      ASSERT_NE(exps, nullptr);
+      EXPECT_EQ(exps->shape,
+                (std::vector<int64_t>{4, config.hidden_size, config.moe_intermediate_size}));
+    }
+  }
+}
+
+TEST_F(GgufModelTest, PermutesQAndKLikeLlamaCpp) {
+  const ModelConfig config = TinyConfig(Arch::kMixtral);
+  const MemoryWeights hf = TinyWeights(config, DType::kF32);
+  WriteGgufModel(config, hf, nullptr, Path("m.gguf"));
+  GgufFile f(Path("m.gguf"));
+  const int hd = config.head_dim;
+  for (const char* which : {"q", "k"}) {
+    const TensorView& src =
+        hf.Get(std::string("model.layers.1.self_attn.") + which + "_proj.weight");
+    const TensorView& dst = *f.FindTensor(std::string("blk.1.attn_") + which + ".weight");
+    ASSERT_EQ(dst.shape, src.shape);
+    // Within head h, GGUF row 2i+j holds HF row j*hd/2+i.
+    for (int64_t r = 0; r < src.rows(); ++r) {
+      const int64_t head = r / hd, i = (r % hd) / 2, j = r % 2;
+      const int64_t from = head * hd + j * (hd / 2) + i;
+      EXPECT_EQ(std::memcmp(dst.row(r), src.row(from), src.row_bytes()), 0) << which << r;
+    }
+  }
+  // Other architectures keep HF order.
+  const ModelConfig olmoe = TinyConfig(Arch::kOlmoe);
+  const MemoryWeights hf2 = TinyWeights(olmoe, DType::kF32);
+  WriteGgufModel(olmoe, hf2, nullptr, Path("o.gguf"));
+  GgufFile o(Path("o.gguf"));
+  const TensorView& src = hf2.Get("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(std::memcmp(o.FindTensor("blk.0.attn_q.weight")->data, src.data, src.nbytes), 0);
+}
+
+TEST_F(GgufModelTest, StoresSmallTensorsAsF32ForLlamaCpp) {
+  const ModelConfig config = TinyConfig(Arch::kQwen2Moe);
+  const MemoryWeights hf = TinyWeights(config, DType::kBF16);
+  WriteGgufModel(config, hf, nullptr, Path("m.gguf"));
+  GgufModel m = OpenGgufModel(Path("m.gguf"));
+  EXPECT_EQ(m.file->GetInt("general.file_type"), 32);  // MOSTLY_BF16
+  for (const std::string& name : hf.Names()) {
+    const TensorView& want = hf.Get(name);
+    const TensorView& got = m.weights->Get(name, want.shape);
+    const bool small = want.shape.size() == 1 || name.ends_with("norm.weight") ||
+                       name.ends_with("mlp.gate.weight") ||
+                       name.ends_with("shared_expert_gate.weight");
+    EXPECT_EQ(got.dtype, small ? DType::kF32 : DType::kBF16) << name;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, want.data + 2 * i, 2);
+      float g;
+      if (got.dtype == DType::kF32) {
+        std::memcpy(&g, got.data + 4 * i, 4);
+      } else {
+        uint16_t gh;
+        std::memcpy(&gh, got.data + 2 * i, 2);
+        g = BF16ToF32(gh);
+      }
+      ASSERT_EQ(g, BF16ToF32(h)) << name << " element " << i;
+    }
+  }
+}
+
+// A small tokenizer GGUF: tokens "t0".."t{n-1}", the last `pads` of them [PAD{i}].
+void WriteTokenizer(const std::string& path, int n, int pads) {
+  GgufWriter w;
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int i = 0; i < n; ++i) {
+    tokens.push_back(i >= n - pads ? "[PAD" + std::to_string(i) + "]" : "t" + std::to_string(i));
+    scores.push_back(static_cast<float>(-i));
+    types.push_back(i >= n - pads ? 4 : 1);
+  }
+  w.Set("general.architecture", GgufValue::String("gptneox"));
+  w.Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
+  w.Set("tokenizer.ggml.tokens", GgufValue::StringArray(tokens));
+  w.Set("tokenizer.ggml.scores", GgufValue::F32Array(scores));
+  w.Set("tokenizer.ggml.token_type", GgufValue::I32Array(types));
+  w.Set("tokenizer.ggml.merges", GgufValue::StringArray({"t 0", "t 1"}));
+  w.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(0));
+  w.Set("tokenizer.ggml.padding_token_id", GgufValue::U32(n - 1));
+  w.Write(path);
+}
+
+TEST_F(GgufModelTest, CopiesTokenizerAndFitsItToTheVocabulary) {
+  ModelConfig config = TinyConfig(Arch::kOlmoe);  // vocab 64.
+  const MemoryWeights hf = TinyWeights(config, DType::kBF16);
+  // Longer tokenizer whose tail is padding: trimmed. Padding id 69 falls outside: dropped.
+  WriteTokenizer(Path("tok70.gguf"), 70, 10);
+  {
+    GgufFile tok(Path("tok70.gguf"));
+    WriteGgufModel(config, hf, &tok, Path("m.gguf"));
+    GgufModel m = OpenGgufModel(Path("m.gguf"));
+    EXPECT_EQ(m.file->GetString("tokenizer.ggml.model"), "gpt2");
+    EXPECT_EQ(m.file->GetStringArray("tokenizer.ggml.tokens").size(), 64u);
+    EXPECT_EQ(m.file->GetFloatArray("tokenizer.ggml.scores").size(), 64u);
+    EXPECT_EQ(m.file->GetIntArray("tokenizer.ggml.token_type").size(), 64u);
+    EXPECT_EQ(m.file->GetStringArray("tokenizer.ggml.merges").size(), 2u);
+    EXPECT_EQ(m.file->Find("tokenizer.ggml.padding_token_id"), nullptr);
+    EXPECT_EQ(m.file->GetInt("tokenizer.ggml.bos_token_id"), 1);  // From the config.
+    EXPECT_EQ(m.file->GetInt("olmoe.vocab_size"), 64);
+    EXPECT_EQ(m.file->Find("general.name")->AsString(), "moex");
+  }
+  // Shorter tokenizer: padded with [PAD{i}] entries.
+  WriteTokenizer(Path("tok50.gguf"), 50, 0);
+  {
+    GgufFile tok(Path("tok50.gguf"));
+    WriteGgufModel(config, hf, &tok, Path("m.gguf"));
+    GgufFile m(Path("m.gguf"));
+    const auto& tokens = m.GetStringArray("tokenizer.ggml.tokens");
+    ASSERT_EQ(tokens.size(), 64u);
+    EXPECT_EQ(tokens[49], "t49");
+    EXPECT_EQ(tokens[50], "[PAD50]");
+    EXPECT_EQ(m.GetIntArray("tokenizer.ggml.token_type")[63], 5);
+    EXPECT_EQ(m.GetFloatArray("tokenizer.ggml.scores")[63], -1000.0f);
+  }
+  // Dropping real tokens is an error.
+  WriteTokenizer(Path("tok80.gguf"), 80, 4);
+  GgufFile tok(Path("tok80.gguf"));
+  try {
+    WriteGgufModel(config, hf, &tok, Path("m.gguf"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not padding"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(GgufModelTest, CopiesRealVocabulary) {
+  const fs::path vocab = fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data" / "gguf-vocab" /
+                         "ggml-vocab-gpt-neox.gguf";
+  if (!fs::exists(vocab)) GTEST_SKIP() << "no " << vocab;
+  GgufFile tok(vocab.string());
+  ModelConfig config = TinyConfig(Arch::kOlmoe);
+  config.vocab_size = 50304;  // OLMoE's padded vocabulary, below the file's 50432 tokens.
+  config.bos_token_id = -1;
+  config.eos_token_ids = {50279};
+  MemoryWeights hf = TinyWeights(config, DType::kBF16);
+  WriteGgufModel(config, hf, &tok, Path("m.gguf"));
+  GgufModel m = OpenGgufModel(Path("m.gguf"));
+  EXPECT_EQ(m.config.vocab_size, 50304);
+  EXPECT_EQ(m.config.eos_token_ids, std::vector<int>{50279});
+  const auto& tokens = m.file->GetStringArray("tokenizer.ggml.tokens");
+  ASSERT_EQ(tokens.size(), 50304u);
+  EXPECT_EQ(tokens[0], "<|endoftext|>");
+  EXPECT_EQ(m.file->GetStringArray("tokenizer.ggml.merges"),
+            tok.GetStringArray("tokenizer.ggml.merges"));
+}
+
+TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
+  // As llama.cpp's converter writes Mixtral: arch "llama", experts sized by
+  // feed_forward_length, legacy per-expert tensors in older files.
+  GgufWriter w;
+  w.Set("general.architecture", GgufValue::String("llama"));
+  w.Set("llama.block_count", GgufValue::U32(1));
+  w.Set("llama.context_length", GgufValue::U32(32768));
+  w.Set("llama.embedding_length", GgufValue::U32(32));
+  w.Set("llama.feed_forward_length", GgufValue::U32(64));
+  w.Set("llama.attention.head_count", GgufValue::U32(4));
+  w.Set("llama.attention.head_count_kv", GgufValue::U32(1));
+  w.Set("llama.rope.freq_base", GgufValue::F32(1e6f));
+  w.Set("llama.attention.layer_norm_rms_epsilon", GgufValue::F32(1e-5f));
+  w.Set("llama.expert_count", GgufValue::U32(2));
+  w.Set("llama.expert_used_count", GgufValue::U32(2));
+  w.Set("tokenizer.ggml.tokens", GgufValue::StringArray(std::vector<std::string>(100, "x")));
+  w.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(2));
+  std::vector<float> zeros(64 * 32);
+  w.AddTensor("token_embd.weight", DType::kF32, {100, 32}, zeros.data());
+  w.AddTensor("blk.0.ffn_gate_inp.weight", DType::kF32, {2, 32}, zeros.data());
+  for (int e = 0; e < 2; ++e) {
+    const std::string x = "." + std::to_string(e) + ".weight";
+    w.AddTensor("blk.0.ffn_gate" + x, DType::kF32, {64, 32}, zeros.data());
+    w.AddTensor("blk.0.ffn_up" + x, DType::kF32, {64, 32}, zeros.data());
+    w.AddTensor("blk.0.ffn_down" + x, DType::kF32, {32, 64}, zeros.data());
+  }
+  w.AddTensor("rope_freqs.weight", DType::kF32, {4}, zeros.data());  // Ignored.
+  w.Write(Path("mixtral.gguf"));
+  GgufModel m = OpenGgufModel(Path("mixtral.gguf"));
+  EXPECT_EQ(m.config.arch, Arch::kMixtral);
+  EXPECT_EQ(m.config.vocab_size, 100);
+  EXPECT_EQ(m.config.moe_intermediate_size, 64);
+  EXPECT_EQ(m.config.num_kv_heads, 1);
+  EXPECT_EQ(m.config.head_dim, 8);
+  EXPECT_EQ(m.config.max_position_embeddings, 32768);
+  EXPECT_EQ(m.config.rope_theta, 1e6f);
+  EXPECT_TRUE(m.config.tie_word_embeddings);
+  EXPECT_TRUE(m.config.norm_topk_prob);
+  EXPECT_EQ(m.config.eos_token_ids, std::vector<int>{2});
+  EXPECT_NE(m.weights->Find("model.layers.0.block_sparse_moe.experts.1.w2.weight"), nullptr);
+  EXPECT_EQ(m.weights->Get("model.layers.0.block_sparse_moe.experts.1.w3.weight").shape,
+            (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(m.weights->Names().size(), 8u);
+}
+
+TEST_F(GgufModelTest, ReportsProblems) {
+  const ModelConfig config = TinyConfig(Arch::kOlmoe);
+  auto error = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  MemoryWeights missing = TinyWeights(config, DType::kBF16);
+  missing.Remove("model.layers.1.mlp.experts.2.up_proj.weight");
+  EXPECT_NE(error([&] {
+              WriteGgufModel(config, missing, nullptr, Path("m.gguf"));
+            }).find("missing tensor 'model.layers.1.mlp.experts.2.up_proj.weight'"),
+            std::string::npos);
+  MemoryWeights extra = TinyWeights(config, DType::kBF16);
+  extra.Add("model.layers.0.mystery.weight", DType::kBF16, {4}, 1);
+  EXPECT_NE(error([&] {
+              WriteGgufModel(config, extra, nullptr, Path("m.gguf"));
+            }).find("cannot map tensor 'model.layers.0.mystery.weight'"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(Path("m.gguf")));
+
+  GgufWriter w;
+  w.Set("general.architecture", GgufValue::String("deepseek2"));
+  w.Write(Path("ds2.gguf"));
+  EXPECT_NE(error([&] { OpenGgufModel(Path("ds2.gguf")); }).find("'deepseek2'"), std::string::npos);
+  GgufWriter dense;
+  dense.Set("general.architecture", GgufValue::String("llama"));
+  dense.Write(Path("dense.gguf"));
+  EXPECT_NE(error([&] { OpenGgufModel(Path("dense.gguf")); }).find("not a mixture of experts"),
+            std::string::npos);
+}
+
+TEST_F(GgufModelTest, UnsupportedTensorTypeIsAnErrorAtOpen) {
+  const ModelConfig config = TinyConfig(Arch::kOlmoe);
+  WriteGgufModel(config, TinyWeights(config, DType::kF32), nullptr, Path("m.gguf"));
+  // Patch blk.0.attn_q.weight's type id from f32 to q4_K in the tensor info.
+  std::string bytes;
+  {
+    std::ifstream in(Path("m.gguf"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string name = "blk.0.attn_q.weight";
+  const size_t at = bytes.find(name);
+  ASSERT_NE(at, std::string::npos);
+  const size_t type_at = at + name.size() + 4 + 2 * 8;  // n_dims, then two dims.
+  ASSERT_EQ(bytes[type_at], 0);
+  bytes[type_at] = 12;
+  {
+    std::ofstream out(Path("m.gguf"), std::ios::binary);
+    out << bytes;
+  }
+  try {
+    OpenGgufModel(Path("m.gguf"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'blk.0.attn_q.weight' has unsupported GGML type q4_K"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace moex

@@ -161,13 +161,14 @@ TEST(KernelsExpertTest, ChunkInvariantBitExact) {
 TEST(KernelsExpertTest, BatchInvariantBitExact) {
   ForEachTarget([&] {
     for (DType dtype : kAllDTypes) {
-      const int64_t d = 160, f = 40, n = 45;
+      const int64_t d = 160, f = 40, n = 200;  // Crosses the 96-token cache blocks.
       const Expert e = MakeExpert(dtype, d, f, 23);
       const std::vector<float> x = RandomVector(n * d, 24);
       const std::vector<float> y0 = RandomVector(n * d, 25);
       const std::vector<float> all = RunOne(e, 0, f, x, n, y0);
-      for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{9}}) {
-        for (int64_t t = 0; t + len <= n; t += len + 5) {
+      for (int64_t len :
+           {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{100}}) {
+        for (int64_t t = 0; t + len <= n; t += len + 23) {
           const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
           const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
           const std::vector<float> part = RunOne(e, 0, f, xs, len, ys);

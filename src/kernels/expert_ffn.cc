@@ -126,28 +126,34 @@ void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_
     const size_t panel_cols = kPanelVectors * N;
     float* panel = GemmScratch(kPanelNeurons * panel_cols);
     const auto* pbytes = reinterpret_cast<const std::byte*>(panel);
-    for (size_t cb = c0; cb < vend; cb += panel_cols) {
-      const size_t width = std::min(panel_cols, vend - cb);  // A multiple of N.
+    // Token blocks keep their slice of y in L2; within one, neuron blocks go outermost as
+    // for small batches, so each block streams contiguous slices of its records and y
+    // carries the chains from one block to the next.
+    for (size_t tb = 0; tb < n; tb += kTokenBlock) {
+      const size_t te = std::min(n, tb + kTokenBlock);
       for (size_t i0 = 0; i0 < m; i0 += kPanelNeurons) {
         const size_t nb = std::min(kPanelNeurons, m - i0);
-        for (size_t i = 0; i < nb; ++i) {
-          const std::byte* w = down + (i0 + i) * rec;
-          for (size_t c = 0; c < width; c += N) {
-            hn::StoreU(LoadW<kT>(df, w, cb + c), df, panel + i * width + c);
+        for (size_t cb = c0; cb < vend; cb += panel_cols) {
+          const size_t width = std::min(panel_cols, vend - cb);  // A multiple of N.
+          for (size_t i = 0; i < nb; ++i) {
+            const std::byte* w = down + (i0 + i) * rec;
+            for (size_t c = 0; c < width; c += N) {
+              hn::StoreU(LoadW<kT>(df, w, cb + c), df, panel + i * width + c);
+            }
           }
-        }
-        for (size_t t = 0; t < n; t += kDownTokens) {
-          const size_t tt = std::min(kDownTokens, n - t);
-          const float* ht = h + t * ldh + i0;
-          float* yt = y + t * d + cb;
-          size_t col = 0;
-          for (; col + kDownCols * N <= width; col += kDownCols * N) {
-            DownTileN<DType::kF32, kDownTokens, kDownCols>(tt, pbytes, width * 4, col, nb, ht, ldh,
-                                                           yt + col, d);
-          }
-          for (; col < width; col += N) {
-            DownTileN<DType::kF32, kDownTokens, 1>(tt, pbytes, width * 4, col, nb, ht, ldh,
-                                                   yt + col, d);
+          for (size_t t = tb; t < te; t += kDownTokens) {
+            const size_t tt = std::min(kDownTokens, te - t);
+            const float* ht = h + t * ldh + i0;
+            float* yt = y + t * d + cb;
+            size_t col = 0;
+            for (; col + kDownCols * N <= width; col += kDownCols * N) {
+              DownTileN<DType::kF32, kDownTokens, kDownCols>(tt, pbytes, width * 4, col, nb, ht,
+                                                             ldh, yt + col, d);
+            }
+            for (; col < width; col += N) {
+              DownTileN<DType::kF32, kDownTokens, 1>(tt, pbytes, width * 4, col, nb, ht, ldh,
+                                                     yt + col, d);
+            }
           }
         }
       }

@@ -37,6 +37,16 @@ HWY_INLINE float HalfToFloat(const std::byte* p) {
   return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))));
 }
 
+// The f16 at p, converted and broadcast to every lane (one broadcast and one vector
+// conversion, cheaper than converting a scalar and broadcasting it).
+HWY_INLINE VF BroadcastHalf(DF df, const std::byte* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const hn::RebindToUnsigned<decltype(dh)> du;
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return hn::PromoteTo(df, hn::BitCast(dh, hn::Set(du, bits)));
+}
+
 // Scalar weight element `i` of a row, exactly as the vector loads produce it.
 template <DType kT>
 HWY_INLINE float LoadScalar(const std::byte* row, size_t i) {
@@ -72,7 +82,7 @@ HWY_INLINE VF LoadW(DF df, const std::byte* row, size_t i) {
     const hn::Rebind<int8_t, DF> dq;
     const std::byte* block = row + (i / kQ8BlockSize) * kQ8BlockBytes;
     const auto q = hn::LoadU(dq, reinterpret_cast<const int8_t*>(block + 2) + i % kQ8BlockSize);
-    return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, q)), hn::Set(df, HalfToFloat(block)));
+    return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, q)), BroadcastHalf(df, block));
   }
 }
 
@@ -117,7 +127,7 @@ HWY_INLINE void DotTile(const std::byte* const* HWY_RESTRICT w, const float* con
       const size_t b = (i / kQ8BlockSize) * kQ8BlockBytes;
       VF scale[R];
 #pragma GCC unroll 8
-      for (size_t r = 0; r < R; ++r) scale[r] = hn::Set(df, HalfToFloat(w[r] + b));
+      for (size_t r = 0; r < R; ++r) scale[r] = BroadcastHalf(df, w[r] + b);
       for (size_t j = 0; j < kQ8BlockSize; j += N) {
         VF xv[T];
 #pragma GCC unroll 8

@@ -30,18 +30,20 @@ inline Buffer AllocateTouched(size_t bytes, uint8_t fill = 1) {
   return Buffer(p);
 }
 
-// Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 256) with independent
-// chains. The widest vectors the CPU has are used, as the kernels do: with narrow loads a
-// core keeps fewer cache lines in flight and the probe would understate the bandwidth.
+// Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 256) as four interleaved
+// sequential streams, one per quarter, with the widest vectors the CPU has. The kernels read
+// several weight rows at once; a single stream per core keeps fewer cache lines in flight
+// and would understate what the memory system delivers.
 __attribute__((target("avx512f"))) inline uint64_t ReadSliceAvx512(const std::byte* p,
                                                                    size_t bytes) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
   const auto* v = reinterpret_cast<const __m512i*>(p);
-  for (size_t i = 0; i < bytes / 256; ++i) {
-    a = _mm512_add_epi64(a, _mm512_load_si512(v + 4 * i));
-    b = _mm512_add_epi64(b, _mm512_load_si512(v + 4 * i + 1));
-    c = _mm512_add_epi64(c, _mm512_load_si512(v + 4 * i + 2));
-    d = _mm512_add_epi64(d, _mm512_load_si512(v + 4 * i + 3));
+  const size_t q = bytes / 256;  // Lines per stream.
+  for (size_t i = 0; i < q; ++i) {
+    a = _mm512_add_epi64(a, _mm512_load_si512(v + i));
+    b = _mm512_add_epi64(b, _mm512_load_si512(v + q + i));
+    c = _mm512_add_epi64(c, _mm512_load_si512(v + 2 * q + i));
+    d = _mm512_add_epi64(d, _mm512_load_si512(v + 3 * q + i));
   }
   alignas(64) uint64_t out[8];
   _mm512_store_si512(out, _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
@@ -51,11 +53,16 @@ __attribute__((target("avx512f"))) inline uint64_t ReadSliceAvx512(const std::by
 __attribute__((target("avx2"))) inline uint64_t ReadSliceAvx2(const std::byte* p, size_t bytes) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   const auto* v = reinterpret_cast<const __m256i*>(p);
-  for (size_t i = 0; i < bytes / 128; ++i) {
-    a = _mm256_add_epi64(a, _mm256_load_si256(v + 4 * i));
-    b = _mm256_add_epi64(b, _mm256_load_si256(v + 4 * i + 1));
-    c = _mm256_add_epi64(c, _mm256_load_si256(v + 4 * i + 2));
-    d = _mm256_add_epi64(d, _mm256_load_si256(v + 4 * i + 3));
+  const size_t q = bytes / 256;  // Lines per stream, two vectors each.
+  for (size_t i = 0; i < q; ++i) {
+    a = _mm256_add_epi64(
+        a, _mm256_add_epi64(_mm256_load_si256(v + 2 * i), _mm256_load_si256(v + 2 * i + 1)));
+    b = _mm256_add_epi64(b, _mm256_add_epi64(_mm256_load_si256(v + 2 * (q + i)),
+                                             _mm256_load_si256(v + 2 * (q + i) + 1)));
+    c = _mm256_add_epi64(c, _mm256_add_epi64(_mm256_load_si256(v + 2 * (2 * q + i)),
+                                             _mm256_load_si256(v + 2 * (2 * q + i) + 1)));
+    d = _mm256_add_epi64(d, _mm256_add_epi64(_mm256_load_si256(v + 2 * (3 * q + i)),
+                                             _mm256_load_si256(v + 2 * (3 * q + i) + 1)));
   }
   alignas(32) uint64_t out[4];
   _mm256_store_si256(reinterpret_cast<__m256i*>(out),
@@ -66,11 +73,14 @@ __attribute__((target("avx2"))) inline uint64_t ReadSliceAvx2(const std::byte* p
 inline uint64_t ReadSliceSse2(const std::byte* p, size_t bytes) {
   __m128i a = _mm_setzero_si128(), b = a, c = a, d = a;
   const auto* v = reinterpret_cast<const __m128i*>(p);
-  for (size_t i = 0; i < bytes / 64; ++i) {
-    a = _mm_add_epi64(a, _mm_load_si128(v + 4 * i));
-    b = _mm_add_epi64(b, _mm_load_si128(v + 4 * i + 1));
-    c = _mm_add_epi64(c, _mm_load_si128(v + 4 * i + 2));
-    d = _mm_add_epi64(d, _mm_load_si128(v + 4 * i + 3));
+  const size_t q = bytes / 256;  // Lines per stream, four vectors each.
+  for (size_t i = 0; i < 4 * q; i += 4) {
+    for (int k = 0; k < 4; ++k) {
+      a = _mm_add_epi64(a, _mm_load_si128(v + i + k));
+      b = _mm_add_epi64(b, _mm_load_si128(v + 4 * q + i + k));
+      c = _mm_add_epi64(c, _mm_load_si128(v + 8 * q + i + k));
+      d = _mm_add_epi64(d, _mm_load_si128(v + 12 * q + i + k));
+    }
   }
   alignas(16) uint64_t out[2];
   _mm_store_si128(reinterpret_cast<__m128i*>(out),

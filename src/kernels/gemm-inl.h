@@ -27,8 +27,14 @@ constexpr size_t kTileTokens = 2;  // 16 registers.
 #else
 constexpr size_t kTileTokens = 2;
 #endif
-// Batches up to this size stream weights straight from memory (no scratch).
+// Batches up to this size stream weights straight from memory (no scratch), kDirectRows
+// rows at a time: more concurrent streams keep more cache lines in flight per core.
 constexpr size_t kDirectMaxTokens = 2;
+#if HWY_TARGET == HWY_AVX3
+constexpr size_t kDirectRows = 8;  // Measured: ~20 % more decode bandwidth than 4.
+#else
+constexpr size_t kDirectRows = 4;  // 16 registers: 8 rows x 2 tokens would spill.
+#endif
 // Tokens per cache block in the scratch path (their inputs stay in L2).
 constexpr size_t kTokenBlock = 96;
 
@@ -48,10 +54,10 @@ HWY_INLINE void DotRows(const RowFn& row, size_t r0, size_t r1, const float* x, 
     const float* xs[kDirectMaxTokens];
     for (size_t t = 0; t < n; ++t) xs[t] = x + t * ldx;
     size_t r = r0;
-    for (; r + kTileRows <= r1; r += kTileRows) {
-      const std::byte* ws[kTileRows];
-      for (size_t i = 0; i < kTileRows; ++i) ws[i] = row(r + i);
-      DotTileN<kT, kTileRows, kDirectMaxTokens>(ws, xs, n, k, out + r, ldo);
+    for (; r + kDirectRows <= r1; r += kDirectRows) {
+      const std::byte* ws[kDirectRows];
+      for (size_t i = 0; i < kDirectRows; ++i) ws[i] = row(r + i);
+      DotTileN<kT, kDirectRows, kDirectMaxTokens>(ws, xs, n, k, out + r, ldo);
     }
     for (; r < r1; ++r) {
       const std::byte* ws[1] = {row(r)};

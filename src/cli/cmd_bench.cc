@@ -1,0 +1,145 @@
+// `moex bench`: prefill and decode throughput on random prompt ids, with the weight bytes a
+// decode step streams and the achieved GB/s. Prints one JSON object with --json.
+#include <iostream>
+#include <random>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/generator.h"
+
+namespace moex::cli {
+
+namespace {
+
+struct BenchOptions {
+  ModelOptions model;
+  int prompt_tokens = 128;
+  int gen_tokens = 32;
+  int batch = 1;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+// Counts the distinct experts touched per forward pass (summed over MoE layers).
+class ExpertCounter : public RoutingObserver {
+ public:
+  void OnRouting(int layer, const Routing& r, const float*) override {
+    if (layer <= last_layer_) per_forward_.push_back(0);
+    last_layer_ = layer;
+    std::set<int32_t> unique(r.ids.begin(), r.ids.end());
+    per_forward_.back() += static_cast<int64_t>(unique.size());
+  }
+  // Total over the last `n` forward passes.
+  int64_t LastForwards(int64_t n) const {
+    int64_t total = 0;
+    for (int64_t i = 0; i < n && i < static_cast<int64_t>(per_forward_.size()); ++i)
+      total += per_forward_[per_forward_.size() - 1 - static_cast<size_t>(i)];
+    return total;
+  }
+
+ private:
+  int last_layer_ = 1 << 30;
+  std::vector<int64_t> per_forward_;
+};
+
+size_t Bytes(const TensorView* t) { return t ? t->nbytes : 0; }
+
+// Weight bytes every token reads regardless of routing (attention, router, shared and dense
+// FFNs, LM head).
+size_t DenseBytesPerStep(const Model& m) {
+  size_t bytes = Bytes(m.lm_head);
+  for (const LayerWeights& L : m.layers) {
+    bytes += Bytes(L.q) + Bytes(L.k) + Bytes(L.v) + Bytes(L.o) + Bytes(L.router) +
+             Bytes(L.shared_expert_gate);
+    for (const auto* ffn : {&L.shared_expert, &L.dense_ffn})
+      if (*ffn) bytes += Bytes((*ffn)->gate) + Bytes((*ffn)->up) + Bytes((*ffn)->down);
+  }
+  return bytes;
+}
+
+int RunBench(const BenchOptions& o) {
+  Check(o.prompt_tokens > 0, "--prompt-tokens must be > 0");
+  auto session = OpenSession(o.model);
+  const Model& model = *session->model;
+  ExpertCounter counter;
+  session->transformer->set_routing_observer(&counter);
+
+  std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  std::uniform_int_distribution<int32_t> pick(0, model.config.vocab_size - 1);
+  std::vector<GenerationRequest> requests(static_cast<size_t>(o.batch));
+  for (auto& r : requests) {
+    for (int i = 0; i < o.prompt_tokens; ++i) r.prompt.push_back(pick(rng));
+    r.max_tokens = o.gen_tokens;  // Greedy, no stop tokens: always the full length.
+  }
+  Generator generator(*session->transformer);
+  // One short warm-up so first-touch page faults of the weights are not timed.
+  {
+    std::vector<GenerationRequest> warm(1);
+    warm[0].prompt = {requests[0].prompt[0]};
+    warm[0].max_tokens = 2;
+    generator.Generate(warm);
+  }
+  generator.Generate(requests);
+  const GenerationTimings& t = generator.timings();
+
+  // The generator runs all prefill passes first, so the last decode_steps passes are decode.
+  const int64_t decode_tokens = t.generated_tokens - o.batch;  // First tokens come from prefill.
+  const double decode_tok_s = t.decode_ms > 0 ? 1000.0 * decode_tokens / t.decode_ms : 0.0;
+  const double prefill_tok_s = t.prefill_ms > 0 ? 1000.0 * t.prompt_tokens / t.prefill_ms : 0.0;
+  const size_t dense = DenseBytesPerStep(model);
+  const size_t expert_bytes = model.expert_shape.ExpertBytes();
+  const double experts_per_step =
+      t.decode_steps > 0 ? static_cast<double>(counter.LastForwards(t.decode_steps)) /
+                               static_cast<double>(t.decode_steps)
+                         : 0.0;
+  const double bytes_per_step = static_cast<double>(dense) + experts_per_step * static_cast<double>(expert_bytes);
+  const double steps_per_s = t.decode_ms > 0 ? 1000.0 * t.decode_steps / t.decode_ms : 0.0;
+  const double gbps = bytes_per_step * steps_per_s / 1e9;
+
+  nlohmann::json out;
+  out["model"] = model.path;
+  out["arch"] = ArchName(model.config.arch);
+  out["expert_dtype"] = DTypeName(model.expert_shape.dtype);
+  out["threads"] = ThreadPool::Global().size();
+  out["batch"] = o.batch;
+  out["prompt_tokens"] = o.prompt_tokens;
+  out["gen_tokens"] = o.gen_tokens;
+  out["load_ms"] = session->load_ms;
+  out["prefill_ms"] = t.prefill_ms;
+  out["prefill_tokens_per_s"] = prefill_tok_s;
+  out["decode_ms"] = t.decode_ms;
+  out["decode_tokens_per_s"] = decode_tok_s;
+  out["tpot_ms"] = t.decode_steps > 0 ? t.decode_ms / static_cast<double>(t.decode_steps) : 0.0;
+  out["decode_weight_bytes_per_step"] = bytes_per_step;
+  out["decode_weight_gb_per_s"] = gbps;
+  out["offload"] = session->executor->MetricsJson();
+  out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
+                   {"host_cache_bytes", session->executor->HostCacheBytes()}};
+  if (o.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << "prefill " << prefill_tok_s << " tok/s, decode " << decode_tok_s
+              << " tok/s, weights " << gbps << " GB/s\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddBenchCommand(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "measure prefill and decode throughput");
+  AddModelOptions(*cmd, o->model);
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prompt length")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch", o->batch, "sequences decoded together")->check(CLI::Range(1, 256));
+  cmd->add_option("--seed", o->seed, "seed of the random prompt ids");
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  return [o] { return RunBench(*o); };
+}
+
+}  // namespace moex::cli

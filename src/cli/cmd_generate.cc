@@ -1,0 +1,114 @@
+// `moex generate`: text (or token ids) in, generated text out; --json reports timings,
+// offload counters and memory as one JSON object (DESIGN.md, command-line contract).
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "core/error.h"
+#include "engine/generator.h"
+
+namespace moex::cli {
+
+namespace {
+
+struct GenerateOptions {
+  ModelOptions model;
+  std::string prompt;
+  std::string prompt_ids;
+  int max_tokens = 64;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  int batch = 1;
+  bool ignore_eos = false;
+  bool json = false;
+};
+
+int RunGenerate(const GenerateOptions& o) {
+  Check(o.prompt.empty() != o.prompt_ids.empty(), "pass exactly one of --prompt or --prompt-ids");
+  auto session = OpenSession(o.model);
+  const ModelConfig& config = session->model->config;
+
+  GenerationRequest request;
+  if (!o.prompt_ids.empty()) {
+    request.prompt = ParseIdList(o.prompt_ids);
+  } else {
+    const Tokenizer& tok = session->RequireTokenizer();
+    request.prompt = tok.Encode(o.prompt, tok.add_bos_default());
+  }
+  for (int32_t id : request.prompt)
+    Check(id < config.vocab_size, "prompt token id ", id, " is outside the vocabulary (",
+          config.vocab_size, " tokens)");
+  request.max_tokens = o.max_tokens;
+  request.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
+  request.sampling.Validate();
+  if (!o.ignore_eos) {
+    request.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
+    if (session->tokenizer)
+      for (int32_t id : session->tokenizer->eos_ids()) request.stop_ids.push_back(id);
+  }
+  std::vector<GenerationRequest> requests(static_cast<size_t>(o.batch), request);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].sampling.seed = o.seed + i;
+
+  Generator generator(*session->transformer);
+  const bool stream_ids = !o.json && !session->tokenizer;
+  auto results = generator.Generate(requests, [&](size_t index, int32_t token) {
+    if (stream_ids && index == 0) std::cout << token << " " << std::flush;
+  });
+  const GenerationTimings& t = generator.timings();
+  const GenerationResult& first = results[0];
+  if (!o.json) {
+    if (session->tokenizer) std::cout << session->tokenizer->Decode(first.tokens, true);
+    std::cout << "\n";
+    return 0;
+  }
+
+  nlohmann::json out;
+  out["model"] = session->model->path;
+  out["arch"] = ArchName(config.arch);
+  out["text"] = session->tokenizer ? session->tokenizer->Decode(first.tokens, true) : "";
+  out["tokens"] = first.tokens;
+  out["prompt_tokens"] = request.prompt.size();
+  out["finish_reason"] = first.finish_reason;
+  out["batch"] = o.batch;
+  const int64_t steps = t.decode_steps;
+  const double tpot = steps > 0 ? t.decode_ms / static_cast<double>(steps) : 0.0;
+  out["timings"] = {
+      {"load_ms", session->load_ms},
+      {"prefill_ms", t.prefill_ms},
+      {"ttft_ms", first.ttft_ms},
+      {"tpot_ms", tpot},
+      {"decode_ms", t.decode_ms},
+      {"prefill_tokens_per_s", t.prefill_ms > 0 ? 1000.0 * t.prompt_tokens / t.prefill_ms : 0.0},
+      {"decode_tokens_per_s", t.decode_ms > 0 ? 1000.0 * (t.generated_tokens - o.batch) / t.decode_ms : 0.0},
+  };
+  out["offload"] = session->executor->MetricsJson();
+  out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
+                   {"host_cache_bytes", session->executor->HostCacheBytes()},
+                   {"device_cache_bytes", 0}};
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Runner AddGenerateCommand(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt");
+  AddModelOptions(*cmd, o->model);
+  cmd->add_option("--prompt", o->prompt, "prompt text");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)");
+  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)");
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass");
+  cmd->add_option("--seed", o->seed, "random seed");
+  cmd->add_option("--batch", o->batch, "generate this many sequences together")
+      ->check(CLI::Range(1, 256));
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end-of-sequence tokens");
+  cmd->add_flag("--json", o->json, "print one JSON object with text, timings and counters");
+  return [o] { return RunGenerate(*o); };
+}
+
+}  // namespace moex::cli

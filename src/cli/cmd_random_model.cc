@@ -1,0 +1,57 @@
+// `moex random-model`: a model with random weights in a real architecture's shape.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "model/random_model.h"
+
+namespace moex::cli {
+
+namespace {
+
+struct RandomModelCliOptions {
+  std::string arch = "olmoe";
+  std::string size = "tiny";
+  std::string dtype = "bf16";
+  std::string out;
+  std::string format = "hf";
+  std::string tokenizer;
+  std::string gguf_vocab;
+  uint64_t seed = 0;
+  int layers = 0;
+};
+
+int RunRandomModel(const RandomModelCliOptions& o) {
+  RandomModelOptions options;
+  options.config = RandomModelConfig(ParseArch(o.arch), ParseModelSize(o.size));
+  if (o.layers > 0) options.config.num_layers = o.layers;
+  options.dtype = ParseDType(o.dtype);
+  options.seed = o.seed;
+  options.out = o.out;
+  options.format = o.format;
+  options.tokenizer_json = o.tokenizer;
+  options.gguf_vocab = o.gguf_vocab;
+  WriteRandomModel(options);
+  std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", " << o.dtype << ") to " << o.out
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Runner AddRandomModelCommand(CLI::App& app) {
+  auto o = std::make_shared<RandomModelCliOptions>();
+  CLI::App* cmd = app.add_subcommand("random-model", "write a model with random weights");
+  cmd->add_option("--arch", o->arch, "mixtral, qwen2_moe, qwen3_moe, olmoe or deepseek");
+  cmd->add_option("--size", o->size, "tiny, small or full (the published shape)");
+  cmd->add_option("--dtype", o->dtype, "bf16, f16 or f32");
+  cmd->add_option("--out", o->out, "output directory (hf) or file (gguf)")->required();
+  cmd->add_option("--format", o->format, "hf or gguf");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json to ship with the model");
+  cmd->add_option("--gguf-vocab", o->gguf_vocab, "GGUF whose tokenizer metadata to copy (gguf)");
+  cmd->add_option("--seed", o->seed, "weight seed");
+  cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
+  return [o] { return RunRandomModel(*o); };
+}
+
+}  // namespace moex::cli

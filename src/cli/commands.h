@@ -1,0 +1,18 @@
+// Each `moex` subcommand registers itself on the app and returns the callback to run it.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace moex::cli {
+
+using Runner = std::function<int()>;
+
+Runner AddGenerateCommand(CLI::App& app);
+Runner AddLogitsCommand(CLI::App& app);
+Runner AddTokenizeCommand(CLI::App& app);
+Runner AddBenchCommand(CLI::App& app);
+Runner AddRandomModelCommand(CLI::App& app);
+
+}  // namespace moex::cli

@@ -1,0 +1,89 @@
+#include "cli/session.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+#ifndef MOEX_DEFAULT_MODEL_DIR
+#define MOEX_DEFAULT_MODEL_DIR "models/olmoe-demo"
+#endif
+
+namespace moex::cli {
+
+void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
+  cmd.add_option("--model", o.model,
+                 "HF checkpoint directory or .gguf file (default: the bundled demo model)");
+  cmd.add_option("--threads", o.threads, "compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+}
+
+std::string DefaultModelPath() {
+  if (const char* env = std::getenv("MOEX_MODEL"); env != nullptr && *env) return env;
+  return MOEX_DEFAULT_MODEL_DIR;
+}
+
+std::unique_ptr<Tokenizer> LoadTokenizerIfPresent(const std::string& path) {
+  namespace fs = std::filesystem;
+  const bool has_tokenizer =
+      fs::is_regular_file(path) ||
+      fs::exists(fs::path(path) / "tokenizer.json") || fs::exists(fs::path(path) / "tokenizer.model");
+  return has_tokenizer ? LoadTokenizer(path) : nullptr;
+}
+
+const Tokenizer& Session::RequireTokenizer() const {
+  Check(tokenizer != nullptr, "model '", model->path,
+        "' ships no tokenizer: pass token ids with --prompt-ids instead of text");
+  return *tokenizer;
+}
+
+std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
+  if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
+  const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
+  const Stopwatch watch;
+  auto session = std::make_unique<Session>();
+  session->model = LoadModel(path);
+  session->tokenizer = LoadTokenizerIfPresent(path);
+  session->executor = std::make_unique<ResidentMoeExecutor>(*session->model);
+  session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
+  session->load_ms = watch.ElapsedMs();
+  return session;
+}
+
+std::vector<int32_t> ParseIdList(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto first = item.find_first_not_of(" \t");
+    const auto last = item.find_last_not_of(" \t");
+    Check(first != std::string::npos, "empty entry in token id list '", text, "'");
+    item = item.substr(first, last - first + 1);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      Fail("'", item, "' in token id list is not an integer");
+    }
+    Check(used == item.size() && v >= 0 && v < (1ll << 31), "'", item,
+          "' in token id list is not a valid token id");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  Check(!ids.empty(), "token id list is empty");
+  return ids;
+}
+
+int64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+}  // namespace moex::cli

@@ -1,0 +1,53 @@
+// What every model-running command shares: the loaded model, its tokenizer (if it ships
+// one), the MoE executor chosen by the offload options, and the transformer over them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/moe_executor.h"
+#include "engine/transformer.h"
+#include "io/tokenizer.h"
+#include "model/model.h"
+
+namespace moex::cli {
+
+struct ModelOptions {
+  std::string model;  // Empty: the bundled demo model.
+  int threads = 0;    // 0: MOEX_THREADS or all cores.
+};
+
+// Registers --model and --threads on a subcommand.
+void AddModelOptions(CLI::App& cmd, ModelOptions& options);
+
+// The bundled demo model's directory (MOEX_MODEL overrides it).
+std::string DefaultModelPath();
+
+struct Session {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // Null when the model ships none.
+  std::unique_ptr<MoeExecutor> executor;
+  std::unique_ptr<Transformer> transformer;
+  double load_ms = 0;
+
+  // The tokenizer or a clear error saying to pass token ids instead.
+  const Tokenizer& RequireTokenizer() const;
+};
+
+std::unique_ptr<Session> OpenSession(const ModelOptions& options);
+
+// The model's tokenizer (tokenizer.json / tokenizer.model in an HF directory, or a GGUF's
+// vocabulary), or null when the model ships none.
+std::unique_ptr<Tokenizer> LoadTokenizerIfPresent(const std::string& path);
+
+// Parses "1,2,3" (spaces allowed); throws Error on anything else.
+std::vector<int32_t> ParseIdList(const std::string& text);
+
+// Peak resident set size of this process (VmHWM), in bytes.
+int64_t PeakRssBytes();
+
+}  // namespace moex::cli

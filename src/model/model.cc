@@ -1,0 +1,141 @@
+#include "model/model.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/hf_checkpoint.h"
+#include "kernels/ops.h"
+#include "model/gguf_model.h"
+
+namespace moex {
+
+namespace {
+
+std::vector<float> LoadF32(const WeightSource& w, const std::string& name, int64_t size) {
+  const TensorView& t = w.Get(name, {size});
+  std::vector<float> out(static_cast<size_t>(size));
+  kernels::ToF32(t.data, t.dtype, size, out.data());
+  return out;
+}
+
+const TensorView* Matrix(const WeightSource& w, const std::string& name, int64_t rows,
+                         int64_t cols) {
+  return &w.Get(name, {rows, cols});
+}
+
+DenseFfn LoadDenseFfn(const WeightSource& w, int layer, const std::string& gate,
+                      const std::string& up, const std::string& down, int64_t d, int64_t f) {
+  DenseFfn ffn;
+  ffn.gate = Matrix(w, TensorNames::Layer(layer, gate), f, d);
+  ffn.up = Matrix(w, TensorNames::Layer(layer, up), f, d);
+  ffn.down = Matrix(w, TensorNames::Layer(layer, down), d, f);
+  ffn.neurons = f;
+  return ffn;
+}
+
+}  // namespace
+
+void Model::ExpertTensors(int layer, int expert, const TensorView** gate, const TensorView** up,
+                          const TensorView** down) const {
+  *gate = &weights->Get(names.Expert(layer, expert, ExpertMatrix::kGate));
+  *up = &weights->Get(names.Expert(layer, expert, ExpertMatrix::kUp));
+  *down = &weights->Get(names.Expert(layer, expert, ExpertMatrix::kDown));
+  CheckExpertTensors(**gate, **up, **down, expert_shape);
+}
+
+size_t Model::TotalExpertBytes() const {
+  return expert_shape.ExpertBytes() * static_cast<size_t>(config.num_experts) *
+         static_cast<size_t>(NumMoeLayers());
+}
+
+int Model::NumMoeLayers() const {
+  int n = 0;
+  for (const auto& l : layers) n += l.is_moe ? 1 : 0;
+  return n;
+}
+
+std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& config,
+                                  std::unique_ptr<WeightSource> weights) {
+  auto model = std::make_unique<Model>();
+  model->path = path;
+  model->config = config;
+  model->names = TensorNamesFor(config);
+  model->weights = std::move(weights);
+  const WeightSource& w = *model->weights;
+  const TensorNames& n = model->names;
+  const ModelConfig& c = config;
+  const int64_t d = c.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+
+  Check(c.arch != Arch::kPhiMoe,
+        "phimoe (Phi-3.5-MoE) checkpoints are recognised but not supported yet: they need "
+        "LayerNorm, sparsemixer routing and LongRoPE");
+
+  model->embed = Matrix(w, n.embed, c.vocab_size, d);
+  model->lm_head = c.tie_word_embeddings && w.Find(n.lm_head) == nullptr
+                       ? model->embed
+                       : Matrix(w, n.lm_head, c.vocab_size, d);
+  model->final_norm = LoadF32(w, n.final_norm, d);
+
+  bool expert_dtype_known = false;
+  model->layers.resize(static_cast<size_t>(c.num_layers));
+  for (int i = 0; i < c.num_layers; ++i) {
+    LayerWeights& L = model->layers[static_cast<size_t>(i)];
+    auto layer = [&](const std::string& name) { return TensorNames::Layer(i, name); };
+    L.attn_norm = LoadF32(w, layer(n.attn_norm), d);
+    L.ffn_norm = LoadF32(w, layer(n.ffn_norm), d);
+    L.q = Matrix(w, layer(n.q), q_dim, d);
+    L.k = Matrix(w, layer(n.k), kv_dim, d);
+    L.v = Matrix(w, layer(n.v), kv_dim, d);
+    L.o = Matrix(w, layer(n.o), d, q_dim);
+    if (c.attention_bias) {
+      L.q_bias = LoadF32(w, layer(n.q_bias), q_dim);
+      L.k_bias = LoadF32(w, layer(n.k_bias), kv_dim);
+      L.v_bias = LoadF32(w, layer(n.v_bias), kv_dim);
+    }
+    if (c.qk_norm) {
+      L.q_norm = LoadF32(w, layer(n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
+      L.k_norm = LoadF32(w, layer(n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
+    }
+    L.is_moe = c.IsMoeLayer(i);
+    if (!L.is_moe) {
+      L.dense_ffn = LoadDenseFfn(w, i, n.dense_gate, n.dense_up, n.dense_down, d,
+                                 c.intermediate_size);
+      continue;
+    }
+    L.router = Matrix(w, layer(n.router), c.num_experts, d);
+    if (c.shared_expert_intermediate_size > 0) {
+      L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
+                                     c.shared_expert_intermediate_size);
+      if (c.shared_expert_gate) L.shared_expert_gate = Matrix(w, layer(n.shared_expert_gate), 1, d);
+    }
+    // Every expert must exist with the same shape and dtype: checked now, not mid-request.
+    for (int e = 0; e < c.num_experts; ++e) {
+      const TensorView& gate = w.Get(n.Expert(i, e, ExpertMatrix::kGate));
+      if (!expert_dtype_known) {
+        model->expert_shape = ExpertShape{gate.dtype, d, c.moe_intermediate_size};
+        expert_dtype_known = true;
+      }
+      const TensorView *g, *u, *dn;
+      model->ExpertTensors(i, e, &g, &u, &dn);
+    }
+  }
+  return model;
+}
+
+std::unique_ptr<Model> LoadModel(const std::string& path) {
+  namespace fs = std::filesystem;
+  Check(fs::exists(path), "model path '", path, "' does not exist");
+  if (fs::is_regular_file(path)) {
+    Check(path.size() > 5 && path.substr(path.size() - 5) == ".gguf", "model file '", path,
+          "' is not a .gguf file (for HF checkpoints pass the directory)");
+    GgufModel gguf = OpenGgufModel(path);
+    return BuildModel(path, gguf.config, std::move(gguf.weights));
+  }
+  auto checkpoint = HfCheckpoint::Open(path);
+  ModelConfig config = checkpoint->config();
+  return BuildModel(path, config, std::move(checkpoint));
+}
+
+}  // namespace moex

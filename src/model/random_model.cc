@@ -1,0 +1,264 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/gguf_file.h"
+#include "io/hf_checkpoint.h"
+#include "io/safetensors_writer.h"
+#include "model/gguf_model.h"
+#include "model/tensor_names.h"
+
+namespace moex {
+
+namespace {
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t HashName(const std::string& name, uint64_t seed) {
+  uint64_t h = SplitMix(seed);
+  for (unsigned char ch : name) h = SplitMix(h ^ ch);
+  return h;
+}
+
+// Value i of a tensor: uniform on [center - spread, center + spread].
+struct Distribution {
+  float center = 0.0f;
+  float spread = 0.0f;
+};
+
+ByteFill RandomFill(DType dtype, uint64_t tensor_seed, Distribution dist) {
+  return [=](size_t offset, std::span<std::byte> out) {
+    const size_t elem = DTypeBytes(dtype, 1);
+    const size_t first = offset / elem;
+    const size_t count = out.size() / elem;
+    for (size_t i = 0; i < count; ++i) {
+      const uint64_t r = SplitMix(tensor_seed + first + i);
+      const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+      const float v = dist.center + dist.spread * (2.0f * u - 1.0f);
+      if (dtype == DType::kF32) {
+        std::memcpy(out.data() + i * 4, &v, 4);
+      } else {
+        const uint16_t h = dtype == DType::kBF16 ? F32ToBF16(v) : F32ToF16(v);
+        std::memcpy(out.data() + i * 2, &h, 2);
+      }
+    }
+  };
+}
+
+ModelConfig Base(Arch arch) {
+  ModelConfig c;
+  c.arch = arch;
+  c.rms_norm_eps = 1e-5f;
+  c.max_position_embeddings = 4096;
+  return c;
+}
+
+void WriteJson(const std::filesystem::path& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.close();
+  Check(static_cast<bool>(out), "cannot write ", path.string());
+}
+
+// Writes the HF checkpoint files (weights, config.json, generation_config.json) into dir.
+void WriteHfCheckpoint(const ModelConfig& c, const SafetensorsWriter& writer,
+                       const RandomModelOptions& o, const std::string& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  writer.WriteCheckpoint(dir, o.max_shard_bytes);
+  nlohmann::json config = c.ToHfJson();
+  config["torch_dtype"] = o.dtype == DType::kBF16  ? "bfloat16"
+                          : o.dtype == DType::kF16 ? "float16"
+                                                   : "float32";
+  WriteJson(fs::path(dir) / "config.json", config);
+  nlohmann::json gen = {{"do_sample", false}};
+  if (c.bos_token_id >= 0) gen["bos_token_id"] = c.bos_token_id;
+  if (!c.eos_token_ids.empty()) gen["eos_token_id"] = c.eos_token_ids;
+  WriteJson(fs::path(dir) / "generation_config.json", gen);
+}
+
+// GGUF goes through a temporary HF checkpoint so that the one HF -> GGUF converter (the one
+// `moex` also uses for real checkpoints) defines the mapping.
+void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
+                          const RandomModelOptions& o) {
+  namespace fs = std::filesystem;
+  const std::string temp = o.out + ".hf-tmp";
+  fs::remove_all(temp);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{temp};
+  WriteHfCheckpoint(c, writer, o, temp);
+  auto checkpoint = HfCheckpoint::Open(temp);
+  std::unique_ptr<GgufFile> vocab;
+  if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
+  WriteGgufModel(c, *checkpoint, vocab.get(), o.out);
+}
+
+}  // namespace
+
+ModelSize ParseModelSize(const std::string& name) {
+  if (name == "tiny") return ModelSize::kTiny;
+  if (name == "small") return ModelSize::kSmall;
+  if (name == "full") return ModelSize::kFull;
+  Fail("unknown model size '", name, "' (expected tiny, small or full)");
+}
+
+ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
+  ModelConfig c = Base(arch);
+  switch (arch) {
+    case Arch::kOlmoe:  // OLMoE-1B-7B-0924.
+      c.vocab_size = 50304; c.hidden_size = 2048; c.num_layers = 16; c.num_heads = 16;
+      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 64; c.num_experts_per_tok = 8;
+      c.moe_intermediate_size = 1024; c.rope_theta = 10000; c.qk_norm = true;
+      c.eos_token_ids = {50279};
+      break;
+    case Arch::kMixtral:  // Mixtral-8x7B-v0.1.
+      c.vocab_size = 32000; c.hidden_size = 4096; c.num_layers = 32; c.num_heads = 32;
+      c.num_kv_heads = 8; c.head_dim = 128; c.num_experts = 8; c.num_experts_per_tok = 2;
+      c.moe_intermediate_size = 14336; c.rope_theta = 1e6f; c.norm_topk_prob = true;
+      c.bos_token_id = 1; c.eos_token_ids = {2}; c.max_position_embeddings = 32768;
+      break;
+    case Arch::kQwen2Moe:  // Qwen1.5-MoE-A2.7B.
+      c.vocab_size = 151936; c.hidden_size = 2048; c.num_layers = 24; c.num_heads = 16;
+      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 60; c.num_experts_per_tok = 4;
+      c.moe_intermediate_size = 1408; c.shared_expert_intermediate_size = 5632;
+      c.shared_expert_gate = true; c.intermediate_size = 5632; c.attention_bias = true;
+      c.rope_theta = 1e6f; c.rms_norm_eps = 1e-6f; c.eos_token_ids = {151643};
+      c.max_position_embeddings = 8192;
+      break;
+    case Arch::kQwen3Moe:  // Qwen3-30B-A3B.
+      c.vocab_size = 151936; c.hidden_size = 2048; c.num_layers = 48; c.num_heads = 32;
+      c.num_kv_heads = 4; c.head_dim = 128; c.num_experts = 128; c.num_experts_per_tok = 8;
+      c.moe_intermediate_size = 768; c.intermediate_size = 6144; c.norm_topk_prob = true;
+      c.qk_norm = true; c.qk_norm_per_head = true; c.rope_theta = 1e6f; c.rms_norm_eps = 1e-6f;
+      c.eos_token_ids = {151645}; c.max_position_embeddings = 40960;
+      break;
+    case Arch::kDeepseekMoe:  // deepseek-moe-16b-base.
+      c.vocab_size = 102400; c.hidden_size = 2048; c.num_layers = 28; c.num_heads = 16;
+      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 64; c.num_experts_per_tok = 6;
+      c.moe_intermediate_size = 1408; c.shared_expert_intermediate_size = 2 * 1408;
+      c.intermediate_size = 10944; c.first_k_dense_replace = 1; c.rope_theta = 10000;
+      c.rms_norm_eps = 1e-6f; c.bos_token_id = 100000; c.eos_token_ids = {100001};
+      break;
+    case Arch::kPhiMoe:
+      Fail("random-model: phimoe is not supported yet");
+  }
+  if (size == ModelSize::kFull) return c;
+
+  // Smaller shapes keep the topology (norms, biases, shared/dense layers, GQA ratio) and
+  // the routing fan-out, and shrink widths and depth.
+  const int gqa = c.num_heads / c.num_kv_heads;
+  if (size == ModelSize::kSmall) {
+    c.hidden_size = 1024; c.num_heads = 16; c.head_dim = 64; c.num_layers = std::min(c.num_layers, 8);
+    c.moe_intermediate_size = std::max(c.moe_intermediate_size / 4, 64);
+  } else {  // Tiny: fast enough for a double-precision reference in unit tests.
+    c.vocab_size = 512; c.hidden_size = 64; c.num_heads = 4; c.head_dim = 16; c.num_layers = 3;
+    c.num_experts = std::min(c.num_experts, 16);
+    c.num_experts_per_tok = std::min(c.num_experts_per_tok, c.num_experts / 2);
+    c.moe_intermediate_size = 32;
+    c.max_position_embeddings = 512;
+    c.eos_token_ids = {2};
+    c.bos_token_id = c.bos_token_id >= 0 ? 1 : -1;
+  }
+  c.num_kv_heads = std::max(1, c.num_heads / gqa);
+  if (c.shared_expert_intermediate_size > 0)
+    c.shared_expert_intermediate_size = c.shared_expert_intermediate_size * c.moe_intermediate_size /
+                                        RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
+  if (c.intermediate_size > 0) c.intermediate_size = 4 * c.moe_intermediate_size;
+  if (c.first_k_dense_replace > 0) c.first_k_dense_replace = 1;
+  return c;
+}
+
+void WriteRandomModel(const RandomModelOptions& o) {
+  namespace fs = std::filesystem;
+  ModelConfig c = o.config;
+  c.Validate();
+  Check(o.dtype == DType::kBF16 || o.dtype == DType::kF16 || o.dtype == DType::kF32,
+        "random-model: dtype must be bf16, f16 or f32");
+  Check(o.format == "hf" || o.format == "gguf", "random-model: format must be hf or gguf");
+
+  SafetensorsWriter writer;
+  const TensorNames n = TensorNamesFor(c);
+  const int64_t d = c.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, Distribution dist) {
+    writer.Add(name, o.dtype, shape, RandomFill(o.dtype, HashName(name, o.seed), dist));
+  };
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float gain = 1.0f) {
+    add(name, {rows, cols}, {0.0f, gain * std::sqrt(3.0f / static_cast<float>(cols))});
+  };
+  auto norm = [&](const std::string& name, int64_t size) { add(name, {size}, {1.0f, 0.2f}); };
+  auto layer = [](int l, const std::string& name) { return TensorNames::Layer(l, name); };
+
+  add(n.embed, {c.vocab_size, d}, {0.0f, 1.0f});
+  for (int l = 0; l < c.num_layers; ++l) {
+    norm(layer(l, n.attn_norm), d);
+    matrix(layer(l, n.q), q_dim, d);
+    matrix(layer(l, n.k), kv_dim, d);
+    matrix(layer(l, n.v), kv_dim, d);
+    matrix(layer(l, n.o), d, q_dim);
+    if (c.attention_bias) {
+      add(layer(l, n.q_bias), {q_dim}, {0.0f, 0.2f});
+      add(layer(l, n.k_bias), {kv_dim}, {0.0f, 0.2f});
+      add(layer(l, n.v_bias), {kv_dim}, {0.0f, 0.2f});
+    }
+    if (c.qk_norm) {
+      norm(layer(l, n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
+      norm(layer(l, n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
+    }
+    norm(layer(l, n.ffn_norm), d);
+    if (!c.IsMoeLayer(l)) {
+      matrix(layer(l, n.dense_gate), c.intermediate_size, d);
+      matrix(layer(l, n.dense_up), c.intermediate_size, d);
+      matrix(layer(l, n.dense_down), d, c.intermediate_size);
+      continue;
+    }
+    // A larger router gain gives less uniform routing than unit-variance logits would.
+    matrix(layer(l, n.router), c.num_experts, d, 4.0f);
+    for (int e = 0; e < c.num_experts; ++e) {
+      matrix(n.Expert(l, e, ExpertMatrix::kGate), c.moe_intermediate_size, d);
+      matrix(n.Expert(l, e, ExpertMatrix::kUp), c.moe_intermediate_size, d);
+      matrix(n.Expert(l, e, ExpertMatrix::kDown), d, c.moe_intermediate_size);
+    }
+    if (c.shared_expert_intermediate_size > 0) {
+      const int64_t f = c.shared_expert_intermediate_size;
+      matrix(layer(l, n.shared_gate), f, d);
+      matrix(layer(l, n.shared_up), f, d);
+      matrix(layer(l, n.shared_down), d, f);
+      if (c.shared_expert_gate) matrix(layer(l, n.shared_expert_gate), 1, d);
+    }
+  }
+  norm(n.final_norm, d);
+  if (!c.tie_word_embeddings) matrix(n.lm_head, c.vocab_size, d);
+
+  if (o.format == "gguf") {
+    Check(o.tokenizer_json.empty(), "random-model: --tokenizer applies to hf; use --gguf-vocab");
+    WriteRandomModelGguf(c, writer, o);
+    return;
+  }
+  writer.SetMetadata("format", "pt");
+  WriteHfCheckpoint(c, writer, o, o.out);
+  if (!o.tokenizer_json.empty()) {
+    fs::copy_file(o.tokenizer_json, fs::path(o.out) / "tokenizer.json",
+                  fs::copy_options::overwrite_existing);
+  }
+}
+
+}  // namespace moex

@@ -1,0 +1,36 @@
+// `moex random-model`: writes an HF checkpoint directory (or GGUF) with random weights in a
+// real architecture's shape: tiny (for tests), small (for quick speed work) or full (the
+// published shape, e.g. OLMoE-1B-7B). Weights are a pure function of (seed, tensor name,
+// element index), so they are produced in pieces and a 14 GB model never sits in memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "model/model_config.h"
+
+namespace moex {
+
+enum class ModelSize { kTiny, kSmall, kFull };
+ModelSize ParseModelSize(const std::string& name);  // "tiny" | "small" | "full"
+
+// The shape of `arch` at `size` (full = the published checkpoint's config).
+ModelConfig RandomModelConfig(Arch arch, ModelSize size);
+
+struct RandomModelOptions {
+  ModelConfig config;
+  DType dtype = DType::kBF16;
+  uint64_t seed = 0;
+  std::string out;  // Directory for "hf", file path for "gguf".
+  std::string format = "hf";
+  // Optional tokenizer.json to ship with the model (its vocabulary size must fit).
+  std::string tokenizer_json;
+  // For "gguf": a GGUF whose tokenizer.* metadata is copied in (so llama.cpp can load it).
+  std::string gguf_vocab;
+  uint64_t max_shard_bytes = 4ull << 30;
+};
+
+void WriteRandomModel(const RandomModelOptions& options);
+
+}  // namespace moex

@@ -1,0 +1,115 @@
+// End-to-end tests of the `moex` command: outputs, and a clear error for every bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/run_command.h"
+#include "support/temp_dir.h"
+#include "support/tiny_models.h"
+
+namespace moex {
+namespace {
+
+using testing::MoexBinary;
+using testing::RunCommand;
+
+std::string Moex(const std::string& args) { return MoexBinary() + " " + args; }
+
+TEST(CliTest, GenerateJsonReportsTheContract) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const auto r = RunCommand(Moex("generate --model " + model +
+                                 " --prompt-ids 1,2,3 --max-tokens 5 --ignore-eos --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"].size(), 5u);
+  EXPECT_EQ(j["prompt_tokens"], 3);
+  for (const char* key : {"prefill_ms", "ttft_ms", "tpot_ms", "decode_tokens_per_s"})
+    EXPECT_TRUE(j["timings"].contains(key)) << key;
+  for (const char* key : {"hits", "misses", "hit_rate", "bytes_read", "stall_ms",
+                          "prefetch_issued", "prefetch_used"})
+    EXPECT_TRUE(j["offload"].contains(key)) << key;
+  for (const char* key : {"peak_rss_bytes", "host_cache_bytes", "device_cache_bytes"})
+    EXPECT_TRUE(j["memory"].contains(key)) << key;
+}
+
+TEST(CliTest, LogitsWritesTokensTimesVocabFloats) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kMixtral);
+  const auto r = RunCommand(Moex("logits --model " + model + " --prompt-ids 4,5,6,7 --out " +
+                                 (dir / "logits.bin")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::file_size(dir / "logits.bin"), 4u * 512u * sizeof(float));
+}
+
+TEST(CliTest, BenchJsonReportsThroughput) {
+  const std::string model = testing::TinyModelPath(Arch::kQwen2Moe);
+  const auto r = RunCommand(Moex("bench --model " + model + " --prompt-tokens 8 --gen-tokens 4 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["decode_weight_bytes_per_step"].get<double>(), 0.0);
+}
+
+struct BadInput {
+  std::string name;
+  std::string args;
+  std::string expected_message;
+};
+
+class CliErrorTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliErrorTest, FailsWithAClearMessage) {
+  const BadInput& b = GetParam();
+  std::string args = b.args;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  for (size_t pos; (pos = args.find("{model}")) != std::string::npos;) args.replace(pos, 7, model);
+  const auto r = RunCommand(Moex(args));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(b.expected_message), std::string::npos) << "stderr: " << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadInputs, CliErrorTest,
+    ::testing::Values(
+        BadInput{"MissingModel", "generate --model /nonexistent/m --prompt-ids 1", "does not exist"},
+        BadInput{"TokenOutsideVocab", "generate --model {model} --prompt-ids 1,99999", "outside the vocabulary"},
+        BadInput{"BadIdList", "generate --model {model} --prompt-ids 1,x", "not an integer"},
+        BadInput{"NegativeTemperature", "generate --model {model} --prompt-ids 1 --temperature -1", "temperature"},
+        BadInput{"BothPrompts", "generate --model {model} --prompt hi --prompt-ids 1", "exactly one"},
+        BadInput{"TextWithoutTokenizer", "generate --model {model} --prompt hello", "no tokenizer"},
+        BadInput{"UnknownArch", "random-model --arch gpt2 --out /tmp/x", "unsupported architecture"},
+        BadInput{"UnknownSize", "random-model --arch olmoe --size huge --out /tmp/x", "unknown model size"},
+        BadInput{"UnknownDtype", "random-model --arch olmoe --dtype int4 --out /tmp/x", "unknown dtype"},
+        BadInput{"LogitsUnwritable", "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot open"},
+        BadInput{"MissingSubcommand", "", "subcommand"}),
+    [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
+
+TEST(CliTest, CorruptConfigIsAClearError) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  std::filesystem::copy(model, dir.path() / "m", std::filesystem::copy_options::recursive);
+  std::ofstream(dir / "m/config.json") << "{\"model_type\": \"olmoe\", \"hidden_size\": ";
+  const auto r = RunCommand(Moex("generate --model " + (dir / "m") + " --prompt-ids 1"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, ShapeMismatchIsAClearError) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  std::filesystem::copy(model, dir.path() / "m", std::filesystem::copy_options::recursive);
+  // Point the config at more experts than the checkpoint has.
+  auto config = nlohmann::json::parse(std::ifstream(dir / "m/config.json"));
+  config["num_experts"] = config["num_experts"].get<int>() + 1;
+  std::ofstream(dir / "m/config.json") << config.dump();
+  const auto r = RunCommand(Moex("generate --model " + (dir / "m") + " --prompt-ids 1"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has shape"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace moex

@@ -1,0 +1,138 @@
+// Batched generation, KV-cache consistency, stop tokens and sampling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "engine/generator.h"
+#include "engine/moe_executor.h"
+#include "engine/sampler.h"
+#include "engine/transformer.h"
+#include "model/model.h"
+#include "support/tiny_models.h"
+
+namespace moex {
+namespace {
+
+struct Engine {
+  explicit Engine(Arch arch)
+      : model(LoadModel(testing::TinyModelPath(arch))), executor(*model),
+        transformer(*model, executor) {}
+  std::unique_ptr<Model> model;
+  ResidentMoeExecutor executor;
+  Transformer transformer;
+};
+
+GenerationRequest Request(std::vector<int32_t> prompt, int max_tokens, float temperature = 0.0f,
+                          uint64_t seed = 0) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  return r;
+}
+
+class GenerationTest : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(GenerationTest, BatchedGenerationEqualsOneSequenceAtATime) {
+  Engine e(GetParam());
+  Generator generator(e.transformer);
+  const std::vector<GenerationRequest> requests = {
+      Request({5, 9, 200, 31}, 12), Request({77}, 9), Request({1, 2, 3, 4, 5, 6, 7, 8, 9}, 12, 0.8f, 3),
+      Request({400, 401}, 5, 1.0f, 11)};
+  const auto together = generator.Generate(requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto alone = generator.Generate({requests[i]});
+    EXPECT_EQ(alone[0].tokens, together[i].tokens) << "request " << i;
+    EXPECT_EQ(alone[0].finish_reason, together[i].finish_reason);
+  }
+}
+
+TEST_P(GenerationTest, IncrementalDecodeIsBitIdenticalToFullPrefill) {
+  Engine e(GetParam());
+  const std::vector<int32_t> ids = {3, 141, 59, 26, 53, 58, 97, 93};
+  const int64_t vocab = e.model->config.vocab_size;
+  KvCache full(e.model->config, 16);
+  BatchItem all{&full, ids, true};
+  const std::vector<float> prefill = e.transformer.Forward({&all, 1});
+  KvCache step(e.model->config, 16);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    BatchItem one{&step, std::span<const int32_t>(&ids[i], 1), false};
+    const std::vector<float> logits = e.transformer.Forward({&one, 1});
+    ASSERT_EQ(0, std::memcmp(logits.data(), &prefill[i * vocab], sizeof(float) * vocab))
+        << "position " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, GenerationTest,
+                         ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
+                                           Arch::kQwen3Moe, Arch::kDeepseekMoe),
+                         [](const ::testing::TestParamInfo<Arch>& info) {
+                           return std::string(ArchName(info.param));
+                         });
+
+TEST(GeneratorTest, StopsAtStopTokenAndAtLength) {
+  Engine e(Arch::kOlmoe);
+  Generator generator(e.transformer);
+  const auto free_run = generator.Generate({Request({10, 20, 30}, 6)});
+  ASSERT_EQ(free_run[0].tokens.size(), 6u);
+  EXPECT_EQ(free_run[0].finish_reason, "length");
+  GenerationRequest stop = Request({10, 20, 30}, 6);
+  stop.stop_ids = {free_run[0].tokens[2]};
+  const auto stopped = generator.Generate({stop});
+  // Greedy decoding repeats the free run up to the first occurrence of the stop token.
+  size_t first = 0;
+  while (free_run[0].tokens[first] != stop.stop_ids[0]) ++first;
+  EXPECT_EQ(stopped[0].finish_reason, "stop");
+  EXPECT_EQ(stopped[0].tokens, std::vector<int32_t>(free_run[0].tokens.begin(),
+                                                    free_run[0].tokens.begin() + first + 1));
+}
+
+TEST(GeneratorTest, RejectsPromptsBeyondTheContext) {
+  Engine e(Arch::kOlmoe);
+  Generator generator(e.transformer);
+  const int context = e.model->config.max_position_embeddings;
+  EXPECT_THROW(generator.Generate({Request(std::vector<int32_t>(context, 1), 1)}), Error);
+  EXPECT_THROW(generator.Generate({Request({}, 1)}), Error);
+  EXPECT_THROW(generator.Generate({Request({1, 1000000}, 1)}), Error);
+}
+
+TEST(SamplerTest, GreedyTakesTheFirstMaximum) {
+  EXPECT_EQ(ArgMax(std::vector<float>{1, 3, 3, 2}), 1);
+  Sampler greedy(SamplingParams{});
+  EXPECT_EQ(greedy.Sample(std::vector<float>{0, -1, 5, 5}), 2);
+}
+
+TEST(SamplerTest, TopKOneAndTinyTopPAreGreedy) {
+  const std::vector<float> logits = {0.5f, 2.0f, 1.9f, -3.0f};
+  Sampler top_k(SamplingParams{1.0f, 1, 1.0f, 42});
+  Sampler top_p(SamplingParams{1.0f, 0, 0.01f, 42});
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(top_k.Sample(logits), 1);
+    EXPECT_EQ(top_p.Sample(logits), 1);
+  }
+}
+
+TEST(SamplerTest, SameSeedSameDrawsAndFrequenciesFollowSoftmax) {
+  const std::vector<float> logits = {0.0f, std::log(3.0f)};  // p = 1/4, 3/4
+  Sampler a(SamplingParams{1.0f, 0, 1.0f, 9}), b(SamplingParams{1.0f, 0, 1.0f, 9});
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const int32_t x = a.Sample(logits);
+    EXPECT_EQ(x, b.Sample(logits));
+    ones += x;
+  }
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);  // ~4.5 standard deviations.
+}
+
+TEST(SamplerTest, RejectsBadParameters) {
+  EXPECT_THROW(Sampler(SamplingParams{-1.0f, 0, 1.0f, 0}), Error);
+  EXPECT_THROW(Sampler(SamplingParams{1.0f, -2, 1.0f, 0}), Error);
+  EXPECT_THROW(Sampler(SamplingParams{1.0f, 0, 0.0f, 0}), Error);
+  EXPECT_THROW(Sampler(SamplingParams{1.0f, 0, 1.5f, 0}), Error);
+}
+
+}  // namespace
+}  // namespace moex

@@ -405,7 +405,7 @@ TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
   w.Set("llama.expert_used_count", GgufValue::U32(2));
   w.Set("tokenizer.ggml.tokens", GgufValue::StringArray(std::vector<std::string>(100, "x")));
   w.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(2));
-  std::vector<float> zeros(64 * 32);
+  std::vector<float> zeros(100 * 64);
   w.AddTensor("token_embd.weight", DType::kF32, {100, 32}, zeros.data());
   w.AddTensor("blk.0.ffn_gate_inp.weight", DType::kF32, {2, 32}, zeros.data());
   for (int e = 0; e < 2; ++e) {

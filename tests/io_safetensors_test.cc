@@ -92,7 +92,9 @@ TEST_F(SafetensorsTest, RoundTripsAllDtypesAndMetadata) {
     EXPECT_EQ(t->dtype, dt);
     EXPECT_EQ(t->shape, shape);
     ASSERT_EQ(t->nbytes, bytes.size());
-    EXPECT_EQ(std::memcmp(t->data, bytes.data(), bytes.size()), 0) << name;
+    if (!bytes.empty()) {
+      EXPECT_EQ(std::memcmp(t->data, bytes.data(), bytes.size()), 0) << name;
+    }
   };
   expect("a.f32", DType::kF32, {3, 5}, f32);
   expect("b.f16", DType::kF16, {7}, f16);

@@ -48,6 +48,7 @@ OutputFile::~OutputFile() {
 
 void OutputFile::Write(const void* data, size_t n) {
   Check(fd_ >= 0, "writing ", path_, ": file already closed");
+  if (n == 0) return;  // `data` may be null then (an empty vector's data()).
   const auto* p = static_cast<const std::byte*>(data);
   if (buffered_ + n <= buffer_.size()) {
     std::memcpy(buffer_.data() + buffered_, p, n);

@@ -582,6 +582,16 @@ GgufValue ResizeTokenArray(const std::string& key, const GgufValue& v, size_t vo
   return GgufValue::NumericArray(v.array_type(), vocab, std::move(bytes));
 }
 
+// A token id value, or -1 for values of other types (copied unchanged).
+int64_t TokenId(const GgufValue& v) {
+  if (v.is_array() || v.type() == GgufType::kString || v.type() == GgufType::kBool ||
+      v.type() == GgufType::kF32 || v.type() == GgufType::kF64) {
+    return -1;
+  }
+  if (v.type() == GgufType::kU64 && v.scalar_bits() > (1ull << 62)) return INT64_MAX;
+  return v.AsInt();
+}
+
 void CopyTokenizer(const GgufFile* tok, const ModelConfig& config, GgufWriter& w) {
   const auto vocab = static_cast<size_t>(config.vocab_size);
   if (tok == nullptr) {
@@ -596,8 +606,7 @@ void CopyTokenizer(const GgufFile* tok, const ModelConfig& config, GgufWriter& w
           (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
            key == "tokenizer.ggml.token_type")) {
         w.Set(key, ResizeTokenArray(key, value, vocab, tok->path()));
-      } else if (key.ends_with("_token_id") && !value.is_array() &&
-                 (value.type() == GgufType::kString || value.AsInt() >= config.vocab_size)) {
+      } else if (key.ends_with("_token_id") && TokenId(value) >= config.vocab_size) {
         Log(LogLevel::kWarn, "dropping ", key, " (outside the model's vocabulary of ", vocab, ")");
       } else {
         w.Set(key, value);

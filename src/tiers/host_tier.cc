@@ -51,6 +51,7 @@ int64_t PageBytes(const ExpertStore& store, int chunk) {
 }  // namespace
 
 int64_t HostTier::FullFootprint(const ExpertStore& store, int chunk) {
+  chunk = std::min(chunk, store.neurons());
   const int64_t chunks = (store.neurons() + chunk - 1) / chunk;
   return PageBytes(store, chunk) * chunks * store.num_experts() *
          static_cast<int64_t>(store.moe_layers().size());
@@ -67,8 +68,9 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
   geometry_.neurons = store_.neurons();
   geometry_.chunk_neurons = std::min(chunk, store_.neurons());
   geometry_.page_bytes = PageBytes(store_, geometry_.chunk_neurons);
-  geometry_.capacity_pages = std::min(options.budget_bytes / geometry_.page_bytes,
-                                      FullFootprint(store_, chunk) / geometry_.page_bytes);
+  geometry_.capacity_pages =
+      std::min(options.budget_bytes / geometry_.page_bytes,
+               FullFootprint(store_, geometry_.chunk_neurons) / geometry_.page_bytes);
   // Enough staging to overlap reads of one streamed expert with compute.
   staging_pages_ = std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
 

@@ -1,0 +1,103 @@
+// The lossless promise (DESIGN.md, principle 3) on whole models: logits and greedy tokens
+// of the offloading executor are bit-identical to the fully resident executor for every
+// budget and policy, and the host cache never exceeds its budget.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "engine/generator.h"
+#include "engine/moe_executor.h"
+#include "engine/transformer.h"
+#include "model/model.h"
+#include "support/tiny_models.h"
+
+namespace moex {
+namespace {
+
+std::vector<float> PrefillLogits(const Model& model, MoeExecutor& executor,
+                                 const std::vector<int32_t>& ids) {
+  Transformer t(model, executor);
+  KvCache cache(model.config, 64);
+  BatchItem item{&cache, ids, true};
+  return t.Forward({&item, 1});
+}
+
+std::vector<std::vector<int32_t>> Greedy(const Model& model, MoeExecutor& executor) {
+  Transformer t(model, executor);
+  Generator g(t);
+  GenerationRequest a, b;
+  a.prompt = {5, 9, 200, 31, 7};
+  a.max_tokens = 10;
+  b.prompt = {77, 3};
+  b.max_tokens = 7;
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& r : g.Generate({a, b})) out.push_back(r.tokens);
+  return out;
+}
+
+class OffloadLosslessTest : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
+  auto model = LoadModel(testing::TinyModelPath(GetParam()));
+  const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
+  ResidentMoeExecutor resident(*model);
+  const std::vector<float> want_logits = PrefillLogits(*model, resident, prompt);
+  const auto want_tokens = Greedy(*model, resident);
+  const std::string store =
+      (std::filesystem::temp_directory_path() /
+       ("moex_lossless_" + std::to_string(getpid()) + "_" + ArchName(GetParam()) + ".moex"))
+          .string();
+  for (const char* budget : {"5%", "25%", "50%", "100%"}) {
+    for (const char* policy : {"ondemand", "lru", "lfu", "random", "nextgate"}) {
+      SCOPED_TRACE(std::string(policy) + " at " + budget);
+      OffloadOptions o;
+      o.store_path = store;
+      o.host_budget = budget;
+      o.policy = policy;
+      o.progress = false;
+      OffloadMoeExecutor offload(*model, o);
+      EXPECT_EQ(PrefillLogits(*model, offload, prompt), want_logits);
+      EXPECT_EQ(Greedy(*model, offload), want_tokens);
+      const tiers::OffloadMetrics m = offload.Metrics();
+      EXPECT_LE(m.peak_host_cache_bytes, m.budget_bytes);
+      EXPECT_GT(m.total.counters.misses, 0);
+      EXPECT_GT(m.total.bytes_read, 0u);
+      if (std::string(budget) == "5%") {
+        EXPECT_EQ(m.total.counters.hits, 0) << m.ToJson().dump();
+      }
+    }
+  }
+  std::filesystem::remove(store);
+}
+
+TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
+  auto model = LoadModel(testing::TinyModelPath(Arch::kOlmoe));
+  ResidentMoeExecutor resident(*model);
+  const auto want = Greedy(*model, resident);
+  OffloadOptions o;
+  o.store_path = (std::filesystem::temp_directory_path() /
+                  ("moex_fault_" + std::to_string(getpid()) + ".moex"))
+                     .string();
+  o.host_budget = "25%";
+  o.policy = "lru";
+  o.progress = false;
+  OffloadMoeExecutor offload(*model, o);
+  offload.tier().InjectReadError(3);
+  try {
+    Greedy(*model, offload);
+    ADD_FAILURE() << "the injected read error was not reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("injected I/O error"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Greedy(*model, offload), want);
+  std::filesystem::remove(o.store_path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, OffloadLosslessTest,
+                         ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
+                                           Arch::kDeepseekMoe),
+                         [](const auto& info) { return std::string(ArchName(info.param)); });
+
+}  // namespace
+}  // namespace moex

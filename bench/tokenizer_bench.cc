@@ -96,15 +96,18 @@ int Run(int argc, char** argv) {
     double t0 = CpuSeconds();
     const auto tok = moex::LoadTokenizer(path);
     const double load_s = CpuSeconds() - t0;
-    // Best of N passes; the first pass also fills the word cache, as a server's would be.
-    double best_encode = 1e30, best_decode = 1e30;
+    // Cold: the first pass, with an empty word cache. Warm: the best of N passes, as a
+    // long-running server sees it.
+    double best_encode = 1e30, best_decode = 1e30, first_encode = 0;
     size_t tokens = 0;
     for (int r = 0; r < repeat; ++r) {
       tokens = 0;
       std::vector<std::vector<int32_t>> ids;
       t0 = CpuSeconds();
       for (const std::string& t : texts) ids.push_back(tok->Encode(t, false));
-      best_encode = std::min(best_encode, CpuSeconds() - t0);
+      const double encode_s = CpuSeconds() - t0;
+      if (r == 0) first_encode = encode_s;
+      best_encode = std::min(best_encode, encode_s);
       t0 = CpuSeconds();
       size_t out_bytes = 0;
       for (const auto& v : ids) {
@@ -119,12 +122,14 @@ int Run(int argc, char** argv) {
     if (json) {
       std::printf(
           "%s{\"tokenizer\": \"%s\", \"bytes\": %zu, \"tokens\": %zu, \"load_s\": %.3f, "
-          "\"encode_mb_s\": %.1f, \"decode_mb_s\": %.1f}",
-          first ? "" : ",\n ", name.c_str(), total_bytes, tokens, load_s, mb / best_encode,
-          mb / best_decode);
+          "\"encode_cold_mb_s\": %.1f, \"encode_mb_s\": %.1f, \"decode_mb_s\": %.1f}",
+          first ? "" : ",\n ", name.c_str(), total_bytes, tokens, load_s, mb / first_encode,
+          mb / best_encode, mb / best_decode);
     } else {
-      std::printf("%-48s %8.2f MB %9zu tokens  load %.2fs  encode %6.1f MB/s  decode %7.1f MB/s\n",
-                  name.c_str(), mb, tokens, load_s, mb / best_encode, mb / best_decode);
+      std::printf(
+          "%-46s %6.2f MB %8zu tokens  load %.2fs  encode cold %5.1f / warm %5.1f MB/s  "
+          "decode %6.1f MB/s\n",
+          name.c_str(), mb, tokens, load_s, mb / first_encode, mb / best_encode, mb / best_decode);
     }
     first = false;
   }

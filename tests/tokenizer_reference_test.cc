@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -158,6 +160,69 @@ fs::path ReferenceDir() {
   return fs::current_path() / "tokref";
 }
 
+// Mixtral's tokenizer.model written as the tokenizer.json HF's converter makes of it (BPE with
+// byte fallback, merges ranked by piece score, Prepend/Replace normalizer, Strip decoder), to
+// test the tokenizer.json form of SentencePiece models.
+std::string SentencePieceAsTokenizerJson(const fs::path& model_path) {
+  const TokenizerSpec spec = ParseSentencePieceModel(ReadFile(model_path), model_path.string());
+  nlohmann::json vocab = nlohmann::json::object();
+  std::map<std::string, int32_t> ids;
+  for (size_t i = 0; i < spec.vocab.size(); ++i) {
+    vocab[spec.vocab[i]] = i;
+    ids[spec.vocab[i]] = static_cast<int32_t>(i);
+  }
+  std::vector<std::pair<float, std::pair<std::string, std::string>>> merges;
+  for (size_t i = 0; i < spec.vocab.size(); ++i) {
+    if (spec.piece_types[i] != PieceType::kNormal) continue;
+    const std::string& piece = spec.vocab[i];
+    for (size_t k = 1; k < piece.size(); ++k) {
+      if ((static_cast<uint8_t>(piece[k]) & 0xC0) == 0x80) continue;
+      const auto a = ids.find(piece.substr(0, k));
+      const auto b = ids.find(piece.substr(k));
+      if (a == ids.end() || b == ids.end()) continue;
+      if (spec.piece_types[a->second] != PieceType::kNormal ||
+          spec.piece_types[b->second] != PieceType::kNormal) {
+        continue;
+      }
+      merges.push_back({spec.scores[i], {a->first, b->first}});
+    }
+  }
+  std::stable_sort(merges.begin(), merges.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  nlohmann::json merge_list = nlohmann::json::array();
+  for (const auto& m : merges) merge_list.push_back(m.second.first + " " + m.second.second);
+  nlohmann::json added = nlohmann::json::array();
+  for (const AddedToken& t : spec.added_tokens) {
+    added.push_back({{"id", t.id}, {"content", t.content}, {"single_word", false},
+                     {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+                     {"special", true}});
+  }
+  const std::string mark = "\xE2\x96\x81";
+  nlohmann::json j = {
+      {"version", "1.0"},
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", mark}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", mark}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", nullptr},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"String", mark}}}, {"content", " "}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}},
+          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"},
+        {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
+        {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab},
+        {"merges", merge_list}}}};
+  return j.dump();
+}
+
 struct Case {
   const char* file;
   const char* config;  // nullptr: none
@@ -175,14 +240,21 @@ TEST_P(ReferenceTest, IdsAgree) {
   if (!why.empty()) GTEST_SKIP() << "reference tokenizer unavailable: " << why;
 
   const std::vector<std::string> texts = TestStrings();
+  const std::string stem = std::string(c.file).substr(0, std::string(c.file).find('.'));
+  const bool from_spm = std::string(c.kind) == "hf-from-spm";
+  fs::path tokenizer_path = path;
+  if (from_spm) {
+    tokenizer_path = dir / (stem + ".converted.tokenizer.json");
+    std::ofstream(tokenizer_path) << SentencePieceAsTokenizerJson(path);
+  }
   nlohmann::json job;
-  nlohmann::json t = {{"name", "ref"}, {"kind", c.kind}, {"tokenizer", path.string()}};
+  nlohmann::json t = {
+      {"name", "ref"}, {"kind", from_spm ? "hf" : c.kind}, {"tokenizer", tokenizer_path.string()}};
   if (c.config) t["config"] = (DataDir() / "tokenizers" / c.config).string();
   job["tokenizers"] = nlohmann::json::array({t});
   job["texts"] = texts;
-  const std::string stem = std::string(c.file).substr(0, std::string(c.file).find('.'));
-  const fs::path job_path = dir / ("job-" + stem + ".json");
-  const fs::path out_path = dir / ("out-" + stem + ".json");
+  const fs::path job_path = dir / ("job-" + stem + c.kind + ".json");
+  const fs::path out_path = dir / ("out-" + stem + c.kind + ".json");
   std::ofstream(job_path) << job.dump();
   const std::string cmd = "cd '" + dir.string() + "' && timeout 300 node reference.cjs '" +
                           job_path.string() + "' '" + out_path.string() + "'";
@@ -191,13 +263,18 @@ TEST_P(ReferenceTest, IdsAgree) {
   const auto& ref = result.at("ref");
   ASSERT_EQ(ref.size(), texts.size());
 
-  const auto tok = LoadTokenizer(path.string());
+  const auto tok = LoadTokenizer(tokenizer_path.string());
   const bool sp = std::string(c.kind) == "spm";
+  // The converted tokenizer.json must also tokenize exactly as the .model it came from.
+  std::unique_ptr<Tokenizer> model_tok;
+  if (from_spm) model_tok = LoadTokenizer(path.string());
+  size_t same_as_model = 0;
   size_t agree = 0;
   int shown = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     const auto ids = tok->Encode(texts[i], false, !sp);
     const auto expected = ref[i].get<std::vector<int32_t>>();
+    if (model_tok) same_as_model += model_tok->Encode(texts[i], false) == ids;
     if (ids == expected) {
       ++agree;
     } else if (shown++ < 5) {
@@ -212,6 +289,11 @@ TEST_P(ReferenceTest, IdsAgree) {
   RecordProperty("agree", static_cast<int>(agree));
   RecordProperty("total", static_cast<int>(texts.size()));
   EXPECT_EQ(agree, texts.size());
+  if (model_tok) {
+    std::printf("[ reference ] converted tokenizer.json vs tokenizer.model: %zu / %zu agree\n",
+                same_as_model, texts.size());
+    EXPECT_EQ(same_as_model, texts.size());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -219,10 +301,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"olmoe-gpt-neox-olmo-dolma-v1_5.tokenizer.json", nullptr, "hf"},
                       Case{"qwen3.tokenizer.json", "qwen3.tokenizer_config.json", "hf"},
                       Case{"deepseek_v3.tokenizer.json", "deepseek_v3.tokenizer_config.json", "hf"},
-                      Case{"mixtral-8x7b.tokenizer.model", nullptr, "spm"}),
+                      Case{"mixtral-8x7b.tokenizer.model", nullptr, "spm"},
+                      Case{"mixtral-8x7b.tokenizer.model", nullptr, "hf-from-spm"}),
     [](const auto& info) {
       std::string name = info.param.file;
-      return name.substr(0, name.find_first_of("-_."));
+      name = name.substr(0, name.find_first_of("-_."));
+      if (std::string(info.param.kind) == "hf-from-spm") name += "_json";
+      return name;
     });
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "io/tokenizer_added.h"
 
+#include <cstring>
+
 namespace moex {
 namespace {
 
@@ -39,6 +41,14 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<const AddedToken*>& token
     if (trie_[node].token < 0) trie_[node].token = index;  // first definition wins
     first_byte_[static_cast<uint8_t>(t->content[0])] = true;
   }
+  int distinct = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (first_byte_[b]) {
+      ++distinct;
+      single_first_byte_ = b;
+    }
+  }
+  if (distinct != 1) single_first_byte_ = -1;
 }
 
 int32_t AddedTokenMatcher::LongestAt(std::string_view text, size_t pos, size_t* end) const {
@@ -62,7 +72,12 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<AddedSplit>* ou
   size_t plain_start = 0;
   size_t pos = 0;
   while (pos < text.size()) {
-    if (!first_byte_[static_cast<uint8_t>(text[pos])]) {
+    if (single_first_byte_ >= 0) {
+      // One possible first byte (typically '<'): memchr skips ahead much faster.
+      const void* hit = std::memchr(text.data() + pos, single_first_byte_, text.size() - pos);
+      if (hit == nullptr) break;
+      pos = static_cast<const char*>(hit) - text.data();
+    } else if (!first_byte_[static_cast<uint8_t>(text[pos])]) {
       ++pos;
       continue;
     }

@@ -48,6 +48,7 @@ class AddedTokenMatcher {
   std::vector<AddedToken> tokens_;
   std::vector<Node> trie_;
   bool first_byte_[256] = {};
+  int single_first_byte_ = -1;  // the only first byte of all tokens, or -1
 };
 
 }  // namespace moex

@@ -43,6 +43,11 @@ void BpeMerges::Add(int32_t left, int32_t right, int32_t merged, int32_t rank) {
   ++count_;
 }
 
+void BpeMerges::Prefetch(int32_t a, int32_t b) const {
+  if (a < 0 || b < 0 || table_.empty()) return;
+  __builtin_prefetch(&table_[Mix(Key(a, b)) & (table_.size() - 1)]);
+}
+
 const BpeMerges::Entry* BpeMerges::Find(int32_t a, int32_t b) const {
   if (a < 0 || b < 0 || table_.empty()) return nullptr;
   const uint64_t key = Key(a, b);
@@ -75,6 +80,8 @@ void BpeMerges::ApplyShort(std::vector<int32_t>* symbols) const {
     ranks[i] = e ? e->rank : INT32_MAX;
     merged[i] = e ? e->merged : kNoSymbol;
   };
+  // The table is larger than the CPU caches: start every first lookup before using any.
+  for (size_t i = 0; i + 1 < s.size(); ++i) Prefetch(s[i], s[i + 1]);
   for (size_t i = 0; i + 1 < s.size(); ++i) lookup(i);
   while (s.size() >= 2) {
     size_t best = 0;

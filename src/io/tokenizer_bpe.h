@@ -32,6 +32,7 @@ class BpeMerges {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
   const Entry* Find(int32_t a, int32_t b) const;
+  void Prefetch(int32_t a, int32_t b) const;
   void Grow();
   void ApplyShort(std::vector<int32_t>* symbols) const;
   void ApplyLong(std::vector<int32_t>* symbols) const;

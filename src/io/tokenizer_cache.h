@@ -16,7 +16,7 @@ class WordCache {
   static constexpr size_t kMaxWordBytes = 22;
   static constexpr size_t kMaxIds = 8;
 
-  explicit WordCache(size_t slots_log2 = 16) : slots_(size_t{1} << slots_log2) {}
+  explicit WordCache(size_t slots_log2 = 17) : slots_(size_t{1} << slots_log2) {}
 
   // Appends the cached ids of word to out; false on a miss.
   bool Lookup(std::string_view word, uint64_t hash, std::vector<int32_t>* out) const {

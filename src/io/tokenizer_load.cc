@@ -1,4 +1,5 @@
 // LoadTokenizer: finds the tokenizer files of a checkpoint and picks the loader.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,7 +36,9 @@ void ApplyGenerationConfig(const fs::path& path, TokenizerSpec* spec) {
   auto add = [&](const nlohmann::json& v) {
     if (!v.is_number_integer()) return;
     const int32_t id = v.get<int32_t>();
-    if (id < 0 || static_cast<size_t>(id) >= spec->vocab.size()) return;
+    size_t limit = spec->vocab.size();  // added tokens may lie past the model vocabulary
+    for (const AddedToken& t : spec->added_tokens) limit = std::max(limit, size_t(t.id) + 1);
+    if (id < 0 || static_cast<size_t>(id) >= limit) return;
     for (int32_t e : spec->eos_ids) {
       if (e == id) return;
     }

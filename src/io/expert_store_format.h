@@ -10,7 +10,7 @@
 namespace moex {
 
 constexpr char kExpertStoreMagic[8] = {'M', 'O', 'E', 'X', 'S', 'T', 'O', 'R'};
-constexpr uint32_t kExpertStoreVersion = 1;
+constexpr uint32_t kExpertStoreVersion = 2;
 constexpr uint64_t kStoreAlignment = 4096;  // O_DIRECT offset, length and buffer alignment.
 constexpr size_t kStoreHeaderBytes = 4096;
 
@@ -44,8 +44,9 @@ struct StoreHeader {
 };
 static_assert(sizeof(StoreHeader) <= kStoreHeaderBytes);
 
-// 64-bit checksum used for header, table and blocks: four independent multiply-xorshift
-// lanes over 8-byte words (fast enough to verify every block as it lands), then a fold.
+// 64-bit checksum used for header, table and blocks: eight Fletcher-style lane pairs over
+// 8-byte words (additions only, so every block can be verified as it lands at memory
+// speed), folded with a multiply-xorshift avalanche.
 uint64_t StoreChecksum(std::span<const std::byte> bytes);
 
 // Smallest neuron count whose records fill a whole number of alignment units, capped at F.

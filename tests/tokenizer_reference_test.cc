@@ -7,11 +7,11 @@
 // $MOEX_TOKREF_DIR). Without node, npm or the registry the test is skipped, saying why.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -193,8 +193,12 @@ std::string SentencePieceAsTokenizerJson(const fs::path& model_path) {
   for (const auto& m : merges) merge_list.push_back(m.second.first + " " + m.second.second);
   nlohmann::json added = nlohmann::json::array();
   for (const AddedToken& t : spec.added_tokens) {
-    added.push_back({{"id", t.id}, {"content", t.content}, {"single_word", false},
-                     {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+    added.push_back({{"id", t.id},
+                     {"content", t.content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
                      {"special", true}});
   }
   const std::string mark = "\xE2\x96\x81";
@@ -216,9 +220,14 @@ std::string SentencePieceAsTokenizerJson(const fs::path& model_path) {
           {{"type", "Fuse"}},
           {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"},
-        {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
-        {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
         {"merges", merge_list}}}};
   return j.dump();
 }

@@ -3,9 +3,9 @@
 // checkpoint directory.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "io/tokenizer.h"
@@ -29,7 +29,10 @@ TEST(Utf8Test, ValidationAndSanitizing) {
   EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // above U+10FFFF
   EXPECT_FALSE(IsValidUtf8("\xE4\xBD"));          // truncated
   // One U+FFFD per maximal invalid subpart, as Python and Rust do.
-  EXPECT_EQ(SanitizeUtf8("a\xE4\xBD" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(SanitizeUtf8("a\xE4\xBD"
+                         "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(SanitizeUtf8("\xFF\xFE"), "\xEF\xBF\xBD\xEF\xBF\xBD");
   EXPECT_EQ(SanitizeUtf8("\xF0\x9F\xA6"), "\xEF\xBF\xBD");
 }
@@ -46,8 +49,8 @@ TEST(Utf8Test, CompletePrefixHoldsOnlyUnfinishedCharacters) {
 TEST(NfcTest, ComposesReordersAndKeepsStableText) {
   std::string out;
   EXPECT_FALSE(NfcIfNeeded("already NFC: é 你好", &out));
-  EXPECT_EQ(Nfc("e\xCC\x81"), "\xC3\xA9");                    // e + acute -> é
-  EXPECT_EQ(Nfc("\xE2\x84\xAB"), "\xC3\x85");                 // Angstrom sign -> Å
+  EXPECT_EQ(Nfc("e\xCC\x81"), "\xC3\xA9");                     // e + acute -> é
+  EXPECT_EQ(Nfc("\xE2\x84\xAB"), "\xC3\x85");                  // Angstrom sign -> Å
   EXPECT_EQ(Nfc("\xE1\x84\x80\xE1\x85\xA1"), "\xEA\xB0\x80");  // Hangul jamo -> 가
   // Combining marks are reordered by class: dot below (220) before acute (230).
   EXPECT_EQ(Nfc("a\xCC\x81\xCC\xA3"), Nfc("a\xCC\xA3\xCC\x81"));
@@ -127,7 +130,8 @@ std::unique_ptr<Tokenizer> TinyByteLevel() {
   }
   spec.vocab.push_back("ab");
   spec.merges.push_back({"a", "b"});
-  spec.split_patterns = {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"};
+  spec.split_patterns = {
+      "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"};
   spec.added_tokens.push_back({"<eos>", 257, true});
   spec.eos_ids = {257};
   return std::make_unique<Tokenizer>(std::move(spec));
@@ -156,7 +160,9 @@ TEST(TokenizerTest, StreamDecoderHoldsPartialCharacters) {
   EXPECT_EQ(s.Push(0xA0), "你");
   EXPECT_EQ(s.Push('a'), "a");
   EXPECT_EQ(s.Push(0xF0), "");
-  EXPECT_EQ(s.Push('b'), "\xEF\xBF\xBD" "b");  // the 4-byte sequence was broken
+  EXPECT_EQ(s.Push('b'),
+            "\xEF\xBF\xBD"
+            "b");  // the 4-byte sequence was broken
   EXPECT_EQ(s.Push(0xE4), "");
   EXPECT_EQ(s.Flush(), "\xEF\xBF\xBD");
 }

@@ -430,9 +430,10 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.head_dim = get("attention.key_length", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position_embeddings = get("context_length", 4096);
   c.rope_theta = static_cast<float>(f.GetFloat(Key(a, "rope.freq_base"), 10000.0));
-  c.rms_norm_eps = static_cast<float>(
-      c.arch == Arch::kPhiMoe ? f.GetFloat(Key(a, "attention.layer_norm_epsilon"), 1e-5)
-                              : f.GetFloat(Key(a, "attention.layer_norm_rms_epsilon"), 1e-5));
+  // llama.cpp reads the RMS key even for Phi-MoE's LayerNorm; accept the LayerNorm key too.
+  c.rms_norm_eps =
+      static_cast<float>(f.GetFloat(Key(a, "attention.layer_norm_rms_epsilon"),
+                                    f.GetFloat(Key(a, "attention.layer_norm_epsilon"), 1e-5)));
 
   // Vocabulary: the explicit key, else the tokenizer, else the embedding's rows.
   int64_t vocab = f.GetInt(Key(a, "vocab_size"), -1);
@@ -644,8 +645,7 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   u32("attention.value_length", c.head_dim);
   u32("rope.dimension_count", c.head_dim);
   f32("rope.freq_base", c.rope_theta);
-  f32(c.arch == Arch::kPhiMoe ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
-      c.rms_norm_eps);
+  f32("attention.layer_norm_rms_epsilon", c.rms_norm_eps);
   u32("expert_count", c.num_experts);
   u32("expert_used_count", c.num_experts_per_tok);
   u32("expert_feed_forward_length", c.moe_intermediate_size);

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "io/tokenizer.h"
 
@@ -29,6 +31,14 @@ std::string ReadFile(const fs::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Copies only when the content differs: parallel test processes read these files.
+void CopyIfChanged(const fs::path& from, const fs::path& to) {
+  if (fs::exists(to) && ReadFile(to) == ReadFile(from)) return;
+  const fs::path tmp = to.string() + ".tmp" + std::to_string(::getpid());
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
+  fs::rename(tmp, to);  // atomic: readers see the old or the new file, never half of one
 }
 
 std::string Render(const std::string& source, const json& vars) {
@@ -214,7 +224,7 @@ TEST(ChatTemplateTest, AgreesWithHuggingFaceJinja) {
     // Installed by TokenizerReference tests; install here too so this test stands alone.
     fs::create_directories(dir);
     const fs::path src = fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference";
-    fs::copy_file(src / "package.json", dir / "package.json", fs::copy_options::overwrite_existing);
+    CopyIfChanged(src / "package.json", dir / "package.json");
     const std::string cmd = "command -v npm >/dev/null 2>&1 && cd '" + dir.string() +
                             "' && flock .install.lock timeout 300 npm install --no-audit "
                             "--no-fund --no-progress > npm-install.log 2>&1";
@@ -224,8 +234,8 @@ TEST(ChatTemplateTest, AgreesWithHuggingFaceJinja) {
                    << (dir / "npm-install.log") << ")";
     }
   }
-  fs::copy_file(fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference" / "reference.cjs",
-                dir / "reference.cjs", fs::copy_options::overwrite_existing);
+  CopyIfChanged(fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference" / "reference.cjs",
+                dir / "reference.cjs");
 
   struct Named {
     std::string name, source, bos, eos;

@@ -16,6 +16,8 @@
 #include <random>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "io/tokenizer.h"
 
 namespace moex {
@@ -32,6 +34,14 @@ std::string ReadFile(const fs::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Copies only when the content differs: parallel test processes read these files.
+void CopyIfChanged(const fs::path& from, const fs::path& to) {
+  if (fs::exists(to) && ReadFile(to) == ReadFile(from)) return;
+  const fs::path tmp = to.string() + ".tmp" + std::to_string(::getpid());
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
+  fs::rename(tmp, to);  // atomic: readers see the old or the new file, never half of one
 }
 
 // Cuts s to at most n bytes on a character boundary.
@@ -135,8 +145,8 @@ std::vector<std::string> TestStrings() {
 std::string InstallReference(const fs::path& dir) {
   const fs::path src = fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference";
   fs::create_directories(dir);
-  fs::copy_file(src / "package.json", dir / "package.json", fs::copy_options::overwrite_existing);
-  fs::copy_file(src / "reference.cjs", dir / "reference.cjs", fs::copy_options::overwrite_existing);
+  CopyIfChanged(src / "package.json", dir / "package.json");
+  CopyIfChanged(src / "reference.cjs", dir / "reference.cjs");
   const bool installed =
       fs::exists(dir / "node_modules" / "@huggingface" / "tokenizers" / "package.json") &&
       fs::exists(dir / "node_modules" / "@huggingface" / "jinja" / "package.json") &&

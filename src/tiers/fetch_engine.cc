@@ -25,7 +25,7 @@ FetchEngine::FetchEngine(std::unique_ptr<TransferLink> link, int num_pages, int 
 FetchEngine::~FetchEngine() {
   std::unique_lock<std::mutex> lock(mutex_);
   queue_.clear();
-  landed_.wait(lock, [&] { return in_flight_.empty(); });
+  landed_.wait(lock, [&] { return in_flight_.empty() && verifying_ == 0; });
   lock.unlock();
   link_.reset();  // Joins the link's thread before our members go.
 }
@@ -85,8 +85,15 @@ void FetchEngine::Pump() {
 void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& message) {
   FetchRequest r;
   {
+    // The link slot frees at once, so the next read starts while this one is verified; the
+    // page stays busy (and unlanded) until verification is done.
     std::lock_guard<std::mutex> lock(mutex_);
     r = in_flight_.at(tag);
+    in_flight_.erase(tag);
+    if (!r.demand) --prefetch_in_flight_;
+    ++verifying_;
+    if (in_flight_.empty()) stats_.busy_ms += MillisSince(busy_since_);
+    Pump();
   }
   std::string error = message;
   if (result >= 0 && static_cast<uint32_t>(result) != r.bytes)
@@ -95,9 +102,8 @@ void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& messag
   if (error.empty() && verify_) error = verify_(r);  // Outside the lock: it hashes the chunk.
 
   std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_.erase(tag);
+  --verifying_;
   --page_busy_[static_cast<size_t>(r.page)];
-  if (!r.demand) --prefetch_in_flight_;
   const size_t p = static_cast<size_t>(r.page);
   if (error.empty()) {
     landed_gen_[p] = r.generation;
@@ -109,7 +115,6 @@ void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& messag
                   std::to_string(r.key.expert) + " chunk " + std::to_string(r.chunk) + ": " +
                   error;
   }
-  if (in_flight_.empty()) stats_.busy_ms += MillisSince(busy_since_);
   ++completions_;
   Pump();
   landed_.notify_all();

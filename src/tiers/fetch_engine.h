@@ -80,6 +80,7 @@ class FetchEngine {
   std::map<QueueKey, FetchRequest> queue_;
   std::map<uint64_t, FetchRequest> in_flight_;
   int prefetch_in_flight_ = 0;
+  int verifying_ = 0;  // Reads done, checksums not yet checked.
   uint64_t seq_ = 0;
   std::vector<int> page_busy_;         // Transfers in flight per page.
   std::vector<uint32_t> landed_gen_;   // Last generation landed intact, per page.

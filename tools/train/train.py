@@ -24,7 +24,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model import Config, Olmoe  # noqa: E402
 
-RESUMABLE_OVERRIDES = {"threads", "ckpt_minutes", "eval_every", "eval_seqs", "max_steps", "max_hours",
+RESUMABLE_OVERRIDES = {"threads", "ckpt_minutes", "eval_every", "eval_seqs", "max_steps", "max_hours", "capacity_factor",
                        "cooldown_start", "cooldown_steps", "log_every", "data"}
 
 
@@ -45,16 +45,20 @@ def get_args(argv=None):
     # optimisation
     ap.add_argument("--batch", type=int, default=4, help="sequences per step")
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.0)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--cooldown-start", type=int, default=-1, help="step at which a linear decay to 0 starts (-1: none)")
     ap.add_argument("--cooldown-steps", type=int, default=0)
+    ap.add_argument("--router-lr-mult", type=float, default=1.0,
+                    help="learning-rate multiplier for the router (gate) weights; Adam otherwise moves all router "
+                         "logits along the hidden states' shared direction and routing collapses early")
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--beta2", type=float, default=0.95)
     ap.add_argument("--clip", type=float, default=1.0)
-    ap.add_argument("--capacity-factor", type=float, default=1.5)
-    ap.add_argument("--aux-coef", type=float, default=0.01, help="load-balancing loss coefficient (per layer)")
+    ap.add_argument("--capacity-factor", type=float, default=2.0)
+    ap.add_argument("--aux-coef", type=float, default=0.1,
+                    help="load-balancing loss coefficient (per layer; OLMoE: 0.01); its gradient reaches the router only")
     ap.add_argument("--z-coef", type=float, default=0.001, help="router z-loss coefficient (per layer)")
     ap.add_argument("--domain-temp", type=float, default=0.5, help="domain sampling prob ~ tokens^temp")
     ap.add_argument("--bf16", type=int, default=1, help="bf16 autocast for matmuls (fp32 master weights)")
@@ -138,11 +142,18 @@ def save_ckpt(path, model, opt, state, args):
     os.replace(tmp, path)
 
 
-def param_groups(model, wd):
-    decay, no_decay = [], []
+def param_groups(model, wd, router_lr_mult=1.0):
+    decay, no_decay, router = [], [], []
     for n, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "norm" in n else decay).append(p)
-    return [{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}]
+        if n.endswith("mlp.gate.weight"):
+            router.append(p)
+        elif p.ndim < 2 or "norm" in n:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    return [{"params": decay, "weight_decay": wd, "lr_mult": 1.0},
+            {"params": no_decay, "weight_decay": 0.0, "lr_mult": 1.0},
+            {"params": router, "weight_decay": wd, "lr_mult": router_lr_mult}]
 
 
 def main():
@@ -162,7 +173,7 @@ def main():
     torch.manual_seed(a.seed)
     cfg = model_config(a)
     model = Olmoe(cfg)
-    opt = torch.optim.AdamW(param_groups(model, a.wd), lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
+    opt = torch.optim.AdamW(param_groups(model, a.wd, a.router_lr_mult), lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
     state = {"step": 0, "tokens": 0, "train_seconds": 0.0}
     if ck is not None:
         model.load_state_dict(ck["model"])
@@ -197,7 +208,7 @@ def main():
         t0 = time.time()
         lr = lr_at(a, step)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_mult", 1.0)
         ids, _ = train.batch(a.seed, step, a.batch, a.seq)
         stats = []
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(a.bf16)):

@@ -31,7 +31,8 @@ int64_t ProcStatusBytes(const char* field) {
   char line[256];
   int64_t kb = -1;
   while (std::fgets(line, sizeof line, f)) {
-    if (std::strncmp(line, field, std::strlen(field)) == 0) kb = std::atoll(line + std::strlen(field) + 1);
+    if (std::strncmp(line, field, std::strlen(field)) == 0)
+      kb = std::atoll(line + std::strlen(field) + 1);
   }
   std::fclose(f);
   return kb * 1024;
@@ -54,13 +55,20 @@ int main(int argc, char** argv) {
   int prompt_tokens = 16, gen_tokens = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model") model_dir = v;
-    else if (k == "--arch") arch = v;
-    else if (k == "--size") size = v;
-    else if (k == "--budgets") budgets = v;
-    else if (k == "--policies") policies = v;
-    else if (k == "--prompt-tokens") prompt_tokens = std::stoi(v);
-    else if (k == "--gen-tokens") gen_tokens = std::stoi(v);
+    if (k == "--model")
+      model_dir = v;
+    else if (k == "--arch")
+      arch = v;
+    else if (k == "--size")
+      size = v;
+    else if (k == "--budgets")
+      budgets = v;
+    else if (k == "--policies")
+      policies = v;
+    else if (k == "--prompt-tokens")
+      prompt_tokens = std::stoi(v);
+    else if (k == "--gen-tokens")
+      gen_tokens = std::stoi(v);
     else {
       std::cerr << "unknown option " << k << "\n";
       return 2;

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
           while (issued < total_chunks && issued - done < static_cast<uint64_t>(pages)) {
             const uint64_t e = issued / chunks_per_expert;
             const int c = static_cast<int>(issued % chunks_per_expert);
-            const int layer = store.moe_layers()[(e / store.num_experts()) % store.moe_layers().size()];
+            const int layer =
+                store.moe_layers()[(e / store.num_experts()) % store.moe_layers().size()];
             FetchRequest r;
             r.key = {layer, static_cast<int32_t>(e % store.num_experts())};
             r.chunk = c;

@@ -20,7 +20,8 @@ ModelConfig Config() {
   return c;
 }
 
-GateEvent Gate(int layer, const std::vector<int32_t>& ids, const std::vector<float>* hidden = nullptr) {
+GateEvent Gate(int layer, const std::vector<int32_t>& ids,
+               const std::vector<float>* hidden = nullptr) {
   GateEvent e;
   e.layer = layer;
   e.n_tokens = static_cast<int64_t>(ids.size()) / 2;

@@ -117,10 +117,10 @@ TEST(FetchEngineTest, PromoteAndReleaseAndStates) {
 TEST(FetchEngineTest, NewTransferWaitsForInFlightOneOnTheSamePage) {
   Fixture f(4, 3);
   f.engine->Enqueue(Req(1, 0, 0, false));
-  f.engine->Release(0);                  // Evicted while in flight.
+  f.engine->Release(0);  // Evicted while in flight.
   FetchRequest again = Req(2, 0, 0, true);
   again.generation = 2;
-  f.engine->Enqueue(again);              // Page 0 is busy: must wait.
+  f.engine->Enqueue(again);  // Page 0 is busy: must wait.
   EXPECT_EQ(f.link->submitted.size(), 1u);
   f.CompleteNext();
   EXPECT_EQ(f.link->submitted.size(), 2u);

@@ -116,7 +116,8 @@ struct Grouped {
         const int32_t e = in.ids[static_cast<size_t>(t * k + s)];
         const float* y = y_of(e) + (next[e]++) * c.hidden_size;
         for (int j = 0; j < c.hidden_size; ++j)
-          out[static_cast<size_t>(t * c.hidden_size + j)] += in.weights[static_cast<size_t>(t * k + s)] * y[j];
+          out[static_cast<size_t>(t * c.hidden_size + j)] +=
+              in.weights[static_cast<size_t>(t * k + s)] * y[j];
       }
     return out;
   }
@@ -147,7 +148,8 @@ class HostTierTest : public ::testing::Test {
     Grouped g(in, config_);
     std::vector<kernels::ExpertJob> jobs;
     for (auto& [e, t] : g.tokens) {
-      const auto* rec = reinterpret_cast<const std::byte*>(file_.data()) + store.ExpertOffset(in.layer, e);
+      const auto* rec =
+          reinterpret_cast<const std::byte*>(file_.data()) + store.ExpertOffset(in.layer, e);
       jobs.push_back(g.Job(e, rec, config_.moe_intermediate_size, config_.hidden_size));
     }
     kernels::ExpertFfn(jobs, store.dtype(), config_.hidden_size);

@@ -21,8 +21,8 @@ void PreadAll(int fd, void* dst, size_t n, uint64_t offset, const std::string& p
     const ssize_t got = pread(fd, p, n, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     Check(got >= 0, "reading expert store ", path, ": ", std::strerror(errno));
-    Check(got > 0, "expert store ", path, " is truncated (unexpected end of file at byte ",
-          offset, ")");
+    Check(got > 0, "expert store ", path, " is truncated (unexpected end of file at byte ", offset,
+          ")");
     p += got;
     n -= static_cast<size_t>(got);
     offset += static_cast<uint64_t>(got);
@@ -39,8 +39,7 @@ struct Fd {
 }  // namespace
 
 uint64_t StoreTableBytes(uint32_t num_moe_layers, uint32_t num_experts, uint32_t blocks) {
-  return AlignUp(4ull * num_moe_layers, 8) +
-         8ull * num_moe_layers * num_experts * (1ull + blocks);
+  return AlignUp(4ull * num_moe_layers, 8) + 8ull * num_moe_layers * num_experts * (1ull + blocks);
 }
 
 ExpertStore ExpertStore::Open(const std::string& path) {
@@ -59,19 +58,19 @@ ExpertStore ExpertStore::Open(const std::string& path) {
   PreadAll(f.fd, &h, sizeof h, 0, path);
   Check(std::memcmp(h.magic, kExpertStoreMagic, sizeof h.magic) == 0, path,
         " is not a moex expert store (bad magic)");
-  Check(h.version == kExpertStoreVersion, "expert store ", path, " has format version ",
-        h.version, ", this build reads version ", kExpertStoreVersion);
+  Check(h.version == kExpertStoreVersion, "expert store ", path, " has format version ", h.version,
+        ", this build reads version ", kExpertStoreVersion);
   StoreHeader copy = h;
   copy.header_checksum = 0;
-  Check(StoreChecksum(std::as_bytes(std::span(&copy, 1))) == h.header_checksum,
-        "expert store ", path, " is corrupt (header checksum mismatch)");
+  Check(StoreChecksum(std::as_bytes(std::span(&copy, 1))) == h.header_checksum, "expert store ",
+        path, " is corrupt (header checksum mismatch)");
   Check(size == h.file_bytes, "expert store ", path, " is truncated or overlong (", size,
         " bytes, header says ", h.file_bytes, ")");
   Check(h.neurons > 0 && h.block_neurons > 0 && h.record_bytes > 0 && h.num_experts > 0,
         "expert store ", path, " has an invalid header");
   const int blocks = s.blocks_per_expert();
-  Check(h.table_bytes == StoreTableBytes(h.num_moe_layers, h.num_experts,
-                                         static_cast<uint32_t>(blocks)) &&
+  Check(h.table_bytes ==
+                StoreTableBytes(h.num_moe_layers, h.num_experts, static_cast<uint32_t>(blocks)) &&
             h.table_offset + h.table_bytes <= h.data_offset &&
             h.data_offset % kStoreAlignment == 0 && h.expert_stride % kStoreAlignment == 0 &&
             h.expert_stride >= s.expert_bytes() &&
@@ -105,8 +104,8 @@ int ExpertStore::MoeIndex(int layer) const {
 
 size_t ExpertStore::EntryIndex(int layer, int expert) const {
   const int m = MoeIndex(layer);
-  Check(m >= 0 && expert >= 0 && expert < num_experts(), "expert store ", path_,
-        " has no expert ", expert, " in layer ", layer);
+  Check(m >= 0 && expert >= 0 && expert < num_experts(), "expert store ", path_, " has no expert ",
+        expert, " in layer ", layer);
   return static_cast<size_t>(m) * header_.num_experts + static_cast<size_t>(expert);
 }
 
@@ -119,8 +118,8 @@ uint64_t ExpertStore::ExpertChecksum(int layer, int expert) const {
 }
 
 uint64_t ExpertStore::BlockChecksum(int layer, int expert, int block) const {
-  return checksums_[EntryIndex(layer, expert) * (1 + static_cast<size_t>(blocks_per_expert())) +
-                    1 + static_cast<size_t>(block)];
+  return checksums_[EntryIndex(layer, expert) * (1 + static_cast<size_t>(blocks_per_expert())) + 1 +
+                    static_cast<size_t>(block)];
 }
 
 std::string ExpertStore::Mismatch(const ModelConfig& c, DType dtype,

@@ -14,7 +14,9 @@ constexpr uint32_t kExpertStoreVersion = 2;
 constexpr uint64_t kStoreAlignment = 4096;  // O_DIRECT offset, length and buffer alignment.
 constexpr size_t kStoreHeaderBytes = 4096;
 
-inline uint64_t AlignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+inline uint64_t AlignUp(uint64_t n, uint64_t a) {
+  return (n + a - 1) / a * a;
+}
 
 // Fixed-size little-endian header at offset 0. Plain data: written and read with memcpy.
 struct StoreHeader {
@@ -38,9 +40,9 @@ struct StoreHeader {
   uint64_t file_bytes;      // Exact size of a complete store.
   uint64_t table_checksum;  // StoreChecksum over the table bytes.
   uint64_t created_unix;
-  char source_id[128];      // Fingerprint of the source checkpoint (names, sizes, mtimes).
-  char source_path[1024];   // Where the source was, for messages only.
-  uint64_t header_checksum; // StoreChecksum over this struct with this field zeroed.
+  char source_id[128];       // Fingerprint of the source checkpoint (names, sizes, mtimes).
+  char source_path[1024];    // Where the source was, for messages only.
+  uint64_t header_checksum;  // StoreChecksum over this struct with this field zeroed.
 };
 static_assert(sizeof(StoreHeader) <= kStoreHeaderBytes);
 

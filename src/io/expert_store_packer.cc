@@ -29,7 +29,8 @@ struct FreeDeleter {
 using AlignedBytes = std::unique_ptr<std::byte[], FreeDeleter>;
 
 AlignedBytes AllocAligned(size_t n) {
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(kStoreAlignment, AlignUp(n, kStoreAlignment)));
+  auto* p =
+      static_cast<std::byte*>(std::aligned_alloc(kStoreAlignment, AlignUp(n, kStoreAlignment)));
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, AlignUp(n, kStoreAlignment));
   return AlignedBytes(p);
@@ -48,8 +49,8 @@ class ProgressBar {
     const int width = 30;
     const int fill = pct * width / 100;
     std::fprintf(stderr, "%smoex: packing experts [%.*s%*s] %3d%% (%.2f / %.2f GB)%s",
-                 tty_ ? "\r" : "", fill, "##############################", width - fill, "",
-                 pct, done / 1e9, total_ / 1e9, (tty_ && done != total_) ? "" : "\n");
+                 tty_ ? "\r" : "", fill, "##############################", width - fill, "", pct,
+                 done / 1e9, total_ / 1e9, (tty_ && done != total_) ? "" : "\n");
     std::fflush(stderr);
   }
 

@@ -16,7 +16,8 @@ std::string ComposedPolicy::name() const {
 
 // A prefetched expert counts as recently inserted, or LRU would evict it before use.
 void ComposedPolicy::TouchPrefetches(const Decisions& out, size_t from) {
-  for (size_t i = from; i < out.prefetch.size(); ++i) evictor_->Touch(out.prefetch[i].expert, false);
+  for (size_t i = from; i < out.prefetch.size(); ++i)
+    evictor_->Touch(out.prefetch[i].expert, false);
 }
 
 void ComposedPolicy::OnRequestBegin(const RequestBeginEvent& e, Decisions* out) {
@@ -51,8 +52,8 @@ void ComposedPolicy::OnIterationEnd(Decisions* out) {
 }
 
 std::vector<std::string> PolicyNames() {
-  return {"ondemand", "lru", "lfu", "random", "nextgate", "nextgate+lru", "nextgate+lfu",
-          "nextgate+random"};
+  return {"ondemand", "lru",          "lfu",          "random",
+          "nextgate", "nextgate+lru", "nextgate+lfu", "nextgate+random"};
 }
 
 std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext& context) {
@@ -65,9 +66,12 @@ std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext&
     evict = "lru";
   }
   std::unique_ptr<Evictor> evictor;
-  if (evict == "lru" || evict == "ondemand") evictor = MakeLruEvictor(context.config);
-  else if (evict == "lfu") evictor = MakeLfuEvictor(context.config);
-  else if (evict == "random") evictor = MakeRandomEvictor(context.seed);
+  if (evict == "lru" || evict == "ondemand")
+    evictor = MakeLruEvictor(context.config);
+  else if (evict == "lfu")
+    evictor = MakeLfuEvictor(context.config);
+  else if (evict == "random")
+    evictor = MakeRandomEvictor(context.seed);
   std::unique_ptr<Prefetcher> prefetcher;
   if (prefetch == "nextgate") prefetcher = MakeNextGatePrefetcher(context);
   if (!evictor || (!prefetch.empty() && !prefetcher)) {

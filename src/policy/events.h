@@ -28,12 +28,12 @@ struct RequestBeginEvent {
 };
 
 struct IterationBeginEvent {
-  int64_t iteration = 0;               // Counts from 0 over the engine's lifetime.
+  int64_t iteration = 0;  // Counts from 0 over the engine's lifetime.
   int64_t n_requests = 0;
-  const int64_t* requests = nullptr;   // [n_requests]
-  const int32_t* tokens = nullptr;     // Token ids of this iteration, all requests.
+  const int64_t* requests = nullptr;  // [n_requests]
+  const int32_t* tokens = nullptr;    // Token ids of this iteration, all requests.
   int64_t n_tokens = 0;
-  const float* pooled = nullptr;       // [n_requests, d] mean input embedding per request.
+  const float* pooled = nullptr;  // [n_requests, d] mean input embedding per request.
   int64_t d = 0;
 };
 
@@ -42,10 +42,10 @@ struct GateEvent {
   int64_t n_tokens = 0;
   int top_k = 0;
   int num_experts = 0;
-  const int32_t* ids = nullptr;      // [n_tokens, top_k], descending probability.
-  const float* weights = nullptr;    // [n_tokens, top_k] combine weights.
-  const float* probs = nullptr;      // [n_tokens, num_experts] full gate probabilities.
-  const float* hidden = nullptr;     // [n_tokens, d] the gate's input hidden state.
+  const int32_t* ids = nullptr;    // [n_tokens, top_k], descending probability.
+  const float* weights = nullptr;  // [n_tokens, top_k] combine weights.
+  const float* probs = nullptr;    // [n_tokens, num_experts] full gate probabilities.
+  const float* hidden = nullptr;   // [n_tokens, d] the gate's input hidden state.
   int64_t d = 0;
 };
 

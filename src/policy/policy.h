@@ -19,7 +19,7 @@ namespace moex::policy {
 struct PolicyContext {
   ModelConfig config;
   int64_t expert_bytes = 0;
-  int64_t capacity_experts = 0;          // Whole experts the host cache can hold.
+  int64_t capacity_experts = 0;           // Whole experts the host cache can hold.
   const WeightSource* weights = nullptr;  // For router weights (speculation); may be null.
   uint64_t seed = 0;
 };

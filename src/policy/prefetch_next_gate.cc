@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
-#include "core/error.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "model/tensor_names.h"
 #include "policy/composed_policy.h"
 

@@ -97,7 +97,9 @@ void ExpertCache::Remove(const ExpertKey& key, std::vector<CacheCommand>* out) {
   FreeAll(index, out);
 }
 
-void ExpertCache::Pin(const ExpertKey& key) { ++entries_[Index(key)].pins; }
+void ExpertCache::Pin(const ExpertKey& key) {
+  ++entries_[Index(key)].pins;
+}
 
 void ExpertCache::Unpin(const ExpertKey& key) {
   Entry& e = entries_[Index(key)];
@@ -109,13 +111,17 @@ bool ExpertCache::Present(const ExpertKey& key) const {
   return entries_[Index(key)].present == g_.chunks_per_expert();
 }
 
-int ExpertCache::PresentChunks(const ExpertKey& key) const { return entries_[Index(key)].present; }
+int ExpertCache::PresentChunks(const ExpertKey& key) const {
+  return entries_[Index(key)].present;
+}
 
 int32_t ExpertCache::PageOf(const ExpertKey& key, int chunk) const {
   return entries_[Index(key)].pages[static_cast<size_t>(chunk)];
 }
 
-void ExpertCache::MarkPrefetched(const ExpertKey& key) { entries_[Index(key)].unused_prefetch = true; }
+void ExpertCache::MarkPrefetched(const ExpertKey& key) {
+  entries_[Index(key)].unused_prefetch = true;
+}
 
 bool ExpertCache::TakeUnused(const ExpertKey& key) {
   Entry& e = entries_[Index(key)];
@@ -124,6 +130,8 @@ bool ExpertCache::TakeUnused(const ExpertKey& key) {
   return was;
 }
 
-bool ExpertCache::Unused(const ExpertKey& key) const { return entries_[Index(key)].unused_prefetch; }
+bool ExpertCache::Unused(const ExpertKey& key) const {
+  return entries_[Index(key)].unused_prefetch;
+}
 
 }  // namespace moex::tiers

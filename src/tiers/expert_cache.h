@@ -17,11 +17,11 @@ using policy::ExpertKey;
 using policy::NeuronRange;
 
 struct CacheGeometry {
-  int num_layers = 0;     // Decoder layers (keys index layer * num_experts + expert).
+  int num_layers = 0;  // Decoder layers (keys index layer * num_experts + expert).
   int num_experts = 0;
-  int neurons = 0;        // F.
-  int chunk_neurons = 0;  // Neurons per chunk (the unit of transfer and of residency).
-  int64_t page_bytes = 0; // Bytes of one page (holds one chunk).
+  int neurons = 0;         // F.
+  int chunk_neurons = 0;   // Neurons per chunk (the unit of transfer and of residency).
+  int64_t page_bytes = 0;  // Bytes of one page (holds one chunk).
   int64_t capacity_pages = 0;
 
   int chunks_per_expert() const { return (neurons + chunk_neurons - 1) / chunk_neurons; }

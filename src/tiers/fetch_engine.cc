@@ -112,8 +112,7 @@ void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& messag
   } else {
     failed_gen_[p] = r.generation;
     failure_[p] = "layer " + std::to_string(r.key.layer) + " expert " +
-                  std::to_string(r.key.expert) + " chunk " + std::to_string(r.chunk) + ": " +
-                  error;
+                  std::to_string(r.key.expert) + " chunk " + std::to_string(r.chunk) + ": " + error;
   }
   ++completions_;
   Pump();

@@ -69,7 +69,7 @@ class FetchEngine {
 
  private:
   using QueueKey = std::tuple<int, double, uint64_t>;  // (!demand, -priority, seq).
-  void Pump();  // Requires mutex_.
+  void Pump();                                         // Requires mutex_.
   void OnComplete(uint64_t tag, int result, const std::string& message);
 
   std::unique_ptr<TransferLink> link_;
@@ -82,10 +82,10 @@ class FetchEngine {
   int prefetch_in_flight_ = 0;
   int verifying_ = 0;  // Reads done, checksums not yet checked.
   uint64_t seq_ = 0;
-  std::vector<int> page_busy_;         // Transfers in flight per page.
-  std::vector<uint32_t> landed_gen_;   // Last generation landed intact, per page.
-  std::vector<uint32_t> failed_gen_;   // Last generation that failed, per page.
-  std::vector<std::string> failure_;   // Its message.
+  std::vector<int> page_busy_;        // Transfers in flight per page.
+  std::vector<uint32_t> landed_gen_;  // Last generation landed intact, per page.
+  std::vector<uint32_t> failed_gen_;  // Last generation that failed, per page.
+  std::vector<std::string> failure_;  // Its message.
   uint64_t completions_ = 0;
   FetchStats stats_;
   Clock::time_point busy_since_;

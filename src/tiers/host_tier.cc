@@ -25,12 +25,18 @@ int64_t ParseBudget(const std::string& text, int64_t all_bytes) {
   std::string unit = text.substr(used);
   for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   double scale = 1;
-  if (unit == "%") scale = static_cast<double>(all_bytes) / 100.0;
-  else if (unit == "k" || unit == "kib" || unit == "kb") scale = 1024.0;
-  else if (unit == "m" || unit == "mib" || unit == "mb") scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gib" || unit == "gb") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tib" || unit == "tb") scale = 1024.0 * 1024 * 1024 * 1024;
-  else Check(unit.empty() || unit == "b", "invalid budget unit in '", text, "'");
+  if (unit == "%")
+    scale = static_cast<double>(all_bytes) / 100.0;
+  else if (unit == "k" || unit == "kib" || unit == "kb")
+    scale = 1024.0;
+  else if (unit == "m" || unit == "mib" || unit == "mb")
+    scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib" || unit == "tb")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    Check(unit.empty() || unit == "b", "invalid budget unit in '", text, "'");
   Check(value >= 0, "budget must not be negative: '", text, "'");
   return static_cast<int64_t>(std::floor(value * scale));
 }
@@ -45,8 +51,8 @@ int HostTier::AutoChunkNeurons(const ExpertStore& store) {
 
 namespace {
 int64_t PageBytes(const ExpertStore& store, int chunk) {
-  return static_cast<int64_t>(AlignUp(static_cast<uint64_t>(chunk) * store.record_bytes(),
-                                      kStoreAlignment));
+  return static_cast<int64_t>(
+      AlignUp(static_cast<uint64_t>(chunk) * store.record_bytes(), kStoreAlignment));
 }
 }  // namespace
 
@@ -72,15 +78,16 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
       std::min(options.budget_bytes / geometry_.page_bytes,
                FullFootprint(store_, geometry_.chunk_neurons) / geometry_.page_bytes);
   // Enough staging to overlap reads of one streamed expert with compute.
-  staging_pages_ = std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
+  staging_pages_ =
+      std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
 
   const int64_t pages = geometry_.capacity_pages + staging_pages_;
   arena_bytes_ = static_cast<size_t>(pages * geometry_.page_bytes);
   // Anonymous mapping: pages cost memory only once touched, so RSS follows the cache.
   void* mem = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  Check(mem != MAP_FAILED, "cannot reserve ", arena_bytes_, " bytes for the host expert cache: ",
-        std::strerror(errno));
+  Check(mem != MAP_FAILED, "cannot reserve ", arena_bytes_,
+        " bytes for the host expert cache: ", std::strerror(errno));
   arena_ = static_cast<std::byte*>(mem);
 
   policy::PolicyContext ctx;
@@ -89,14 +96,15 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
   ctx.capacity_experts = geometry_.capacity_pages / geometry_.chunks_per_expert();
   ctx.weights = options.weights;
   ctx.seed = options.seed;
-  controller_ = std::make_unique<OffloadController>(geometry_, policy::MakePolicy(options.policy, ctx));
+  controller_ =
+      std::make_unique<OffloadController>(geometry_, policy::MakePolicy(options.policy, ctx));
 
   auto link = std::make_unique<StorageLink>(store_.path(), options.queue_depth, options.direct_io);
   storage_ = link.get();
-  fetch_ = std::make_unique<FetchEngine>(
-      std::move(link), static_cast<int>(pages), config.num_layers,
-      std::max(1, options.queue_depth * 3 / 4),
-      [this](const FetchRequest& r) { return Verify(r); });
+  fetch_ =
+      std::make_unique<FetchEngine>(std::move(link), static_cast<int>(pages), config.num_layers,
+                                    std::max(1, options.queue_depth * 3 / 4),
+                                    [this](const FetchRequest& r) { return Verify(r); });
   staging_gen_.assign(static_cast<size_t>(staging_pages_), 0);
   stall_ms_.assign(static_cast<size_t>(config.num_layers), 0);
   Log(LogLevel::kInfo, "host expert cache: ", geometry_.capacity_pages, " pages of ",
@@ -119,10 +127,12 @@ FetchRequest HostTier::Request(const ExpertKey& key, int chunk, int32_t page, ui
   r.generation = generation;
   r.demand = demand;
   r.priority = priority;
-  const uint64_t begin = static_cast<uint64_t>(chunk) * geometry_.chunk_neurons * store_.record_bytes();
+  const uint64_t begin =
+      static_cast<uint64_t>(chunk) * geometry_.chunk_neurons * store_.record_bytes();
   r.src_offset = store_.ExpertOffset(key.layer, key.expert) + begin;
-  r.bytes = static_cast<uint32_t>(AlignUp(
-      static_cast<uint64_t>(geometry_.ChunkNeurons(chunk)) * store_.record_bytes(), kStoreAlignment));
+  r.bytes = static_cast<uint32_t>(
+      AlignUp(static_cast<uint64_t>(geometry_.ChunkNeurons(chunk)) * store_.record_bytes(),
+              kStoreAlignment));
   r.dst = arena_ + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
   return r;
 }
@@ -223,7 +233,9 @@ void HostTier::WaitForLanding(int layer, uint64_t seen) {
   stall_ms_[static_cast<size_t>(layer)] += watch.ElapsedMs();
 }
 
-void HostTier::InjectReadError(int64_t after) { storage_->InjectReadError(after); }
+void HostTier::InjectReadError(int64_t after) {
+  storage_->InjectReadError(after);
+}
 
 OffloadMetrics HostTier::Metrics() const {
   OffloadMetrics m;

@@ -21,7 +21,7 @@
 namespace moex::tiers {
 
 struct HostTierOptions {
-  int64_t budget_bytes = 0;          // Hard limit on cached expert pages.
+  int64_t budget_bytes = 0;  // Hard limit on cached expert pages.
   std::string policy = "lru";
   const WeightSource* weights = nullptr;  // Router weights for predicting policies.
   uint64_t seed = 0;

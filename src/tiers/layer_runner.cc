@@ -12,7 +12,7 @@ namespace {
 struct ExpertProgress {
   ExpertKey key;
   int next_chunk = 0;
-  std::vector<int32_t> page;  // Per chunk: cache page, or -1 (streamed via staging).
+  std::vector<int32_t> page;     // Per chunk: cache page, or -1 (streamed via staging).
   std::vector<int32_t> staging;  // Per chunk: staging page once issued, else -1.
   std::vector<uint32_t> gen;
   bool done = false;
@@ -36,12 +36,15 @@ void RunOffloadedLayer(HostTier& tier, const policy::GateEvent& gate,
     for (int c = 0; c < chunks; ++c) {
       const int32_t page = tier.PageOf(p.key, c);
       p.page[static_cast<size_t>(c)] = page;
-      if (page >= 0) p.gen[static_cast<size_t>(c)] = tier.Generation(page);
-      else stream_queue.emplace_back(i, c);
+      if (page >= 0)
+        p.gen[static_cast<size_t>(c)] = tier.Generation(page);
+      else
+        stream_queue.emplace_back(i, c);
     }
   }
   std::vector<int32_t> free_staging;
-  for (int i = tier.num_staging_pages() - 1; i >= 0; --i) free_staging.push_back(tier.StagingPage(i));
+  for (int i = tier.num_staging_pages() - 1; i >= 0; --i)
+    free_staging.push_back(tier.StagingPage(i));
   auto issue_streams = [&] {
     while (!stream_queue.empty() && !free_staging.empty()) {
       auto [i, c] = stream_queue.front();
@@ -71,8 +74,8 @@ void RunOffloadedLayer(HostTier& tier, const policy::GateEvent& gate,
         std::string error;
         const ChunkState state = tier.State(page, p.gen[c], &error);
         if (state == ChunkState::kFailed) {
-          Fail("cannot load layer ", gate.layer, " expert ", p.key.expert, " from the expert store: ",
-               error);
+          Fail("cannot load layer ", gate.layer, " expert ", p.key.expert,
+               " from the expert store: ", error);
         }
         if (state != ChunkState::kLanded) continue;
         ChunkTask t;

@@ -15,12 +15,12 @@
 namespace moex::tiers {
 
 struct LayerCounters {
-  int64_t hits = 0;      // Routed experts wholly in the cache at the gate.
-  int64_t misses = 0;    // Routed experts with at least one chunk absent.
-  int64_t streamed = 0;  // Misses that did not fit (all pages pinned): read, used, not kept.
-  int64_t prefetch_issued = 0;     // Prefetches that inserted at least one chunk.
-  int64_t prefetch_used = 0;       // Prefetched experts later routed to.
-  int64_t prefetch_wasted = 0;     // Prefetched experts evicted before use.
+  int64_t hits = 0;             // Routed experts wholly in the cache at the gate.
+  int64_t misses = 0;           // Routed experts with at least one chunk absent.
+  int64_t streamed = 0;         // Misses that did not fit (all pages pinned): read, used, not kept.
+  int64_t prefetch_issued = 0;  // Prefetches that inserted at least one chunk.
+  int64_t prefetch_used = 0;    // Prefetched experts later routed to.
+  int64_t prefetch_wasted = 0;  // Prefetched experts evicted before use.
   int64_t prefetch_cancelled = 0;  // Prefetched experts cancelled before use.
   int64_t prefetch_dropped = 0;    // Prefetches refused for lack of unpinned room.
   int64_t evictions = 0;

@@ -22,10 +22,10 @@ struct OffloadMetrics {
   std::string policy;
   bool direct_io = false;
   int64_t budget_bytes = 0;
-  int64_t capacity_bytes = 0;      // Pages that fit the budget.
-  int64_t host_cache_bytes = 0;    // Pages in use now.
+  int64_t capacity_bytes = 0;    // Pages that fit the budget.
+  int64_t host_cache_bytes = 0;  // Pages in use now.
   int64_t peak_host_cache_bytes = 0;
-  int64_t staging_bytes = 0;       // Fixed overhead for experts streamed past the cache.
+  int64_t staging_bytes = 0;  // Fixed overhead for experts streamed past the cache.
   int64_t page_bytes = 0;
   int chunk_neurons = 0;
   std::vector<LayerOffloadMetrics> layers;  // MoE layers only.

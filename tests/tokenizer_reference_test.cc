@@ -248,6 +248,10 @@ struct Case {
   const char* kind;    // "hf" or "spm"
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.file << " (" << c.kind << ")";
+}
+
 class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceTest, IdsAgree) {

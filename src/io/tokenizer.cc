@@ -268,6 +268,7 @@ bool Tokenizer::Joinable(char32_t a, char32_t b) const {
 std::vector<int32_t> Tokenizer::Encode(std::string_view input, bool add_bos,
                                        bool parse_special) const {
   std::vector<int32_t> out;
+  out.reserve(input.size() / 3 + 4);  // about 4 bytes per token in running text
   if (add_bos && spec_.bos_id >= 0) out.push_back(spec_.bos_id);
   std::string sanitized;
   std::string_view text = input;

@@ -3,9 +3,9 @@
 // the older entry; memory stays bounded whatever the input.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -21,7 +21,7 @@ class WordCache {
   // Appends the cached ids of word to out; false on a miss.
   bool Lookup(std::string_view word, uint64_t hash, std::vector<int32_t>* out) const {
     const Slot& s = slots_[hash & (slots_.size() - 1)];
-    std::lock_guard<std::mutex> lock(mutex_);
+    SpinLock lock(&busy_);
     if (s.hash != hash || s.word_len != word.size() ||
         std::memcmp(s.word, word.data(), word.size()) != 0) {
       return false;
@@ -33,7 +33,7 @@ class WordCache {
   void Store(std::string_view word, uint64_t hash, const int32_t* ids, size_t num_ids) {
     if (word.size() > kMaxWordBytes || num_ids > kMaxIds) return;
     Slot& s = slots_[hash & (slots_.size() - 1)];
-    std::lock_guard<std::mutex> lock(mutex_);
+    SpinLock lock(&busy_);
     s.hash = hash;
     s.word_len = static_cast<uint8_t>(word.size());
     std::memcpy(s.word, word.data(), word.size());
@@ -60,8 +60,21 @@ class WordCache {
     char word[kMaxWordBytes];
     int32_t ids[kMaxIds];
   };
+  // Held for a few dozen cycles at a time: a spin lock costs less than a mutex here.
+  class SpinLock {
+   public:
+    explicit SpinLock(std::atomic_flag* flag) : flag_(flag) {
+      while (flag_->test_and_set(std::memory_order_acquire)) {
+      }
+    }
+    ~SpinLock() { flag_->clear(std::memory_order_release); }
+
+   private:
+    std::atomic_flag* flag_;
+  };
+
   std::vector<Slot> slots_;
-  mutable std::mutex mutex_;
+  mutable std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
 };
 
 }  // namespace moex

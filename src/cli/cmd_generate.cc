@@ -6,6 +6,8 @@
 #include "cli/session.h"
 #include "core/error.h"
 #include "engine/generator.h"
+#include "io/chat_template.h"
+#include "io/tokenizer_stream.h"
 
 namespace moex::cli {
 
@@ -22,6 +24,8 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int batch = 1;
   bool ignore_eos = false;
+  bool chat = false;
+  std::string system;
   bool json = false;
 };
 
@@ -35,7 +39,17 @@ int RunGenerate(const GenerateOptions& o) {
     request.prompt = ParseIdList(o.prompt_ids);
   } else {
     const Tokenizer& tok = session->RequireTokenizer();
-    request.prompt = tok.Encode(o.prompt, tok.add_bos_default());
+    if (o.chat) {
+      // The template writes any BOS itself, as text that encodes to the special token.
+      std::vector<ChatMessage> messages;
+      if (!o.system.empty()) messages.push_back({"system", o.system});
+      messages.push_back({"user", o.prompt});
+      const std::string text =
+          ApplyChatTemplate(ChatTemplate::FromTokenizer(tok), messages, true);
+      request.prompt = tok.Encode(text, false);
+    } else {
+      request.prompt = tok.Encode(o.prompt, tok.add_bos_default());
+    }
   }
   for (int32_t id : request.prompt)
     Check(id < config.vocab_size, "prompt token id ", id, " is outside the vocabulary (",
@@ -52,14 +66,22 @@ int RunGenerate(const GenerateOptions& o) {
   for (size_t i = 0; i < requests.size(); ++i) requests[i].sampling.seed = o.seed + i;
 
   Generator generator(*session->transformer);
-  const bool stream_ids = !o.json && !session->tokenizer;
+  // Text streams as tokens arrive, holding partial UTF-8 until complete; without a
+  // tokenizer the ids themselves stream.
+  std::unique_ptr<StreamDecoder> stream;
+  if (session->tokenizer) stream = std::make_unique<StreamDecoder>(*session->tokenizer, true);
   auto results = generator.Generate(requests, [&](size_t index, int32_t token) {
-    if (stream_ids && index == 0) std::cout << token << " " << std::flush;
+    if (o.json || index != 0) return;
+    if (stream) {
+      std::cout << stream->Push(token) << std::flush;
+    } else {
+      std::cout << token << " " << std::flush;
+    }
   });
   const GenerationTimings& t = generator.timings();
   const GenerationResult& first = results[0];
   if (!o.json) {
-    if (session->tokenizer) std::cout << session->tokenizer->Decode(first.tokens, true);
+    if (stream) std::cout << stream->Flush();
     std::cout << "\n";
     return 0;
   }
@@ -106,6 +128,8 @@ Runner AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "random seed");
   cmd->add_option("--batch", o->batch, "generate this many sequences together")
       ->check(CLI::Range(1, 256));
+  cmd->add_flag("--chat", o->chat, "format the prompt as a user turn with the chat template");
+  cmd->add_option("--system", o->system, "system message for --chat");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end-of-sequence tokens");
   cmd->add_flag("--json", o->json, "print one JSON object with text, timings and counters");
   return [o] { return RunGenerate(*o); };

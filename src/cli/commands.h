@@ -14,5 +14,6 @@ Runner AddLogitsCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
 Runner AddRandomModelCommand(CLI::App& app);
+Runner AddPackCommand(CLI::App& app);
 
 }  // namespace moex::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add(moex::cli::AddTokenizeCommand);
   add(moex::cli::AddBenchCommand);
   add(moex::cli::AddRandomModelCommand);
+  add(moex::cli::AddPackCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/gguf_file.h"
 
 #ifndef MOEX_DEFAULT_MODEL_DIR
 #define MOEX_DEFAULT_MODEL_DIR "models/olmoe-demo"
@@ -19,6 +20,11 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
                  "HF checkpoint directory or .gguf file (default: the bundled demo model)");
   cmd.add_option("--threads", o.threads, "compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
+  cmd.add_option("--host-budget", o.host_budget,
+                 "offload experts: host cache budget, bytes (4GiB) or share of expert bytes "
+                 "(25%); default: all experts resident");
+  cmd.add_option("--policy", o.policy, "offload policy (see docs/policies.md)");
+  cmd.add_option("--store", o.store, "expert store path (default: next to the model)");
 }
 
 std::string DefaultModelPath() {
@@ -28,9 +34,16 @@ std::string DefaultModelPath() {
 
 std::unique_ptr<Tokenizer> LoadTokenizerIfPresent(const std::string& path) {
   namespace fs = std::filesystem;
-  const bool has_tokenizer =
-      fs::is_regular_file(path) ||
-      fs::exists(fs::path(path) / "tokenizer.json") || fs::exists(fs::path(path) / "tokenizer.model");
+  bool has_tokenizer = false;
+  if (fs::is_regular_file(path)) {
+    // A GGUF carries a vocabulary only if it has tokenizer.ggml.tokens; other single files
+    // (tokenizer.json, tokenizer.model) are tokenizers themselves.
+    const bool gguf = path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
+    has_tokenizer = !gguf || GgufFile(path).Find("tokenizer.ggml.tokens") != nullptr;
+  } else {
+    has_tokenizer = fs::exists(fs::path(path) / "tokenizer.json") ||
+                    fs::exists(fs::path(path) / "tokenizer.model");
+  }
   return has_tokenizer ? LoadTokenizer(path) : nullptr;
 }
 
@@ -47,7 +60,16 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   auto session = std::make_unique<Session>();
   session->model = LoadModel(path);
   session->tokenizer = LoadTokenizerIfPresent(path);
-  session->executor = std::make_unique<ResidentMoeExecutor>(*session->model);
+  if (options.host_budget.empty()) {
+    session->executor = std::make_unique<ResidentMoeExecutor>(*session->model);
+  } else {
+    OffloadOptions offload;
+    offload.store_path = options.store;
+    offload.host_budget = options.host_budget;
+    offload.policy = options.policy;
+    offload.seed = options.seed;
+    session->executor = std::make_unique<OffloadMoeExecutor>(*session->model, offload);
+  }
   session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
   session->load_ms = watch.ElapsedMs();
   return session;

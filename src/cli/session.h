@@ -19,9 +19,14 @@ namespace moex::cli {
 struct ModelOptions {
   std::string model;  // Empty: the bundled demo model.
   int threads = 0;    // 0: MOEX_THREADS or all cores.
+  // Offloading: empty host_budget keeps every expert resident (no expert store).
+  std::string host_budget;
+  std::string policy = "lru";
+  std::string store;  // Empty: next to the model.
+  uint64_t seed = 0;  // For randomised policies.
 };
 
-// Registers --model and --threads on a subcommand.
+// Registers --model, --threads, --host-budget, --policy and --store on a subcommand.
 void AddModelOptions(CLI::App& cmd, ModelOptions& options);
 
 // The bundled demo model's directory (MOEX_MODEL overrides it).

@@ -1,0 +1,45 @@
+// `moex pack`: builds the expert store (neuron-major experts, checksummed, O_DIRECT-aligned;
+// docs/expert-store.md). Offloading commands also pack on first use.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "core/clock.h"
+#include "io/expert_store_packer.h"
+
+namespace moex::cli {
+
+namespace {
+
+struct PackCliOptions {
+  std::string model;
+  std::string out;
+};
+
+int RunPack(const PackCliOptions& o) {
+  const std::string path = o.model.empty() ? DefaultModelPath() : o.model;
+  const Stopwatch watch;
+  auto model = LoadModel(path);
+  PackOptions options;
+  options.out_path = o.out.empty() ? DefaultExpertStorePath(path) : o.out;
+  options.source_id = CheckpointFingerprint(path);
+  options.source_path = path;
+  PackExpertStore(*model->weights, model->config, options);
+  nlohmann::json out = {{"store", options.out_path},
+                        {"expert_bytes", model->TotalExpertBytes()},
+                        {"seconds", watch.ElapsedMs() / 1000.0}};
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Runner AddPackCommand(CLI::App& app) {
+  auto o = std::make_shared<PackCliOptions>();
+  CLI::App* cmd = app.add_subcommand("pack", "build the expert store of a model");
+  cmd->add_option("--model", o->model, "HF checkpoint directory or .gguf (default: demo)");
+  cmd->add_option("--out", o->out, "store file (default: MODEL/experts.moex)");
+  return [o] { return RunPack(*o); };
+}
+
+}  // namespace moex::cli

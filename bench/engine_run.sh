@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Engine throughput next to the machine's measured memory bandwidth, in one run:
+#   bench/engine_run.sh BUILD_DIR MODEL [PROMPT_TOKENS] [GEN_TOKENS]
+# Prints three JSON lines: bandwidth before, `moex bench --json`, bandwidth after, then the
+# decode weight-streaming rate as a share of the mean measured bandwidth.
+set -euo pipefail
+build=${1:?usage: engine_run.sh BUILD_DIR MODEL [PROMPT_TOKENS] [GEN_TOKENS]}
+model=${2:?usage: engine_run.sh BUILD_DIR MODEL [PROMPT_TOKENS] [GEN_TOKENS]}
+prompt=${3:-128}
+gen=${4:-32}
+before=$("$build/membw" --json)
+bench=$("$build/moex" bench --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --json | tr -d '\n')
+after=$("$build/membw" --json)
+echo "$before"
+echo "$bench"
+echo "$after"
+python3 - "$before" "$bench" "$after" <<'PY'
+import json, sys
+b, r, a = (json.loads(x) for x in sys.argv[1:4])
+bw = (b["read_gb_per_s"] + a["read_gb_per_s"]) / 2
+print(json.dumps({"membw_gb_per_s": bw,
+                  "decode_weight_gb_per_s": r["decode_weight_gb_per_s"],
+                  "decode_share_of_bandwidth": r["decode_weight_gb_per_s"] / bw,
+                  "decode_tokens_per_s": r["decode_tokens_per_s"],
+                  "prefill_tokens_per_s": r["prefill_tokens_per_s"]}))
+PY

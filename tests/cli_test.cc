@@ -35,6 +35,25 @@ TEST(CliTest, GenerateJsonReportsTheContract) {
     EXPECT_TRUE(j["memory"].contains(key)) << key;
 }
 
+TEST(CliTest, OffloadedGenerationEqualsResidentAndReportsMisses) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kDeepseekMoe);
+  const std::string common = "generate --model " + model +
+                             " --prompt-ids 9,8,7,6 --max-tokens 6 --ignore-eos --json";
+  const auto resident = RunCommand(Moex(common));
+  ASSERT_EQ(resident.exit_code, 0) << resident.err;
+  for (const char* policy : {"lru", "nextgate"}) {
+    const auto offloaded = RunCommand(Moex(common + " --host-budget 10% --policy " + policy +
+                                           " --store " + (dir / "experts.moex")));
+    ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
+    const auto r = nlohmann::json::parse(resident.out);
+    const auto o = nlohmann::json::parse(offloaded.out);
+    EXPECT_EQ(o["tokens"], r["tokens"]) << policy;
+    EXPECT_GT(o["offload"]["misses"].get<int64_t>(), 0) << policy;
+    EXPECT_GT(o["offload"]["bytes_read"].get<int64_t>(), 0) << policy;
+  }
+}
+
 TEST(CliTest, LogitsWritesTokensTimesVocabFloats) {
   testing::TempDir dir;
   const std::string model = testing::TinyModelPath(Arch::kMixtral);

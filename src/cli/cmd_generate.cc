@@ -6,7 +6,6 @@
 #include "cli/session.h"
 #include "core/error.h"
 #include "engine/generator.h"
-#include "io/chat_template.h"
 #include "io/tokenizer_stream.h"
 
 namespace moex::cli {
@@ -15,8 +14,7 @@ namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::string prompt;
-  std::string prompt_ids;
+  PromptOptions prompt;
   int max_tokens = 64;
   float temperature = 0.0f;
   int top_k = 0;
@@ -24,36 +22,14 @@ struct GenerateOptions {
   uint64_t seed = 0;
   int batch = 1;
   bool ignore_eos = false;
-  bool chat = false;
-  std::string system;
   bool json = false;
 };
 
 int RunGenerate(const GenerateOptions& o) {
-  Check(o.prompt.empty() != o.prompt_ids.empty(), "pass exactly one of --prompt or --prompt-ids");
   auto session = OpenSession(o.model);
   const ModelConfig& config = session->model->config;
-
   GenerationRequest request;
-  if (!o.prompt_ids.empty()) {
-    request.prompt = ParseIdList(o.prompt_ids);
-  } else {
-    const Tokenizer& tok = session->RequireTokenizer();
-    if (o.chat) {
-      // The template writes any BOS itself, as text that encodes to the special token.
-      std::vector<ChatMessage> messages;
-      if (!o.system.empty()) messages.push_back({"system", o.system});
-      messages.push_back({"user", o.prompt});
-      const std::string text =
-          ApplyChatTemplate(ChatTemplate::FromTokenizer(tok), messages, true);
-      request.prompt = tok.Encode(text, false);
-    } else {
-      request.prompt = tok.Encode(o.prompt, tok.add_bos_default());
-    }
-  }
-  for (int32_t id : request.prompt)
-    Check(id < config.vocab_size, "prompt token id ", id, " is outside the vocabulary (",
-          config.vocab_size, " tokens)");
+  request.prompt = session->PromptTokens(o.prompt);
   request.max_tokens = o.max_tokens;
   request.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
   request.sampling.Validate();
@@ -119,8 +95,7 @@ Runner AddGenerateCommand(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt");
   AddModelOptions(*cmd, o->model);
-  cmd->add_option("--prompt", o->prompt, "prompt text");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids");
+  AddPromptOptions(*cmd, o->prompt, true);
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)");
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)");
@@ -128,8 +103,6 @@ Runner AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "random seed");
   cmd->add_option("--batch", o->batch, "generate this many sequences together")
       ->check(CLI::Range(1, 256));
-  cmd->add_flag("--chat", o->chat, "format the prompt as a user turn with the chat template");
-  cmd->add_option("--system", o->system, "system message for --chat");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end-of-sequence tokens");
   cmd->add_flag("--json", o->json, "print one JSON object with text, timings and counters");
   return [o] { return RunGenerate(*o); };

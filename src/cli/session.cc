@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/chat_template.h"
 #include "io/gguf_file.h"
 
 #ifndef MOEX_DEFAULT_MODEL_DIR
@@ -51,6 +52,37 @@ const Tokenizer& Session::RequireTokenizer() const {
   Check(tokenizer != nullptr, "model '", model->path,
         "' ships no tokenizer: pass token ids with --prompt-ids instead of text");
   return *tokenizer;
+}
+
+void AddPromptOptions(CLI::App& cmd, PromptOptions& o, bool with_chat) {
+  cmd.add_option("--prompt", o.text, "prompt text");
+  cmd.add_option("--prompt-ids", o.ids, "prompt as comma-separated token ids");
+  if (!with_chat) return;
+  cmd.add_flag("--chat", o.chat, "format the prompt as a user turn with the chat template");
+  cmd.add_option("--system", o.system, "system message for --chat");
+}
+
+std::vector<int32_t> Session::PromptTokens(const PromptOptions& o) const {
+  Check(o.text.empty() != o.ids.empty(), "pass exactly one of --prompt or --prompt-ids");
+  std::vector<int32_t> ids;
+  if (!o.ids.empty()) {
+    ids = ParseIdList(o.ids);
+  } else if (o.chat) {
+    // The template writes any BOS itself, as text that encodes to the special token.
+    const Tokenizer& tok = RequireTokenizer();
+    std::vector<ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.text});
+    ids = tok.Encode(ApplyChatTemplate(ChatTemplate::FromTokenizer(tok), messages, true), false);
+  } else {
+    const Tokenizer& tok = RequireTokenizer();
+    ids = tok.Encode(o.text, tok.add_bos_default());
+  }
+  Check(!ids.empty(), "the prompt encodes to no tokens");
+  for (int32_t id : ids)
+    Check(id < model->config.vocab_size, "prompt token id ", id,
+          " is outside the vocabulary (", model->config.vocab_size, " tokens)");
+  return ids;
 }
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options) {

@@ -32,6 +32,17 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& options);
 // The bundled demo model's directory (MOEX_MODEL overrides it).
 std::string DefaultModelPath();
 
+// A prompt as text (optionally wrapped in the chat template) or as token ids.
+struct PromptOptions {
+  std::string text;
+  std::string ids;
+  bool chat = false;
+  std::string system;
+};
+
+// Registers --prompt and --prompt-ids, and --chat/--system when `with_chat`.
+void AddPromptOptions(CLI::App& cmd, PromptOptions& options, bool with_chat);
+
 struct Session {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;  // Null when the model ships none.
@@ -41,6 +52,8 @@ struct Session {
 
   // The tokenizer or a clear error saying to pass token ids instead.
   const Tokenizer& RequireTokenizer() const;
+  // The prompt's token ids, checked against the vocabulary; throws Error with the reason.
+  std::vector<int32_t> PromptTokens(const PromptOptions& prompt) const;
 };
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options);

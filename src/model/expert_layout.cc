@@ -1,5 +1,6 @@
 #include "model/expert_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -35,12 +36,18 @@ void PackExpertNeuronMajor(const TensorView& gate, const TensorView& up, const T
     std::byte* rec = dst + static_cast<size_t>(i) * shape.RecordBytes();
     std::memcpy(rec, gate.data + static_cast<size_t>(i) * row, row);
     std::memcpy(rec + row, up.data + static_cast<size_t>(i) * row, row);
-    // Down column i: element (j, i) of the row-major [d, F] matrix.
-    std::byte* col = rec + 2 * row;
-    const std::byte* src = down.data + static_cast<size_t>(i) * elem;
+  }
+  // Down column i is element (j, i) of the row-major [d, F] matrix. Transposing in blocks of
+  // neurons reads each row segment once, instead of one element per cache line.
+  constexpr int64_t kBlock = 64;
+  for (int64_t i0 = 0; i0 < f; i0 += kBlock) {
+    const int64_t i1 = std::min(f, i0 + kBlock);
     for (int64_t j = 0; j < d; ++j) {
-      std::memcpy(col + static_cast<size_t>(j) * elem, src + static_cast<size_t>(j * f) * elem,
-                  elem);
+      const std::byte* src = down.data + static_cast<size_t>(j * f + i0) * elem;
+      for (int64_t i = i0; i < i1; ++i, src += elem) {
+        std::byte* col = dst + static_cast<size_t>(i) * shape.RecordBytes() + 2 * row;
+        std::memcpy(col + static_cast<size_t>(j) * elem, src, elem);
+      }
     }
   }
 }

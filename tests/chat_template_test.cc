@@ -16,30 +16,16 @@
 #include "core/error.h"
 #include "io/tokenizer.h"
 
+#include "support/shared_data.h"
+
 namespace moex {
 namespace {
 
 namespace fs = std::filesystem;
+const auto DataDir = testing::SharedDataDir;
+using testing::ReadFile;
+using testing::CopyIfChanged;
 using nlohmann::json;
-
-fs::path DataDir() {
-  return fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data";
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Copies only when the content differs: parallel test processes read these files.
-void CopyIfChanged(const fs::path& from, const fs::path& to) {
-  if (fs::exists(to) && ReadFile(to) == ReadFile(from)) return;
-  const fs::path tmp = to.string() + ".tmp" + std::to_string(::getpid());
-  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
-  fs::rename(tmp, to);  // atomic: readers see the old or the new file, never half of one
-}
 
 std::string Render(const std::string& source, const json& vars) {
   return ChatTemplate(source, "<s>", "</s>").Render(vars);

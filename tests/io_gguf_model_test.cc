@@ -17,6 +17,8 @@
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
 
+#include "support/temp_dir.h"
+
 namespace moex {
 namespace {
 
@@ -188,17 +190,10 @@ MemoryWeights TinyWeights(const ModelConfig& c, DType dtype) {
 
 class GgufModelTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("moex_ggufm_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  fs::path dir_;
+  moex::testing::TempDir temp_;  // Removed with the fixture.
+  const fs::path dir_ = temp_.path();
 };
 
 void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {

@@ -15,6 +15,8 @@
 #include "io/gguf_writer.h"
 #include "io/mapped_file.h"
 
+#include "support/temp_dir.h"
+
 namespace moex {
 namespace {
 
@@ -22,17 +24,10 @@ namespace fs = std::filesystem;
 
 class GgufTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("moex_gguf_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  fs::path dir_;
+  moex::testing::TempDir temp_;  // Removed with the fixture.
+  const fs::path dir_ = temp_.path();
 };
 
 // Builds GGUF images byte by byte, to describe malformed files precisely.

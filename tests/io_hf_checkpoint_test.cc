@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "io/safetensors_writer.h"
 
+#include "support/temp_dir.h"
+
 namespace moex {
 namespace {
 
@@ -39,11 +41,6 @@ ModelConfig TinyOlmoe() {
 class HfCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("moex_hf_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     WriteText("config.json", TinyOlmoe().ToHfJson().dump(2));
     std::mt19937 rng(7);
     for (int layer = 0; layer < 2; ++layer) {
@@ -64,7 +61,6 @@ class HfCheckpointTest : public ::testing::Test {
       data_.push_back(std::move(v));
     }
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void WriteText(const std::string& name, const std::string& text) {
     std::ofstream out(dir_ / name);
@@ -94,7 +90,8 @@ class HfCheckpointTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  moex::testing::TempDir temp_;  // Removed with the fixture.
+  const fs::path dir_ = temp_.path();
   std::vector<std::string> names_;
   std::vector<std::vector<int64_t>> shapes_;
   std::vector<std::vector<uint16_t>> data_;

@@ -17,6 +17,8 @@
 #include "io/mapped_file.h"
 #include "io/safetensors_writer.h"
 
+#include "support/temp_dir.h"
+
 namespace moex {
 namespace {
 
@@ -24,17 +26,10 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("moex_st_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  fs::path dir_;
+  moex::testing::TempDir temp_;  // Removed with the fixture.
+  const fs::path dir_ = temp_.path();
 };
 
 std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {

@@ -11,14 +11,13 @@
 #include "io/tokenizer_stream.h"
 #include "io/tokenizer_utf8.h"
 
+#include "support/shared_data.h"
+
 namespace moex {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path DataDir() {
-  return fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data";
-}
+const auto DataDir = testing::SharedDataDir;
 
 std::string RandomText(std::mt19937& rng) {
   static const char* kPieces[] = {" ",

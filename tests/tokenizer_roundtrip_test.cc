@@ -10,21 +10,14 @@
 #include "io/tokenizer_stream.h"
 #include "io/tokenizer_utf8.h"
 
+#include "support/shared_data.h"
+
 namespace moex {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path DataDir() {
-  return fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data";
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+const auto DataDir = testing::SharedDataDir;
+using testing::ReadFile;
 
 class RoundTripTest : public ::testing::TestWithParam<const char*> {};
 

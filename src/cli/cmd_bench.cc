@@ -25,12 +25,11 @@ struct BenchOptions {
 };
 
 // Counts the distinct experts touched per forward pass (summed over MoE layers).
-class ExpertCounter : public RoutingObserver {
+class ExpertCounter : public EventObserver {
  public:
-  void OnRouting(int layer, const Routing& r, const float*) override {
-    if (layer <= last_layer_) per_forward_.push_back(0);
-    last_layer_ = layer;
-    std::set<int32_t> unique(r.ids.begin(), r.ids.end());
+  void OnIterationBegin(const policy::IterationBeginEvent&) override { per_forward_.push_back(0); }
+  void OnGate(const policy::GateEvent& e) override {
+    std::set<int32_t> unique(e.ids, e.ids + e.n_tokens * e.top_k);
     per_forward_.back() += static_cast<int64_t>(unique.size());
   }
   // Total over the last `n` forward passes.
@@ -42,7 +41,6 @@ class ExpertCounter : public RoutingObserver {
   }
 
  private:
-  int last_layer_ = 1 << 30;
   std::vector<int64_t> per_forward_;
 };
 
@@ -66,7 +64,7 @@ int RunBench(const BenchOptions& o) {
   auto session = OpenSession(o.model);
   const Model& model = *session->model;
   ExpertCounter counter;
-  session->transformer->set_routing_observer(&counter);
+  session->transformer->set_observer(&counter);
 
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   std::uniform_int_distribution<int32_t> pick(0, model.config.vocab_size - 1);

@@ -8,18 +8,34 @@
 
 namespace moex {
 
+// The sequences of one Generate call.
+struct Generator::Sequences {
+  const std::vector<GenerationRequest>& requests;
+  std::vector<GenerationResult> results;
+  std::vector<std::unique_ptr<KvCache>> caches;
+  std::vector<Sampler> samplers;
+  std::vector<int64_t> ids;  // Request ids of the event stream.
+  std::vector<bool> ended;
+
+  size_t size() const { return requests.size(); }
+};
+
 Generator::Generator(Transformer& transformer, int64_t max_prefill_chunk)
     : transformer_(transformer), max_prefill_chunk_(max_prefill_chunk) {}
+
+void Generator::End(Sequences& s, size_t i) {
+  if (s.ended[i]) return;
+  s.ended[i] = true;
+  transformer_.EndRequest(s.ids[i]);
+}
 
 std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRequest>& requests,
                                                   const TokenCallback& on_token) {
   const ModelConfig& config = transformer_.model().config;
   const size_t n = requests.size();
   timings_ = GenerationTimings{};
-  std::vector<GenerationResult> results(n);
-  std::vector<std::unique_ptr<KvCache>> caches(n);
-  std::vector<Sampler> samplers;
-  samplers.reserve(n);
+  Sequences s{requests, std::vector<GenerationResult>(n), {}, {}, {}, std::vector<bool>(n, false)};
+  s.samplers.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const GenerationRequest& r = requests[i];
     Check(!r.prompt.empty(), "request ", i, ": the prompt is empty");
@@ -28,10 +44,30 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     Check(needed <= config.max_position_embeddings, "request ", i, ": prompt (",
           r.prompt.size(), " tokens) plus max tokens (", r.max_tokens,
           ") exceeds the model's context of ", config.max_position_embeddings, " tokens");
-    caches[i] = std::make_unique<KvCache>(config, needed);
-    samplers.emplace_back(r.sampling);
+    s.caches.push_back(std::make_unique<KvCache>(config, needed));
+    s.samplers.emplace_back(r.sampling);
     timings_.prompt_tokens += static_cast<int64_t>(r.prompt.size());
   }
+  for (size_t i = 0; i < n; ++i) s.ids.push_back(transformer_.BeginRequest(requests[i].prompt));
+  try {
+    Run(s, on_token);
+  } catch (...) {
+    // A failed pass (a read error, say) ends every request, so policies drop their state
+    // and the next call starts clean.
+    for (size_t i = 0; i < n; ++i) End(s, i);
+    throw;
+  }
+  for (size_t i = 0; i < n; ++i) End(s, i);
+  return std::move(s.results);
+}
+
+void Generator::Run(Sequences& s, const TokenCallback& on_token) {
+  const int64_t vocab = transformer_.model().config.vocab_size;
+  const size_t n = s.size();
+  auto logits_row = [vocab](const std::vector<float>& logits, size_t b) {
+    return std::span<const float>(&logits[b * static_cast<size_t>(vocab)],
+                                  static_cast<size_t>(vocab));
+  };
 
   // Prefill in chunks of at most max_prefill_chunk_ tokens per forward pass; the logits of
   // each prompt's last chunk give its first token.
@@ -44,27 +80,27 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     std::vector<size_t> owners;
     int64_t budget = max_prefill_chunk_;
     for (size_t i = 0; i < n && budget > 0; ++i) {
-      const auto& prompt = requests[i].prompt;
+      const auto& prompt = s.requests[i].prompt;
       if (offset[i] >= prompt.size()) continue;
       const size_t take = std::min<size_t>(prompt.size() - offset[i], static_cast<size_t>(budget));
-      batch.push_back({caches[i].get(), std::span<const int32_t>(prompt).subspan(offset[i], take), false});
+      batch.push_back({s.caches[i].get(), std::span<const int32_t>(prompt).subspan(offset[i], take),
+                       false, s.ids[i]});
       owners.push_back(i);
       offset[i] += take;
       budget -= static_cast<int64_t>(take);
     }
     if (batch.empty()) break;
-    std::vector<float> logits = transformer_.Forward(batch);
+    const std::vector<float> logits = transformer_.Forward(batch);
     for (size_t b = 0; b < owners.size(); ++b) {
       const size_t i = owners[b];
-      if (offset[i] < requests[i].prompt.size()) continue;  // More prompt to go.
-      results[i].ttft_ms = start.ElapsedMs();
-      if (requests[i].max_tokens == 0) {
-        results[i].finish_reason = "length";
+      if (offset[i] < s.requests[i].prompt.size()) continue;  // More prompt to go.
+      s.results[i].ttft_ms = start.ElapsedMs();
+      if (s.requests[i].max_tokens == 0) {
+        s.results[i].finish_reason = "length";
+        End(s, i);
         continue;
       }
-      const std::span<const float> row(&logits[b * static_cast<size_t>(config.vocab_size)],
-                                       static_cast<size_t>(config.vocab_size));
-      next[i] = samplers[i].Sample(row);
+      next[i] = s.samplers[i].Sample(logits_row(logits, b));
       active[i] = true;
     }
   }
@@ -77,33 +113,30 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     std::vector<size_t> owners;
     for (size_t i = 0; i < n; ++i) {
       if (!active[i]) continue;
-      GenerationResult& res = results[i];
+      GenerationResult& res = s.results[i];
       res.tokens.push_back(next[i]);
       ++timings_.generated_tokens;
       if (on_token) on_token(i, next[i]);
-      const auto& stops = requests[i].stop_ids;
+      const auto& stops = s.requests[i].stop_ids;
       if (std::find(stops.begin(), stops.end(), next[i]) != stops.end()) {
         res.finish_reason = "stop";
-        active[i] = false;
-      } else if (static_cast<int>(res.tokens.size()) >= requests[i].max_tokens) {
+      } else if (static_cast<int>(res.tokens.size()) >= s.requests[i].max_tokens) {
         res.finish_reason = "length";
-        active[i] = false;
       } else {
-        batch.push_back({caches[i].get(), std::span<const int32_t>(&next[i], 1), false});
+        batch.push_back({s.caches[i].get(), std::span<const int32_t>(&next[i], 1), false, s.ids[i]});
         owners.push_back(i);
+        continue;
       }
+      active[i] = false;
+      End(s, i);
     }
     if (batch.empty()) break;
-    std::vector<float> logits = transformer_.Forward(batch);
+    const std::vector<float> logits = transformer_.Forward(batch);
     ++timings_.decode_steps;
-    for (size_t b = 0; b < owners.size(); ++b) {
-      const std::span<const float> row(&logits[b * static_cast<size_t>(config.vocab_size)],
-                                       static_cast<size_t>(config.vocab_size));
-      next[owners[b]] = samplers[owners[b]].Sample(row);
-    }
+    for (size_t b = 0; b < owners.size(); ++b)
+      next[owners[b]] = s.samplers[owners[b]].Sample(logits_row(logits, b));
   }
   timings_.decode_ms = decode.ElapsedMs();
-  return results;
 }
 
 }  // namespace moex

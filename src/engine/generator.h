@@ -1,5 +1,6 @@
 // Batched generation: all prompts are prefilled together, then every unfinished sequence
-// advances one token per forward pass until it meets a stop token or its token limit.
+// advances one token per forward pass until it meets a stop token or its token limit. Each
+// request is bracketed by request_begin / request_end events, also when a pass fails.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv_cache.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
 
@@ -44,6 +46,10 @@ class Generator {
   const GenerationTimings& timings() const { return timings_; }
 
  private:
+  struct Sequences;
+  void Run(Sequences& s, const TokenCallback& on_token);
+  void End(Sequences& s, size_t i);  // request_end, once.
+
   Transformer& transformer_;
   int64_t max_prefill_chunk_;
   GenerationTimings timings_;

@@ -29,6 +29,13 @@ class MoeExecutor {
   virtual nlohmann::json MetricsJson() const = 0;
   // Bytes of expert weights currently held in host memory by this executor.
   virtual size_t HostCacheBytes() const = 0;
+
+  // Policy events around the forward pass (the gate and expert_done are emitted by Run).
+  // Executors without a policy ignore them.
+  virtual void RequestBegin(const policy::RequestBeginEvent& e) {}
+  virtual void IterationBegin(const policy::IterationBeginEvent& e) {}
+  virtual void IterationEnd() {}
+  virtual void RequestEnd(const policy::RequestEndEvent& e) {}
 };
 
 // Groups a layer's tokens by expert and combines per-expert outputs in the fixed order.
@@ -92,12 +99,10 @@ class OffloadMoeExecutor : public MoeExecutor {
   nlohmann::json MetricsJson() const override;
   size_t HostCacheBytes() const override;
 
-  // Policy events the generator emits around the forward pass (gate and expert_done are
-  // emitted by Run). Optional: policies that do not use an event ignore it.
-  void RequestBegin(const policy::RequestBeginEvent& e) { tier_->RequestBegin(e); }
-  void IterationBegin(const policy::IterationBeginEvent& e) { tier_->IterationBegin(e); }
-  void IterationEnd() { tier_->IterationEnd(); }
-  void RequestEnd(const policy::RequestEndEvent& e) { tier_->RequestEnd(e); }
+  void RequestBegin(const policy::RequestBeginEvent& e) override { tier_->RequestBegin(e); }
+  void IterationBegin(const policy::IterationBeginEvent& e) override { tier_->IterationBegin(e); }
+  void IterationEnd() override { tier_->IterationEnd(); }
+  void RequestEnd(const policy::RequestEndEvent& e) override { tier_->RequestEnd(e); }
 
   tiers::HostTier& tier() { return *tier_; }
   tiers::OffloadMetrics Metrics() const { return tier_->Metrics(); }

@@ -53,10 +53,20 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   Grow(sin_, T * half);
   for (size_t t = 0; t < T; ++t) rope_.Angles(positions_[t], &cos_[t * half], &sin_[t * half]);
 
-  for (int layer = 0; layer < c.num_layers; ++layer) {
-    Attention(layer, items, total);
-    FeedForward(layer, total);
+  EmitIterationBegin(items, total);
+  try {
+    for (int layer = 0; layer < c.num_layers; ++layer) {
+      Attention(layer, items, total);
+      FeedForward(layer, total);
+    }
+  } catch (...) {
+    // The caches were not advanced, so the sequences stay as they were before this pass.
+    if (observer_ != nullptr) observer_->OnIterationEnd();
+    executor_.IterationEnd();
+    throw;
   }
+  if (observer_ != nullptr) observer_->OnIterationEnd();
+  executor_.IterationEnd();
   for (const BatchItem& item : items) item.cache->Advance(static_cast<int64_t>(item.tokens.size()));
 
   // Final norm and LM head, only for the rows whose logits are wanted.
@@ -79,6 +89,52 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   kernels::Linear(*model_.lm_head, normed_.data(), static_cast<int64_t>(rows.size()),
                   logits.data());
   return logits;
+}
+
+int64_t Transformer::BeginRequest(std::span<const int32_t> prompt) {
+  policy::RequestBeginEvent e;
+  e.request = next_request_++;
+  e.prompt = prompt.data();
+  e.prompt_len = static_cast<int64_t>(prompt.size());
+  if (observer_ != nullptr) observer_->OnRequestBegin(e);
+  executor_.RequestBegin(e);
+  return e.request;
+}
+
+void Transformer::EndRequest(int64_t request) {
+  const policy::RequestEndEvent e{request};
+  if (observer_ != nullptr) observer_->OnRequestEnd(e);
+  executor_.RequestEnd(e);
+}
+
+// iteration_begin carries each request's tokens of this pass and their mean input embedding
+// (hidden_ holds the embeddings when this is called).
+void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t total) {
+  const int64_t d = model_.config.hidden_size;
+  iteration_requests_.clear();
+  iteration_tokens_.clear();
+  pooled_.assign(items.size() * static_cast<size_t>(d), 0.0f);
+  int64_t row = 0;
+  for (size_t b = 0; b < items.size(); ++b) {
+    const BatchItem& item = items[b];
+    iteration_requests_.push_back(item.request);
+    iteration_tokens_.insert(iteration_tokens_.end(), item.tokens.begin(), item.tokens.end());
+    float* pooled = &pooled_[b * static_cast<size_t>(d)];
+    const int64_t n = static_cast<int64_t>(item.tokens.size());
+    for (int64_t i = 0; i < n; ++i, ++row)
+      for (int64_t j = 0; j < d; ++j) pooled[j] += hidden_[static_cast<size_t>(row * d + j)];
+    for (int64_t j = 0; j < d; ++j) pooled[j] /= static_cast<float>(n);
+  }
+  policy::IterationBeginEvent e;
+  e.iteration = next_iteration_++;
+  e.n_requests = static_cast<int64_t>(items.size());
+  e.requests = iteration_requests_.data();
+  e.tokens = iteration_tokens_.data();
+  e.n_tokens = total;
+  e.pooled = pooled_.data();
+  e.d = d;
+  if (observer_ != nullptr) observer_->OnIterationBegin(e);
+  executor_.IterationBegin(e);
 }
 
 void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t total) {
@@ -161,7 +217,19 @@ void Transformer::FeedForward(int layer, int64_t total) {
   Grow(router_logits_, T * c.num_experts);
   kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
   RouteTopK(router_logits_.data(), total, c, &routing_);
-  if (observer_ != nullptr) observer_->OnRouting(layer, routing_, normed_.data());
+  if (observer_ != nullptr) {
+    policy::GateEvent e;
+    e.layer = layer;
+    e.n_tokens = routing_.n_tokens;
+    e.top_k = routing_.top_k;
+    e.num_experts = routing_.num_experts;
+    e.ids = routing_.ids.data();
+    e.weights = routing_.weights.data();
+    e.probs = routing_.probs.data();
+    e.hidden = normed_.data();
+    e.d = d;
+    observer_->OnGate(e);
+  }
 
   std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);
   executor_.Run(layer, routing_, normed_.data(), ffn_out_.data());

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/event_observer.h"
 #include "engine/kv_cache.h"
 #include "engine/moe_executor.h"
 #include "engine/rope.h"
@@ -19,27 +20,28 @@ struct BatchItem {
   KvCache* cache = nullptr;
   std::span<const int32_t> tokens;
   bool all_logits = false;  // Logits for every token, not only the last.
-};
-
-// Observes each layer's routing (trace recording, policies, statistics).
-class RoutingObserver {
- public:
-  virtual ~RoutingObserver() = default;
-  virtual void OnRouting(int layer, const Routing& routing, const float* gate_input) = 0;
+  int64_t request = -1;     // From BeginRequest; -1 for a pass outside any request.
 };
 
 class Transformer {
  public:
   Transformer(const Model& model, MoeExecutor& executor);
 
-  // Runs the batch and returns logits: for each item in order, all_logits ? one row per token
-  // : one row (its last token); rows of vocab_size floats.
+  // Runs the batch as one iteration of the event stream and returns logits: for each item in
+  // order, all_logits ? one row per token : one row (its last token); rows of vocab_size
+  // floats. iteration_end is emitted even when the pass fails.
   std::vector<float> Forward(std::span<const BatchItem> items);
 
-  void set_routing_observer(RoutingObserver* observer) { observer_ = observer; }
+  // request_begin / request_end: ids count from 0 over this transformer's lifetime.
+  int64_t BeginRequest(std::span<const int32_t> prompt);
+  void EndRequest(int64_t request);
+
+  void set_observer(EventObserver* observer) { observer_ = observer; }
   const Model& model() const { return model_; }
 
  private:
+  std::vector<float> RunLayers(std::span<const BatchItem> items, int64_t total);
+  void EmitIterationBegin(std::span<const BatchItem> items, int64_t total);
   void Attention(int layer, std::span<const BatchItem> items, int64_t total);
   void FeedForward(int layer, int64_t total);
   void DenseSwiGlu(const DenseFfn& ffn, const float* x, int64_t n, float* out);
@@ -47,11 +49,15 @@ class Transformer {
   const Model& model_;
   MoeExecutor& executor_;
   RopeTable rope_;
-  RoutingObserver* observer_ = nullptr;
+  EventObserver* observer_ = nullptr;
+  int64_t next_request_ = 0;
+  int64_t next_iteration_ = 0;
 
   // Scratch, grown to the largest batch seen.
   std::vector<float> hidden_, normed_, q_, k_, v_, attn_, proj_, ffn_out_, gate_, up_;
-  std::vector<float> router_logits_, cos_, sin_;
+  std::vector<float> router_logits_, cos_, sin_, pooled_;
+  std::vector<int64_t> iteration_requests_;
+  std::vector<int32_t> iteration_tokens_;
   std::vector<int64_t> positions_;
   Routing routing_;
 };

@@ -112,12 +112,14 @@ void Transformer::EndRequest(int64_t request) {
 void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t total) {
   const int64_t d = model_.config.hidden_size;
   iteration_requests_.clear();
+  iteration_token_counts_.clear();
   iteration_tokens_.clear();
   pooled_.assign(items.size() * static_cast<size_t>(d), 0.0f);
   int64_t row = 0;
   for (size_t b = 0; b < items.size(); ++b) {
     const BatchItem& item = items[b];
     iteration_requests_.push_back(item.request);
+    iteration_token_counts_.push_back(static_cast<int64_t>(item.tokens.size()));
     iteration_tokens_.insert(iteration_tokens_.end(), item.tokens.begin(), item.tokens.end());
     float* pooled = &pooled_[b * static_cast<size_t>(d)];
     const int64_t n = static_cast<int64_t>(item.tokens.size());
@@ -129,6 +131,7 @@ void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t t
   e.iteration = next_iteration_++;
   e.n_requests = static_cast<int64_t>(items.size());
   e.requests = iteration_requests_.data();
+  e.token_counts = iteration_token_counts_.data();
   e.tokens = iteration_tokens_.data();
   e.n_tokens = total;
   e.pooled = pooled_.data();

@@ -56,7 +56,7 @@ class Transformer {
   // Scratch, grown to the largest batch seen.
   std::vector<float> hidden_, normed_, q_, k_, v_, attn_, proj_, ffn_out_, gate_, up_;
   std::vector<float> router_logits_, cos_, sin_, pooled_;
-  std::vector<int64_t> iteration_requests_;
+  std::vector<int64_t> iteration_requests_, iteration_token_counts_;
   std::vector<int32_t> iteration_tokens_;
   std::vector<int64_t> positions_;
   Routing routing_;

@@ -35,6 +35,7 @@ void ComposedPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions* o
 }
 
 void ComposedPolicy::OnGate(const GateEvent& e, Decisions* out) {
+  evictor_->OnGate(e);
   // Each routed expert is touched once per gate, in ascending id order.
   std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
   for (int32_t id : routed) evictor_->Touch({e.layer, id}, true);
@@ -52,8 +53,8 @@ void ComposedPolicy::OnIterationEnd(Decisions* out) {
 }
 
 std::vector<std::string> PolicyNames() {
-  return {"ondemand", "lru",          "lfu",          "random",
-          "nextgate", "nextgate+lru", "nextgate+lfu", "nextgate+random"};
+  return {"ondemand",     "lru",          "lfu",          "random",         "belady",
+          "nextgate",     "nextgate+lru", "nextgate+lfu", "nextgate+random", "nextgate+belady"};
 }
 
 std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext& context) {
@@ -72,6 +73,8 @@ std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext&
     evictor = MakeLfuEvictor(context.config);
   else if (evict == "random")
     evictor = MakeRandomEvictor(context.seed);
+  else if (evict == "belady")
+    evictor = MakeBeladyEvictor(context);
   std::unique_ptr<Prefetcher> prefetcher;
   if (prefetch == "nextgate") prefetcher = MakeNextGatePrefetcher(context);
   if (!evictor || (!prefetch.empty() && !prefetcher)) {

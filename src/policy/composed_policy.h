@@ -17,6 +17,8 @@ class Evictor {
   // `demand`: the expert was routed to; otherwise it was prefetched (an insertion).
   virtual void Touch(const ExpertKey& expert, bool demand) = 0;
   virtual double Score(const ExpertKey& expert) = 0;
+  // After each gate's demand was served, before its routed experts are touched.
+  virtual void OnGate(const GateEvent& e) {}
 };
 
 class Prefetcher {
@@ -49,6 +51,7 @@ class ComposedPolicy : public Policy {
 std::unique_ptr<Evictor> MakeLruEvictor(const ModelConfig& config);
 std::unique_ptr<Evictor> MakeLfuEvictor(const ModelConfig& config);
 std::unique_ptr<Evictor> MakeRandomEvictor(uint64_t seed);
+std::unique_ptr<Evictor> MakeBeladyEvictor(const PolicyContext& context);
 std::unique_ptr<Prefetcher> MakeNextGatePrefetcher(const PolicyContext& context);
 
 }  // namespace moex::policy

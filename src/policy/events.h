@@ -30,8 +30,9 @@ struct RequestBeginEvent {
 struct IterationBeginEvent {
   int64_t iteration = 0;  // Counts from 0 over the engine's lifetime.
   int64_t n_requests = 0;
-  const int64_t* requests = nullptr;  // [n_requests]
-  const int32_t* tokens = nullptr;    // Token ids of this iteration, all requests.
+  const int64_t* requests = nullptr;      // [n_requests]
+  const int64_t* token_counts = nullptr;  // [n_requests] tokens of each request in this pass.
+  const int32_t* tokens = nullptr;        // Token ids of this iteration, request after request.
   int64_t n_tokens = 0;
   const float* pooled = nullptr;  // [n_requests, d] mean input embedding per request.
   int64_t d = 0;

@@ -12,6 +12,7 @@
 #include "io/weight_source.h"
 #include "model/model_config.h"
 #include "policy/events.h"
+#include "policy/future_demand.h"
 
 namespace moex::policy {
 
@@ -22,6 +23,7 @@ struct PolicyContext {
   int64_t capacity_experts = 0;           // Whole experts the host cache can hold.
   const WeightSource* weights = nullptr;  // For router weights (speculation); may be null.
   uint64_t seed = 0;
+  const FutureDemand* future = nullptr;  // The simulator's look-ahead (Belady); null in the engine.
 };
 
 class Policy {
@@ -44,8 +46,9 @@ class Policy {
   virtual void ComputeOrder(int layer, std::vector<ExpertKey>* experts) {}
 };
 
-// Names: "lru", "lfu", "random", "ondemand" (= lru), optionally prefixed by a prefetcher:
-// "nextgate+lru" (or plain "nextgate" = nextgate+lru). Throws Error listing valid names.
+// Names: "lru", "lfu", "random", "ondemand" (= lru), "belady" (simulator only), optionally
+// prefixed by a prefetcher: "nextgate+lru" (or plain "nextgate" = nextgate+lru). Throws
+// Error listing valid names.
 std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext& context);
 std::vector<std::string> PolicyNames();
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/expert_store_packer.h"
+#include "tiers/cache_plan.h"
 #include "tiers/storage_link.h"
 
 namespace moex::tiers {
@@ -41,42 +42,31 @@ int64_t ParseBudget(const std::string& text, int64_t all_bytes) {
   return static_cast<int64_t>(std::floor(value * scale));
 }
 
-int HostTier::AutoChunkNeurons(const ExpertStore& store) {
-  int chunk = static_cast<int>(store.block_neurons());
-  while (chunk * 2 <= store.neurons() &&
-         static_cast<uint64_t>(chunk) * 2 * store.record_bytes() <= (1u << 20))
-    chunk *= 2;
-  return chunk;
-}
-
 namespace {
-int64_t PageBytes(const ExpertStore& store, int chunk) {
-  return static_cast<int64_t>(
-      AlignUp(static_cast<uint64_t>(chunk) * store.record_bytes(), kStoreAlignment));
+ExpertGeometry GeometryOf(const ExpertStore& store, int num_layers) {
+  ExpertGeometry g;
+  g.num_layers = num_layers;
+  g.num_moe_layers = static_cast<int>(store.moe_layers().size());
+  g.num_experts = store.num_experts();
+  g.neurons = store.neurons();
+  g.record_bytes = static_cast<int64_t>(store.record_bytes());
+  g.block_neurons = static_cast<int>(store.block_neurons());
+  return g;
 }
 }  // namespace
 
+int HostTier::AutoChunkNeurons(const ExpertStore& store) {
+  return tiers::AutoChunkNeurons(GeometryOf(store, 0));
+}
+
 int64_t HostTier::FullFootprint(const ExpertStore& store, int chunk) {
-  chunk = std::min(chunk, store.neurons());
-  const int64_t chunks = (store.neurons() + chunk - 1) / chunk;
-  return PageBytes(store, chunk) * chunks * store.num_experts() *
-         static_cast<int64_t>(store.moe_layers().size());
+  return tiers::FullFootprint(GeometryOf(store, 0), chunk);
 }
 
 HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierOptions& options)
     : store_(std::move(store)), config_(config), options_(options) {
-  const int chunk = options.chunk_neurons > 0 ? options.chunk_neurons : AutoChunkNeurons(store_);
-  Check(chunk % static_cast<int>(store_.block_neurons()) == 0 || chunk >= store_.neurons(),
-        "chunk of ", chunk, " neurons is not a multiple of the store's block (",
-        store_.block_neurons(), ")");
-  geometry_.num_layers = config.num_layers;
-  geometry_.num_experts = store_.num_experts();
-  geometry_.neurons = store_.neurons();
-  geometry_.chunk_neurons = std::min(chunk, store_.neurons());
-  geometry_.page_bytes = PageBytes(store_, geometry_.chunk_neurons);
-  geometry_.capacity_pages =
-      std::min(options.budget_bytes / geometry_.page_bytes,
-               FullFootprint(store_, geometry_.chunk_neurons) / geometry_.page_bytes);
+  geometry_ = PlanCache(GeometryOf(store_, config.num_layers), options.chunk_neurons,
+                        options.budget_bytes);
   // Enough staging to overlap reads of one streamed expert with compute.
   staging_pages_ =
       std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
@@ -90,12 +80,9 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
         " bytes for the host expert cache: ", std::strerror(errno));
   arena_ = static_cast<std::byte*>(mem);
 
-  policy::PolicyContext ctx;
-  ctx.config = config;
-  ctx.expert_bytes = static_cast<int64_t>(store_.expert_bytes());
-  ctx.capacity_experts = geometry_.capacity_pages / geometry_.chunks_per_expert();
-  ctx.weights = options.weights;
-  ctx.seed = options.seed;
+  const policy::PolicyContext ctx =
+      MakePolicyContext(config, geometry_, static_cast<int64_t>(store_.expert_bytes()),
+                        options.weights, options.seed);
   controller_ =
       std::make_unique<OffloadController>(geometry_, policy::MakePolicy(options.policy, ctx));
 

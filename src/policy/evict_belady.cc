@@ -1,0 +1,58 @@
+// Belady's MIN: evict the expert whose next use lies farthest in the future (never used
+// again: first). With equal-sized experts and demand fetching this minimises misses, so it
+// is the upper bound on hit rate every simulator report shows. It needs the future, which
+// only the trace-replay simulator has (PolicyContext::future).
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "policy/composed_policy.h"
+
+namespace moex::policy {
+namespace {
+
+class BeladyEvictor : public Evictor {
+ public:
+  explicit BeladyEvictor(const PolicyContext& ctx) : experts_(ctx.config.num_experts) {
+    Check(ctx.future != nullptr,
+          "policy belady needs the future demand, which only `moex sim` has (it replays a "
+          "recorded trace); the engine cannot run it");
+    const size_t keys = static_cast<size_t>(ctx.config.num_layers) * experts_;
+    uses_.resize(keys);
+    next_.assign(keys, 0);
+    const auto& gates = ctx.future->gates;
+    for (size_t g = 0; g < gates.size(); ++g)
+      for (const ExpertKey& k : gates[g]) uses_[Index(k)].push_back(static_cast<int64_t>(g));
+  }
+  std::string name() const override { return "belady"; }
+  void Touch(const ExpertKey&, bool) override {}
+  void OnGate(const GateEvent&) override { ++cursor_; }
+
+  // Called during gate number `cursor_` (before its OnGate): that gate's experts are pinned,
+  // so every candidate's next use is at or after it. Farther next use = lower score.
+  double Score(const ExpertKey& k) override {
+    const size_t i = Index(k);
+    const std::vector<int64_t>& uses = uses_[i];
+    size_t& n = next_[i];
+    while (n < uses.size() && uses[n] < cursor_) ++n;  // The cursor only moves forward.
+    if (n == uses.size()) return -std::numeric_limits<double>::infinity();
+    return -static_cast<double>(uses[n]);
+  }
+
+ private:
+  size_t Index(const ExpertKey& k) const {
+    return static_cast<size_t>(k.layer) * experts_ + static_cast<size_t>(k.expert);
+  }
+  size_t experts_;
+  std::vector<std::vector<int64_t>> uses_;  // Per expert: gate indices that route to it.
+  std::vector<size_t> next_;                // Per expert: first use not yet passed.
+  int64_t cursor_ = 0;                      // Gate events seen so far.
+};
+
+}  // namespace
+
+std::unique_ptr<Evictor> MakeBeladyEvictor(const PolicyContext& context) {
+  return std::make_unique<BeladyEvictor>(context);
+}
+
+}  // namespace moex::policy

@@ -15,5 +15,7 @@ Runner AddTokenizeCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
 Runner AddRandomModelCommand(CLI::App& app);
 Runner AddPackCommand(CLI::App& app);
+Runner AddTraceCommand(CLI::App& app);
+Runner AddSimCommand(CLI::App& app);
 
 }  // namespace moex::cli

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   add(moex::cli::AddBenchCommand);
   add(moex::cli::AddRandomModelCommand);
   add(moex::cli::AddPackCommand);
+  add(moex::cli::AddTraceCommand);
+  add(moex::cli::AddSimCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,143 @@
+// `moex sim`: replays a routing trace through offloading policies at cache budgets and
+// reports hit rates, bytes moved and modelled latency (docs/simulator.md). Lists of
+// policies and budgets give a sweep; --html draws it.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/output_file.h"
+#include "sim/replay.h"
+#include "sim/sweep_report.h"
+
+namespace moex::cli {
+
+namespace {
+
+struct SimOptions {
+  std::string trace;
+  std::string policies = "lru";
+  std::string budgets = "25%";
+  std::string hardware = "this-machine";
+  std::string scale_to;
+  int chunk_neurons = 0;
+  uint64_t seed = 0;
+  std::string html;
+  bool json = false;
+  bool list_hardware = false;
+};
+
+std::vector<std::string> SplitList(const std::string& text, const char* what) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ','))
+    if (!item.empty()) out.push_back(item);
+  Check(!out.empty(), "empty ", what, " list");
+  return out;
+}
+
+std::string Describe(const sim::HardwareProfile& hw) {
+  return hw.name + (hw.description.empty() ? "" : ": " + hw.description);
+}
+
+int RunSim(const SimOptions& o) {
+  if (o.list_hardware) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const sim::HardwareProfile& p : sim::BuiltinProfiles()) list.push_back(sim::ProfileToJson(p));
+    std::cout << list.dump(2) << "\n";
+    return 0;
+  }
+  Check(!o.trace.empty(), "--trace is required");
+  trace::TraceReader reader(o.trace);
+  sim::ReplayOptions options;
+  options.hardware = sim::LoadHardwareProfile(o.hardware);
+  options.chunk_neurons = o.chunk_neurons;
+  options.seed = o.seed;
+  if (!o.scale_to.empty()) {
+    options.scale_to = sim::LoadScaleTarget(o.scale_to);
+    options.scale_name = o.scale_to;
+  }
+  const std::vector<std::string> policies = SplitList(o.policies, "policy");
+  const std::vector<std::string> budgets = SplitList(o.budgets, "budget");
+
+  policy::FutureDemand future;
+  bool have_future = false;
+  std::vector<sim::ReplayResult> results;
+  for (const std::string& policy : policies) {
+    if (policy.find("belady") != std::string::npos && !have_future) {
+      future = sim::ReadFutureDemand(reader);
+      have_future = true;
+    }
+    for (const std::string& budget : budgets) {
+      options.policy = policy;
+      options.budget = budget;
+      results.push_back(sim::Replay(reader, options, have_future ? &future : nullptr));
+      if (!o.json && o.html.empty()) {
+        const sim::ReplayResult& r = results.back();
+        std::cerr << policy << " @ " << budget << ": hit rate " << r.hit_rate() << "\n";
+      }
+    }
+  }
+
+  const trace::TraceHeader& h = reader.header();
+  const std::string model =
+      h.model.name + (o.scale_to.empty() ? "" : " (expert sizes and compute of " + o.scale_to + ")");
+  nlohmann::json out = {{"trace", o.trace},
+                        {"model", model},
+                        {"hardware", sim::ProfileToJson(options.hardware)},
+                        {"results", nlohmann::json::array()}};
+  for (const sim::ReplayResult& r : results) out["results"].push_back(r.ToJson());
+
+  if (!o.html.empty()) {
+    sim::SweepReport report;
+    report.title = "moex policy sweep";
+    report.trace = o.trace + " (" + h.source + ", " + std::to_string(h.model.moe_layers.size()) +
+                   " MoE layers x " + std::to_string(h.model.num_experts) + " experts)";
+    report.model = model;
+    report.hardware = Describe(options.hardware);
+    for (const sim::ReplayResult& r : results)
+      report.points.push_back({r.policy, r.budget_fraction, r.budget_bytes, r.hit_rate(),
+                               r.decode_bytes_per_token(), r.tpot_ms, r.ttft_ms});
+    const std::string page = sim::RenderSweepHtml(report);
+    OutputFile file(o.html);
+    file.Write(page.data(), page.size());
+    file.Commit();
+  }
+  if (o.json || o.html.empty()) {
+    if (results.size() == 1 && o.json) {
+      nlohmann::json one = results[0].ToJson();
+      one["trace"] = out["trace"];
+      one["model"] = out["model"];
+      one["hardware"] = out["hardware"];
+      std::cout << one.dump(2) << "\n";
+    } else {
+      std::cout << out.dump(2) << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddSimCommand(CLI::App& app) {
+  auto o = std::make_shared<SimOptions>();
+  CLI::App* cmd = app.add_subcommand("sim", "replay a routing trace through offloading policies");
+  cmd->add_option("--trace", o->trace, "trace file (moex trace record / import)");
+  cmd->add_option("--policy", o->policies, "policy, or a comma-separated list (see docs/policies.md)");
+  cmd->add_option("--budget", o->budgets,
+                  "cache budget: bytes (4GiB) or share of expert bytes (25%); a list sweeps");
+  cmd->add_option("--hardware", o->hardware, "built-in profile or a JSON file (--list-hardware)");
+  cmd->add_option("--scale-to", o->scale_to,
+                  "cost experts as another model's: ARCH:SIZE (olmoe:full), config.json or model dir");
+  cmd->add_option("--chunk-neurons", o->chunk_neurons, "transfer chunk (0 = as the engine)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--seed", o->seed, "seed of randomised policies");
+  cmd->add_option("--html", o->html, "write the sweep as a self-contained HTML page");
+  cmd->add_flag("--json", o->json, "print JSON (one object; a sweep lists its results)");
+  cmd->add_flag("--list-hardware", o->list_hardware, "print the built-in hardware profiles");
+  return [o] { return RunSim(*o); };
+}
+
+}  // namespace moex::cli

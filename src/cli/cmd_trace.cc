@@ -1,0 +1,229 @@
+// `moex trace record`: runs a prompt set through the engine and writes the routing trace
+// the simulator replays (docs/trace-format.md). `moex trace info`: what a trace holds.
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "engine/generator.h"
+#include "io/chat_template.h"
+#include "io/prompt_set.h"
+#include "trace/trace_reader.h"
+#include "trace/trace_recorder.h"
+
+namespace moex::cli {
+
+namespace {
+
+struct RecordOptions {
+  ModelOptions model;
+  std::string prompts;
+  std::string format = "auto";
+  std::string out;
+  int limit = 0;  // 0: every prompt.
+  int max_tokens = 32;
+  int max_prompt_tokens = 0;  // 0: whatever fits the context with max_tokens.
+  int batch = 1;
+  bool chat = false;
+  float temperature = 0.0f;
+  uint64_t seed = 0;
+  std::string probs = "f16";
+  std::string hidden = "none";
+  bool pooled = false;
+  bool json = false;
+};
+
+int RunRecord(const RecordOptions& o) {
+  const std::vector<PromptEntry> prompts = LoadPromptSet(o.prompts, o.format);
+  auto session = OpenSession(o.model);
+  const Model& model = *session->model;
+  const Tokenizer& tok = session->RequireTokenizer();
+  const ModelConfig& config = model.config;
+
+  trace::TraceHeader header;
+  header.source = "moex trace record";
+  header.model = trace::TraceModelOf(model);
+  header.probs = trace::ParsePrecision(o.probs);
+  header.hidden = trace::ParsePrecision(o.hidden);
+  header.pooled = o.pooled;
+  header.router_weights = header.hidden != trace::Precision::kNone;
+  const size_t count = o.limit > 0 ? std::min<size_t>(prompts.size(), static_cast<size_t>(o.limit))
+                                   : prompts.size();
+  const int64_t room = config.max_position_embeddings - o.max_tokens;
+  Check(room > 0, "--max-tokens ", o.max_tokens, " leaves no room for a prompt in the context of ",
+        config.max_position_embeddings);
+  const int64_t max_prompt = o.max_prompt_tokens > 0 ? std::min<int64_t>(o.max_prompt_tokens, room) : room;
+  header.info = {{"prompts", o.prompts},
+                 {"prompt_format", o.format},
+                 {"prompt_count", count},
+                 {"max_tokens", o.max_tokens},
+                 {"max_prompt_tokens", max_prompt},
+                 {"batch", o.batch},
+                 {"chat", o.chat},
+                 {"temperature", o.temperature},
+                 {"seed", o.seed}};
+
+  // Prompts longer than the room are cut to their first tokens (their start carries the
+  // request; the routing of a long prompt's tail adds little but length).
+  std::vector<GenerationRequest> requests;
+  int64_t truncated = 0;
+  for (size_t i = 0; i < count; ++i) {
+    GenerationRequest r;
+    std::vector<int32_t> ids;
+    if (o.chat) {
+      std::vector<ChatMessage> messages{{"user", prompts[i].text}};
+      ids = tok.Encode(ApplyChatTemplate(ChatTemplate::FromTokenizer(tok), messages, true), false);
+    } else {
+      ids = tok.Encode(prompts[i].text, tok.add_bos_default());
+    }
+    if (ids.empty()) continue;
+    if (static_cast<int64_t>(ids.size()) > max_prompt) {
+      ids.resize(static_cast<size_t>(max_prompt));
+      ++truncated;
+    }
+    r.prompt = std::move(ids);
+    r.max_tokens = o.max_tokens;
+    r.sampling = {o.temperature, 0, 1.0f, o.seed + i};
+    r.sampling.Validate();
+    r.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
+    for (int32_t id : tok.eos_ids()) r.stop_ids.push_back(id);
+    requests.push_back(std::move(r));
+  }
+  Check(!requests.empty(), "no prompt in ", o.prompts, " encodes to any token");
+
+  trace::TraceWriter writer(o.out, header);
+  trace::TraceRecorder recorder(writer, model);
+  session->transformer->set_observer(&recorder);
+  Generator generator(*session->transformer);
+  const Stopwatch watch;
+  int64_t generated = 0;
+  for (size_t begin = 0; begin < requests.size(); begin += static_cast<size_t>(o.batch)) {
+    const size_t end = std::min(requests.size(), begin + static_cast<size_t>(o.batch));
+    const std::vector<GenerationRequest> group(requests.begin() + static_cast<ptrdiff_t>(begin),
+                                               requests.begin() + static_cast<ptrdiff_t>(end));
+    for (const GenerationResult& r : generator.Generate(group))
+      generated += static_cast<int64_t>(r.tokens.size());
+    if (!o.json)
+      std::cerr << "\rrecorded " << end << "/" << requests.size() << " requests" << std::flush;
+  }
+  if (!o.json) std::cerr << "\n";
+  session->transformer->set_observer(nullptr);
+  writer.Finish();
+
+  nlohmann::json out = {{"trace", o.out},
+                        {"model", model.path},
+                        {"requests", requests.size()},
+                        {"truncated_prompts", truncated},
+                        {"iterations", recorder.iterations()},
+                        {"tokens", recorder.tokens()},
+                        {"generated_tokens", generated},
+                        {"bytes", writer.bytes_written()},
+                        {"record_ms", watch.ElapsedMs()},
+                        {"offload", session->executor->MetricsJson()}};
+  if (o.json)
+    std::cout << out.dump(2) << "\n";
+  else
+    std::cout << "wrote " << o.out << ": " << requests.size() << " requests, "
+              << recorder.iterations() << " iterations, " << recorder.tokens() << " tokens, "
+              << writer.bytes_written() << " bytes\n";
+  return 0;
+}
+
+// Summary statistics: counts, and per MoE layer the distinct experts used and the share of
+// routed slots taken by the 8 most popular experts (skew, which caching feeds on).
+int RunInfo(const std::string& path, bool json) {
+  trace::TraceReader reader(path);
+  const trace::TraceHeader& h = reader.header();
+  int64_t requests = 0, iterations = 0, tokens = 0, gates = 0;
+  std::map<int, std::vector<int64_t>> use;  // Per layer: slots per expert.
+  trace::TraceEvent e;
+  while (reader.Next(&e)) {
+    if (e.kind == trace::TraceEvent::kRequestBegin) ++requests;
+    if (e.kind != trace::TraceEvent::kIteration) continue;
+    ++iterations;
+    tokens += static_cast<int64_t>(e.iteration.tokens.size());
+    for (const trace::TraceGate& g : e.iteration.gates) {
+      ++gates;
+      std::vector<int64_t>& u = use[g.layer];
+      u.resize(static_cast<size_t>(h.model.num_experts));
+      for (int32_t id : g.ids) ++u[static_cast<size_t>(id)];
+    }
+  }
+  nlohmann::json layers = nlohmann::json::array();
+  for (auto& [layer, u] : use) {
+    int64_t total = 0, distinct = 0;
+    for (int64_t c : u) {
+      total += c;
+      distinct += c > 0;
+    }
+    std::vector<int64_t> sorted = u;
+    std::sort(sorted.rbegin(), sorted.rend());
+    int64_t top = 0;
+    for (size_t i = 0; i < std::min<size_t>(8, sorted.size()); ++i) top += sorted[i];
+    layers.push_back({{"layer", layer},
+                      {"distinct_experts", distinct},
+                      {"top8_share", total ? static_cast<double>(top) / static_cast<double>(total) : 0}});
+  }
+  nlohmann::json out = trace::HeaderToJson(h);
+  out["model"].erase("config");
+  out["counts"] = {{"requests", requests}, {"iterations", iterations}, {"tokens", tokens}, {"gates", gates}};
+  out["layers"] = layers;
+  out["router_tensors"] = reader.tensors().Names().size();
+  if (json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << path << ": " << h.source << ", model " << h.model.name << " ("
+              << h.model.moe_layers.size() << " MoE layers x " << h.model.num_experts
+              << " experts, top-" << h.model.top_k << ")\n"
+              << requests << " requests, " << iterations << " iterations, " << tokens
+              << " tokens; probs " << trace::PrecisionName(h.probs) << ", hidden "
+              << trace::PrecisionName(h.hidden) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddTraceCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("trace", "record and inspect routing traces");
+  cmd->require_subcommand(1);
+
+  auto r = std::make_shared<RecordOptions>();
+  CLI::App* record = cmd->add_subcommand("record", "run prompts and record the routing trace");
+  AddModelOptions(*record, r->model);
+  record->add_option("--prompts", r->prompts, "prompt file (ShareGPT JSON, MT-Bench/GSM8K JSONL, text)")
+      ->required();
+  record->add_option("--prompt-format", r->format, "auto, sharegpt, mtbench, gsm8k or text");
+  record->add_option("--out", r->out, "trace file to write")->required();
+  record->add_option("--limit", r->limit, "use only the first N prompts (0 = all)")->check(CLI::Range(0, 1 << 30));
+  record->add_option("--max-tokens", r->max_tokens, "tokens to generate per prompt")->check(CLI::Range(0, 1 << 20));
+  record->add_option("--max-prompt-tokens", r->max_prompt_tokens, "cut longer prompts (0 = fit the context)")
+      ->check(CLI::Range(0, 1 << 24));
+  record->add_option("--batch", r->batch, "requests generated together")->check(CLI::Range(1, 256));
+  record->add_flag("--chat", r->chat, "wrap each prompt in the model's chat template");
+  record->add_option("--temperature", r->temperature, "sampling temperature (0 = greedy)");
+  record->add_option("--seed", r->seed, "sampling seed (prompt i uses seed + i)");
+  record->add_option("--probs", r->probs, "gate probabilities: f16 (default), bf16, f32 or none");
+  record->add_option("--hidden", r->hidden,
+                     "gate input hidden states: none (default), bf16 or f32; any but none also "
+                     "stores the router weights (next-layer speculation needs both)");
+  record->add_flag("--pooled", r->pooled, "store each request's mean input embedding per pass");
+  record->add_flag("--json", r->json, "print one JSON object");
+
+  auto info_path = std::make_shared<std::string>();
+  auto info_json = std::make_shared<bool>(false);
+  CLI::App* info = cmd->add_subcommand("info", "summarise a trace");
+  info->add_option("trace", *info_path, "trace file")->required();
+  info->add_flag("--json", *info_json, "print one JSON object");
+
+  return [=] {
+    if (record->parsed()) return RunRecord(*r);
+    return RunInfo(*info_path, *info_json);
+  };
+}
+
+}  // namespace moex::cli

@@ -1,0 +1,71 @@
+// The trace-replay simulator: drives a recorded event stream through the same
+// OffloadController (cache + policy objects) the engine uses, executes its commands on a
+// modelled link, and times each pass with the cost model. Hits, misses and prefetch counts
+// are exactly the engine's for the same events, budget and policy; times are modelled.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model_config.h"
+#include "policy/future_demand.h"
+#include "sim/hardware_profile.h"
+#include "tiers/offload_controller.h"
+#include "trace/trace_reader.h"
+
+namespace moex::sim {
+
+struct ReplayOptions {
+  std::string policy = "lru";
+  std::string budget = "25%";  // Bytes ("4GiB") or a share of the experts the trace covers.
+  HardwareProfile hardware;
+  int chunk_neurons = 0;  // 0: as the engine chooses for this expert geometry.
+  uint64_t seed = 0;
+  // Cost experts and dense layers as this model instead of the one that produced the trace
+  // (same experts per layer; its layers must include the trace's). E.g. replay the demo
+  // model's OLMoE-shaped routing with OLMoE-1B-7B's real expert bytes.
+  std::optional<ModelConfig> scale_to;
+  std::string scale_name;  // For reports.
+};
+
+struct ReplayResult {
+  std::string policy;
+  int64_t budget_bytes = 0;
+  double budget_fraction = 0;  // Of the bytes of every expert the trace covers.
+  int64_t capacity_experts = 0;
+  int64_t expert_bytes = 0;
+  std::vector<tiers::LayerCounters> layers;  // Per decoder layer (zero for dense layers).
+  tiers::LayerCounters total;
+  int64_t decode_hits = 0, decode_misses = 0;  // In passes that only decode.
+
+  int64_t requests = 0, iterations = 0, prefill_tokens = 0, decode_tokens = 0;
+  int64_t bytes_read = 0, demand_bytes = 0;
+  int64_t decode_bytes_read = 0;
+
+  bool timed = false;  // False when the trace has no model shape to cost.
+  double total_ms = 0, stall_ms = 0, io_busy_ms = 0;
+  double ttft_ms = 0, tpot_ms = 0;  // Means over requests.
+
+  double hit_rate() const;
+  double decode_hit_rate() const;
+  double bytes_per_token() const;
+  double decode_bytes_per_token() const;
+  nlohmann::json ToJson() const;
+};
+
+// The ModelConfig the trace's policies see: its embedded config, or one synthesised from
+// the trace's shape (imported logs).
+ModelConfig TraceConfig(const trace::TraceHeader& header);
+// Every gate's routed experts, for Belady. Rewinds the reader before and after.
+policy::FutureDemand ReadFutureDemand(trace::TraceReader& reader);
+// "arch:size" (e.g. "olmoe:full"), a config.json, or a model directory.
+ModelConfig LoadScaleTarget(const std::string& spec);
+
+ReplayResult Replay(trace::TraceReader& reader, const ReplayOptions& options,
+                    const policy::FutureDemand* future = nullptr);
+
+}  // namespace moex::sim

@@ -1,0 +1,250 @@
+// The trace file format: exact round trips at every precision, and clear errors for
+// truncated, corrupt, foreign and newer files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "support/temp_dir.h"
+#include "trace/trace_reader.h"
+#include "trace/trace_writer.h"
+
+namespace moex::trace {
+namespace {
+
+TraceHeader SmallHeader(Precision probs, Precision hidden, bool pooled) {
+  TraceHeader h;
+  h.source = "test";
+  h.model.name = "toy";
+  h.model.num_layers = 2;
+  h.model.moe_layers = {0, 1};
+  h.model.num_experts = 4;
+  h.model.top_k = 2;
+  h.model.hidden_size = 3;
+  h.model.expert_neurons = 8;
+  h.model.record_bytes = 18;
+  h.model.block_neurons = 8;
+  h.model.dtype = "bf16";
+  h.probs = probs;
+  h.hidden = hidden;
+  h.pooled = pooled;
+  h.info = {{"note", "unit test"}};
+  return h;
+}
+
+TraceEvent Iteration(const TraceHeader& h, int64_t index) {
+  TraceEvent e;
+  e.kind = TraceEvent::kIteration;
+  TraceIteration& it = e.iteration;
+  it.iteration = index;
+  it.requests = {0, 1};
+  it.token_counts = {2, 1};
+  it.tokens = {11, 12, 13};
+  if (h.pooled) it.pooled = {0.5f, -1, 2, 3, 4, 5.25f};
+  for (int layer = 0; layer < 2; ++layer) {
+    TraceGate g;
+    g.layer = layer;
+    g.n_tokens = 3;
+    g.top_k = 2;
+    g.ids = {3, 1, 0, 2, 1, layer};
+    g.weights = {0.6f, 0.4f, 0.7f, 0.3f, 0.55f, 0.45f};
+    if (h.probs != Precision::kNone)
+      for (int i = 0; i < 12; ++i) g.probs.push_back(0.1f * static_cast<float>(i) + 0.013f);
+    if (h.hidden != Precision::kNone)
+      for (int i = 0; i < 9; ++i) g.hidden.push_back(1.0f / static_cast<float>(i + 3));
+    it.gates.push_back(g);
+  }
+  return e;
+}
+
+std::vector<TraceEvent> Events(const TraceHeader& h) {
+  std::vector<TraceEvent> events;
+  TraceEvent begin;
+  begin.kind = TraceEvent::kRequestBegin;
+  begin.request = 0;
+  begin.prompt = {11, 12};
+  events.push_back(begin);
+  begin.request = 1;
+  begin.prompt = {13};
+  events.push_back(begin);
+  events.push_back(Iteration(h, 0));
+  events.push_back(Iteration(h, 1));
+  TraceEvent end;
+  end.kind = TraceEvent::kRequestEnd;
+  end.request = 1;
+  events.push_back(end);
+  return events;
+}
+
+void WriteTrace(const std::string& path, const TraceHeader& h, bool with_tensor = false) {
+  TraceWriter w(path, h);
+  std::vector<float> router = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  if (with_tensor) {
+    TensorView t;
+    t.name = "model.layers.0.mlp.gate.weight";
+    t.dtype = DType::kF32;
+    t.shape = {4, 3};
+    t.data = reinterpret_cast<const std::byte*>(router.data());
+    t.nbytes = router.size() * 4;
+    w.WriteTensor(t);
+  }
+  for (const TraceEvent& e : Events(h)) w.Write(e);
+  w.Finish();
+}
+
+float Rounded(float f, Precision p) {
+  if (p == Precision::kF16) return F16ToF32(F32ToF16(f));
+  if (p == Precision::kBF16) return BF16ToF32(F32ToBF16(f));
+  return f;
+}
+
+class TraceRoundTrip : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(TraceRoundTrip, EveryFieldComesBack) {
+  testing::TempDir dir;
+  const Precision p = GetParam();
+  const TraceHeader h = SmallHeader(p, p, p != Precision::kNone);
+  WriteTrace(dir / "t.trace", h, true);
+  TraceReader r(dir / "t.trace");
+  EXPECT_EQ(r.header().model.name, "toy");
+  EXPECT_EQ(r.header().probs, p);
+  EXPECT_EQ(r.header().info["note"], "unit test");
+  ASSERT_NE(r.tensors().Find("model.layers.0.mlp.gate.weight"), nullptr);
+  EXPECT_EQ(r.tensors().Find("model.layers.0.mlp.gate.weight")->shape, (std::vector<int64_t>{4, 3}));
+  const std::vector<TraceEvent> want = Events(h);
+  for (int pass = 0; pass < 2; ++pass) {  // The second pass checks Rewind.
+    TraceEvent got;
+    for (const TraceEvent& w : want) {
+      ASSERT_TRUE(r.Next(&got));
+      ASSERT_EQ(got.kind, w.kind);
+      EXPECT_EQ(got.request, w.request);
+      EXPECT_EQ(got.prompt, w.prompt);
+      const TraceIteration &a = got.iteration, &b = w.iteration;
+      EXPECT_EQ(a.iteration, b.iteration);
+      EXPECT_EQ(a.requests, b.requests);
+      EXPECT_EQ(a.token_counts, b.token_counts);
+      EXPECT_EQ(a.tokens, b.tokens);
+      EXPECT_EQ(a.pooled, b.pooled);  // Pooled embeddings are always f32.
+      ASSERT_EQ(a.gates.size(), b.gates.size());
+      for (size_t g = 0; g < a.gates.size(); ++g) {
+        EXPECT_EQ(a.gates[g].layer, b.gates[g].layer);
+        EXPECT_EQ(a.gates[g].ids, b.gates[g].ids);
+        EXPECT_EQ(a.gates[g].weights, b.gates[g].weights);
+        ASSERT_EQ(a.gates[g].probs.size(), b.gates[g].probs.size());
+        for (size_t i = 0; i < a.gates[g].probs.size(); ++i)
+          EXPECT_EQ(a.gates[g].probs[i], Rounded(b.gates[g].probs[i], p));
+        ASSERT_EQ(a.gates[g].hidden.size(), b.gates[g].hidden.size());
+        for (size_t i = 0; i < a.gates[g].hidden.size(); ++i)
+          EXPECT_EQ(a.gates[g].hidden[i], Rounded(b.gates[g].hidden[i], p));
+      }
+    }
+    EXPECT_FALSE(r.Next(&got));
+    EXPECT_FALSE(r.Next(&got));
+    r.Rewind();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TraceRoundTrip,
+                         ::testing::Values(Precision::kNone, Precision::kF32, Precision::kF16,
+                                           Precision::kBF16));
+
+std::vector<char> ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void WriteBytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Reads the whole trace; the error (if any) as a string.
+std::string ReadAllError(const std::string& path) {
+  try {
+    TraceReader r(path);
+    TraceEvent e;
+    while (r.Next(&e)) {
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TraceFormat, EveryTruncationIsAnError) {
+  testing::TempDir dir;
+  WriteTrace(dir / "t.trace", SmallHeader(Precision::kF16, Precision::kNone, false));
+  const std::vector<char> bytes = ReadBytes(dir / "t.trace");
+  ASSERT_EQ(ReadAllError(dir / "t.trace"), "");
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) {
+    SCOPED_TRACE(cut);
+    WriteBytes(dir / "cut.trace", std::vector<char>(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(cut)));
+    const std::string error = ReadAllError(dir / "cut.trace");
+    EXPECT_NE(error, "");
+  }
+  // The last byte matters too: the end record is checked whole.
+  WriteBytes(dir / "cut.trace", std::vector<char>(bytes.begin(), bytes.end() - 1));
+  EXPECT_NE(ReadAllError(dir / "cut.trace").find("truncated"), std::string::npos);
+}
+
+TEST(TraceFormat, CorruptionVersionAndMagicAreReported) {
+  testing::TempDir dir;
+  WriteTrace(dir / "t.trace", SmallHeader(Precision::kF32, Precision::kNone, false));
+  const std::vector<char> bytes = ReadBytes(dir / "t.trace");
+
+  std::vector<char> flipped = bytes;
+  flipped[flipped.size() - 44] ^= 0x10;  // In the request_end payload (end record: last 40 bytes).
+  WriteBytes(dir / "x.trace", flipped);
+  EXPECT_NE(ReadAllError(dir / "x.trace").find("checksum"), std::string::npos);
+
+  std::vector<char> newer = bytes;
+  newer[8] = 2;  // Version field follows the 8-byte magic.
+  WriteBytes(dir / "x.trace", newer);
+  EXPECT_NE(ReadAllError(dir / "x.trace").find("version 2"), std::string::npos);
+
+  std::vector<char> foreign = bytes;
+  foreign[0] = 'X';
+  WriteBytes(dir / "x.trace", foreign);
+  EXPECT_NE(ReadAllError(dir / "x.trace").find("not a moex trace"), std::string::npos);
+
+  std::vector<char> extra = bytes;
+  extra.push_back('!');
+  WriteBytes(dir / "x.trace", extra);
+  EXPECT_NE(ReadAllError(dir / "x.trace"), "");
+
+  EXPECT_NE(ReadAllError(dir / "missing.trace").find("cannot open"), std::string::npos);
+}
+
+TEST(TraceFormat, HeaderFieldsAreChecked) {
+  nlohmann::json j = HeaderToJson(SmallHeader(Precision::kF16, Precision::kNone, false));
+  EXPECT_NO_THROW(HeaderFromJson(j));
+  nlohmann::json missing = j;
+  missing["model"].erase("num_experts");
+  EXPECT_THROW(HeaderFromJson(missing), Error);
+  nlohmann::json bad = j;
+  bad["model"]["moe_layers"] = {5};
+  EXPECT_THROW(HeaderFromJson(bad), Error);
+  bad = j;
+  bad["probs"] = "f8";
+  EXPECT_THROW(HeaderFromJson(bad), Error);
+}
+
+TEST(TraceFormat, WriterRejectsInconsistentEventsAndLeavesNoFile) {
+  testing::TempDir dir;
+  const TraceHeader h = SmallHeader(Precision::kF16, Precision::kNone, false);
+  {
+    TraceWriter w(dir / "t.trace", h);
+    TraceEvent e = Iteration(h, 0);
+    e.iteration.gates[0].ids[0] = 9;  // Only 4 experts.
+    EXPECT_THROW(w.Write(e), Error);
+    e = Iteration(h, 0);
+    e.iteration.gates[0].probs.pop_back();
+    EXPECT_THROW(w.Write(e), Error);
+  }  // Never finished: nothing under the final name.
+  EXPECT_FALSE(std::filesystem::exists(dir / "t.trace"));
+}
+
+}  // namespace
+}  // namespace moex::trace

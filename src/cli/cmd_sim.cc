@@ -50,8 +50,7 @@ int RunSim(const SimOptions& o) {
     return 0;
   }
   Check(!o.trace.empty(), "--trace is required");
-  trace::TraceReader reader(o.trace);
-  sim::ReplayOptions options;
+  sim::ReplayOptions options;  // Arguments first: a bad one fails before a long read.
   options.hardware = sim::LoadHardwareProfile(o.hardware);
   options.chunk_neurons = o.chunk_neurons;
   options.seed = o.seed;
@@ -61,6 +60,7 @@ int RunSim(const SimOptions& o) {
   }
   const std::vector<std::string> policies = SplitList(o.policies, "policy");
   const std::vector<std::string> budgets = SplitList(o.budgets, "budget");
+  trace::TraceReader reader(o.trace);
 
   policy::FutureDemand future;
   bool have_future = false;

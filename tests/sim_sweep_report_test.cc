@@ -205,7 +205,7 @@ TEST(SweepReport, LegendEntryPerPolicyWithBeladyAsDashedBlackBound) {
   const std::string html = RenderSweepHtml(ThreePolicies());
   EXPECT_EQ(Count(html, "<g class=\"legend-entry\">"), 3u * 3u);
   for (const char* label :
-       {">lru</text>", ">nextgate+lfu</text>", ">belady (optimal bound)</text>"}) {
+       {">lru</text>", ">nextgate+lfu</text>", ">belady (optimal on-demand)</text>"}) {
     EXPECT_EQ(Count(html, label), 3u) << label;
   }
   const auto lines_start = html.find("<polyline ");

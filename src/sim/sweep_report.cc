@@ -157,7 +157,7 @@ std::vector<Series> GroupByPolicy(const std::vector<SweepPoint>& points) {
       Series s;
       s.policy = point.policy;
       if (point.policy == kBoundPolicy) {
-        s.label = point.policy + " (optimal bound)";
+        s.label = point.policy + " (optimal on-demand)";
         s.colour = kBoundColour;
         s.dash = kBoundDash;
       } else {

@@ -5,6 +5,7 @@
 //    stream from DRAM; reported as GB/s and as a fraction of the measured bandwidth,
 //  * prefill (n = 128, 512 tokens): Linear and ExpertFfn GFLOP/s next to OpenBLAS sgemm on
 //    the same shapes (OpenBLAS gets as many threads as the kernel pool).
+// Decode also runs on the smaller OLMoE "small" shapes of the engine benchmark.
 // Usage: kernels_bench [--json] [--quick]
 #include <cblas.h>
 
@@ -105,38 +106,40 @@ struct Decode {
 };
 
 // One-token Linear over `count` distinct rows x cols matrices, as a forward pass would.
-Decode DecodeLinear(DType dtype, int count, int reps, int threads) {
-  const Buffer w = MakeMatrices(dtype, kModel, kModel, count);
-  const size_t bytes = DTypeBytes(dtype, kModel) * kModel;
-  const std::vector<float> x = Random(kModel, 2, 1.0f);
-  std::vector<float> y(kModel);
+Decode DecodeLinear(DType dtype, int count, int reps, int threads, int64_t rows = kModel,
+                    int64_t cols = kModel) {
+  const Buffer w = MakeMatrices(dtype, rows, cols, count);
+  const size_t bytes = DTypeBytes(dtype, cols) * rows;
+  const std::vector<float> x = Random(cols, 2, 1.0f);
+  std::vector<float> y(rows);
   const Timing t = BestOf(reps, [&] {
     for (int m = 0; m < count; ++m) {
-      kernels::Linear(w.get() + m * bytes, dtype, kModel, kModel, x.data(), 1, y.data());
+      kernels::Linear(w.get() + m * bytes, dtype, rows, cols, x.data(), 1, y.data());
     }
   });
-  return {std::string("linear_2048x2048_") + DTypeName(dtype),
+  return {"linear_" + std::to_string(rows) + "x" + std::to_string(cols) + "_" + DTypeName(dtype),
           RateOf(bytes * count / 1e9, t, threads), t.wall / count * 1e3};
 }
 
 // One token through 8 experts per call, cycling through `pool_experts` resident experts.
-Decode DecodeExperts(DType dtype, int pool_experts, int reps, int threads) {
-  const size_t expert_bytes = kernels::ExpertRecordBytes(dtype, kModel) * kNeurons;
-  const Buffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, pool_experts);
-  const std::vector<float> x = Random(kModel, 3, 1.0f);
-  std::vector<float> y(kActive * kModel, 0.0f);
+Decode DecodeExperts(DType dtype, int pool_experts, int reps, int threads, int64_t d = kModel,
+                     int64_t neurons = kNeurons) {
+  const size_t expert_bytes = kernels::ExpertRecordBytes(dtype, d) * neurons;
+  const Buffer w = MakeMatrices(dtype, 3 * neurons, d, pool_experts);
+  const std::vector<float> x = Random(d, 3, 1.0f);
+  std::vector<float> y(kActive * d, 0.0f);
   const int calls = pool_experts / kActive;
   const Timing t = BestOf(reps, [&] {
     for (int c = 0; c < calls; ++c) {
       std::vector<ExpertJob> jobs;
       for (int e = 0; e < kActive; ++e) {
-        jobs.push_back({w.get() + (c * kActive + e) * expert_bytes, kNeurons, x.data(), 1,
-                        y.data() + e * kModel});
+        jobs.push_back(
+            {w.get() + (c * kActive + e) * expert_bytes, neurons, x.data(), 1, y.data() + e * d});
       }
-      kernels::ExpertFfn(jobs, dtype, kModel);
+      kernels::ExpertFfn(jobs, dtype, d);
     }
   });
-  return {std::string("experts_8x2048x1024_") + DTypeName(dtype),
+  return {"experts_8x" + std::to_string(d) + "x" + std::to_string(neurons) + "_" + DTypeName(dtype),
           RateOf(expert_bytes * kActive * calls / 1e9, t, threads), t.wall / calls * 1e3};
 }
 
@@ -212,6 +215,11 @@ int Main(int argc, char** argv) {
   // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
   std::vector<Decode> decode = {DecodeLinear(DType::kBF16, 64, reps, threads),
                                 DecodeExperts(DType::kBF16, 32, reps, threads)};
+  // OLMoE small shapes (the engine benchmark's model): 2 MB projections, the 103 MB LM
+  // head, and 1.5 MB experts, where per-call overheads weigh more.
+  decode.push_back(DecodeLinear(DType::kBF16, 192, reps, threads, 1024, 1024));
+  decode.push_back(DecodeLinear(DType::kBF16, 4, reps, threads, 50304, 1024));
+  decode.push_back(DecodeExperts(DType::kBF16, 256, reps, threads, 1024, 256));
   if (!quick) {
     decode.push_back(DecodeLinear(DType::kF32, 32, reps, threads));
     decode.push_back(DecodeLinear(DType::kQ8_0, 96, reps, threads));

@@ -134,6 +134,28 @@ TEST(KernelsLinearTest, BatchInvariantBitExact) {
   });
 }
 
+// Decode (n <= 2) interleaves rows shorter than half a page in blocks of up to 64 rows;
+// every row must still equal its row of a large batch, across whole blocks and tails.
+TEST(KernelsLinearTest, InterleavedDecodeRowsBatchInvariantBitExact) {
+  ForEachTarget([&] {
+    for (DType dtype : kAllDTypes) {
+      for (int64_t in : {int64_t{64}, int64_t{160}, int64_t{512}, int64_t{1024}}) {
+        const int64_t out = 203, n = 9;
+        const Weights w = MakeWeights(dtype, out, in, 41);
+        const std::vector<float> x = RandomVector(n * in, 42);
+        std::vector<float> all(n * out);
+        Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data());
+        for (int64_t len : {int64_t{1}, int64_t{2}}) {
+          std::vector<float> part(len * out);
+          Linear(w.bytes.data(), dtype, out, in, &x[3 * in], len, part.data());
+          ASSERT_EQ(std::memcmp(part.data(), &all[3 * out], part.size() * sizeof(float)), 0)
+              << DTypeName(dtype) << " in=" << in << " len=" << len;
+        }
+      }
+    }
+  });
+}
+
 TEST(KernelsLinearTest, ThreadCountInvariantBitExact) {
   ForEachTarget([&] {
     for (DType dtype : kAllDTypes) {

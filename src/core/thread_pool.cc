@@ -1,14 +1,63 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace moex {
 
 namespace {
+
 int g_requested_threads = 0;
+
+// How long a thread polls before it blocks: long enough to span the serial work between
+// the regions of one decode step (norms, routing, sampling), short enough that an idle pool
+// gives the cores back quickly.
+constexpr auto kSpin = std::chrono::microseconds(500);
+// A poller that finds itself descheduled between two clock reads is on an oversubscribed
+// machine, where polling only burns the time slice the other threads of the pool need
+// (and forfeits the scheduler's wake-up preference): the pool then blocks at once for a
+// while.
+constexpr auto kPreempted = std::chrono::microseconds(200);
+constexpr auto kBackOff = std::chrono::milliseconds(200);
+std::atomic<int64_t> g_no_spin_until{0};  // steady_clock ticks.
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
 }
+
+// Polls pred() for up to kSpin; returns whether it became true.
+template <class Pred>
+bool SpinUntil(const Pred& pred) {
+  using Clock = std::chrono::steady_clock;
+  auto now = Clock::now();
+  if (now.time_since_epoch().count() < g_no_spin_until.load(std::memory_order_relaxed)) {
+    return pred();
+  }
+  const auto deadline = now + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      CpuRelax();
+    }
+    const auto last = now;
+    now = Clock::now();
+    if (now - last > kPreempted) {
+      g_no_spin_until.store((now + kBackOff).time_since_epoch().count(), std::memory_order_relaxed);
+      return pred();
+    }
+    if (now >= deadline) return pred();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   threads = std::max(threads, 1);
@@ -18,7 +67,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -33,47 +82,85 @@ void ThreadPool::ParallelFor(size_t n, size_t grain, const RangeFn& fn) {
     fn(0, n, 0);
     return;
   }
-  std::lock_guard<std::mutex> run_lock(run_mutex_);
-  const size_t chunk = ((units + parts - 1) / parts) * grain;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunk_ = chunk;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+  Run(n, ((units + parts - 1) / parts) * grain, fn);
+}
+
+void ThreadPool::ParallelForDynamic(size_t n, size_t grain, const RangeFn& fn) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  if (grain >= n || size() == 1) {
+    fn(0, n, 0);
+    return;
   }
-  wake_.notify_all();
-  fn(0, std::min(chunk, n), 0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  Run(n, grain, fn);
+}
+
+void ThreadPool::RunChunks(int worker) {
+  const size_t n = job_n_, chunk = job_chunk_;
+  for (;;) {
+    const size_t begin = next_.fetch_add(chunk, std::memory_order_relaxed);
+    if (begin >= n) return;
+    (*job_)(begin, std::min(begin + chunk, n), worker);
+  }
+}
+
+void ThreadPool::Run(size_t n, size_t chunk, const RangeFn& fn) {
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  job_ = &fn;
+  job_n_ = n;
+  job_chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  // Opening keeps the count: a late worker of the previous region may still be between
+  // its increment and its decrement (it saw kClosed and touches nothing).
+  entered_.fetch_and(~kClosed);
+  // seq_cst pairs with a sleeping worker's increment of sleepers_ (Dekker): either we see
+  // it and notify, or it sees the new generation before it blocks.
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    wake_.notify_all();
+  }
+  RunChunks(0);
+  // Every chunk is claimed; wait only for the workers that joined.
+  entered_.fetch_or(kClosed);
+  const auto done = [this] { return entered_.load() == kClosed; };
+  if (!SpinUntil(done)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    caller_sleeps_.store(true);
+    done_.wait(lock, done);
+    caller_sleeps_.store(false);
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  size_t seen = 0;
+  uint64_t seen = 0;
+  const auto ready = [&] {
+    return generation_.load(std::memory_order_acquire) != seen ||
+           stop_.load(std::memory_order_relaxed);
+  };
   for (;;) {
-    const RangeFn* job;
-    size_t n, chunk;
-    {
+    if (!SpinUntil(ready)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunk = job_chunk_;
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
+      sleepers_.fetch_sub(1);
     }
-    const size_t begin = static_cast<size_t>(index) * chunk;
-    if (begin < n) (*job)(begin, std::min(begin + chunk, n), index);
-    {
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
+    // Joining synchronises with the caller's opening RMW, so the job fields are visible;
+    // the caller does not return while we are counted.
+    if ((entered_.fetch_add(1) & kClosed) == 0) RunChunks(index);
+    if (entered_.fetch_sub(1) == kClosed + 1 && caller_sleeps_.load()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
 
-void ThreadPool::SetGlobalThreads(int threads) { g_requested_threads = threads; }
+void ThreadPool::SetGlobalThreads(int threads) {
+  g_requested_threads = threads;
+}
 
 ThreadPool& ThreadPool::Global() {
   static std::unique_ptr<ThreadPool> pool = [] {

@@ -3,7 +3,7 @@
 // achieved read bandwidth and stall. One JSON object per configuration on stdout.
 //
 //   offload_decode --model DIR [--arch olmoe --size full] [--budgets 100%,50%,25%,10%]
-//                  [--policies lru,nextgate] [--prompt-tokens 16] [--gen-tokens 16]
+//                  [--policies lru,lfu,random,nextgate] [--prompt-tokens 16] [--gen-tokens 16]
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +38,20 @@ int64_t ProcStatusBytes(const char* field) {
   return kb * 1024;
 }
 
+// The first three fields of /proc/loadavg (1, 5 and 15 minutes).
+std::string LoadAverage() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return "";
+  char buf[128] = {};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  if (!ok) return "";
+  std::string s(buf);
+  size_t pos = 0;
+  for (int field = 0; field < 3 && pos != std::string::npos; ++field) pos = s.find(' ', pos + 1);
+  return s.substr(0, pos);
+}
+
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -51,7 +65,7 @@ std::vector<std::string> Split(const std::string& s) {
 int main(int argc, char** argv) {
   using namespace moex;
   std::string model_dir = "/work/offload-bench/olmoe-full", arch = "olmoe", size = "full";
-  std::string budgets = "10%,25%,50%,100%", policies = "lru,nextgate";
+  std::string budgets = "10%,25%,50%,100%", policies = "lru,lfu,random,nextgate";
   int prompt_tokens = 16, gen_tokens = 16;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -126,7 +140,21 @@ int main(int argc, char** argv) {
         const int64_t hits = after.total.counters.hits - before.total.counters.hits;
         const int64_t misses = after.total.counters.misses - before.total.counters.misses;
         j["decode_hit_rate"] = hits + misses ? static_cast<double>(hits) / (hits + misses) : 0.0;
-        j["decode_stall_ms"] = after.total.stall_ms - before.total.stall_ms;
+        const double stall = after.total.stall_ms - before.total.stall_ms;
+        j["decode_stall_ms"] = stall;
+        // Decode-phase I/O: wall time with a read in flight, the part of it the compute did
+        // not wait for (hidden behind compute), and the compute time per token (decode time
+        // less the stall).
+        j["decode_io_busy_ms"] = busy;
+        j["decode_overlap_ms"] = after.overlap_ms - before.overlap_ms;
+        j["decode_io_hidden_share"] =
+            busy > 0 ? (after.overlap_ms - before.overlap_ms) / busy : 0.0;
+        j["decode_compute_ms_per_token"] =
+            (t.decode_ms - stall) / static_cast<double>(std::max<int64_t>(1, decode_tokens));
+        j["decode_misses_per_token"] =
+            static_cast<double>(misses) / static_cast<double>(std::max<int64_t>(1, decode_tokens));
+        j["expert_bytes"] = model->expert_shape.ExpertBytes();
+        j["loadavg"] = LoadAverage();
         j["rss_bytes"] = ProcStatusBytes("VmRSS");
         j["peak_rss_bytes"] = ProcStatusBytes("VmHWM");  // Budgets run in ascending order.
         j["offload"] = after.ToJson();

@@ -1,17 +1,19 @@
 #!/bin/bash
 # Offload benchmark: decode tok/s at several host budgets and policies on a random model in
 # a real shape, next to the disk's own sequential O_DIRECT bandwidth (dd on the expert
-# store itself) and the physical bound that implies (disk GB/s / bytes read per token).
+# store itself) and the physical bound that implies: bytes read per token / disk GB/s +
+# compute time per token (see the Python below). Never run in CI.
 #
 #   bench/offload_run.sh BUILD_DIR [MODEL_DIR] [ARCH] [SIZE]
-# Writes one JSON line per configuration to stdout; progress on stderr.
+# Writes one JSON line per configuration to stdout (after the sweep, with the bound); the raw
+# lines stream to stderr as they come.
 set -euo pipefail
 build=${1:?usage: offload_run.sh BUILD_DIR [MODEL_DIR] [ARCH] [SIZE]}
 model=${2:-/work/offload-bench/olmoe-full}
 arch=${3:-olmoe}
 size=${4:-full}
 budgets=${BUDGETS:-10%,25%,50%,100%}
-policies=${POLICIES:-lru,nextgate}
+policies=${POLICIES:-lru,lfu,random,nextgate}
 gen=${GEN_TOKENS:-16}
 prompt=${PROMPT_TOKENS:-16}
 
@@ -22,17 +24,35 @@ prompt=${PROMPT_TOKENS:-16}
 store="$model/experts.moex"
 dd_out=$(dd if="$store" of=/dev/null bs=16M count=256 iflag=direct 2>&1 | tail -1)
 dd_gbs=$(echo "$dd_out" | awk '{for (i = 1; i < NF; i++) if ($(i+1) ~ /^GB\/s$/) print $i; else if ($(i+1) ~ /^MB\/s$/) print $i / 1000}')
-echo "{\"dd_iflag_direct\": \"$dd_out\", \"disk_gb_per_s\": $dd_gbs}"
+echo "{\"dd_iflag_direct\": \"$dd_out\", \"disk_gb_per_s\": $dd_gbs, \"loadavg\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
 
+la_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$build/offload_decode" --model "$model" --budgets "$budgets" --policies "$policies" \
-  --gen-tokens "$gen" --prompt-tokens "$prompt" |
+  --gen-tokens "$gen" --prompt-tokens "$prompt" | tee /dev/stderr |
   python3 -c '
 import json, sys
-disk = float(sys.argv[1])
-for line in sys.stdin:
-    j = json.loads(line)
+# Physical bound per configuration (issue 6): the expert bytes this run read per decoded
+# token at the disk bandwidth dd measured, plus the compute time per token. Compute time is
+# the smallest decode time less stall per token among the 100 % runs (all experts cached
+# after prefill: what is left is the forward pass itself); COMPUTE_MS overrides it.
+disk, la_before, compute_env = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+runs = [json.loads(line) for line in sys.stdin if line.strip()]
+full = [j["decode_compute_ms_per_token"] for j in runs if j["budget"] == "100%"]
+compute_ms = float(compute_env) if compute_env else (min(full) if full else None)
+for j in runs:
     bpt = j["decode_bytes_per_token"]
     j["disk_gb_per_s"] = disk
+    j["loadavg_before_sweep"] = la_before
     j["io_bound_tokens_per_s"] = disk * 1e9 / bpt if bpt > 0 else None
+    j["decode_read_share_of_disk"] = j["decode_read_gb_per_s_while_busy"] / disk
+    if compute_ms is not None:
+        bound_s = bpt / (disk * 1e9) + compute_ms / 1000
+        j["compute_ms_per_token"] = compute_ms
+        j["bound_tokens_per_s"] = 1 / bound_s
+        tps = j["decode_tokens_per_s"]
+        j["time_over_bound"] = (1 / tps) / bound_s if tps > 0 else None
     print(json.dumps(j), flush=True)
-' "$dd_gbs"
+' "$dd_gbs" "$la_before" "${COMPUTE_MS:-}"
+
+dd_after=$(dd if="$store" of=/dev/null bs=16M count=256 skip=256 iflag=direct 2>&1 | tail -1)
+echo "{\"dd_iflag_direct_after\": \"$dd_after\", \"loadavg_after\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"

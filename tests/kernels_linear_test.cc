@@ -156,6 +156,36 @@ TEST(KernelsLinearTest, InterleavedDecodeRowsBatchInvariantBitExact) {
   });
 }
 
+// LinearMulti gives each output the bits of its own Linear call, whatever the mix of
+// dtypes, biases, batch sizes and thread counts.
+TEST(KernelsLinearTest, MultiEqualsSeparateCallsBitExact) {
+  ForEachTarget([&] {
+    const int64_t in = 256;
+    const Weights a = MakeWeights(DType::kBF16, 300, in, 51);
+    const Weights b = MakeWeights(DType::kQ8_0, 70, in, 52);
+    const Weights c = MakeWeights(DType::kF32, 1000, in, 53);
+    const std::vector<float> bias = RandomVector(70, 54);
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{13}}) {
+      const std::vector<float> x = RandomVector(n * in, 55);
+      std::vector<float> ya(n * 300), yb(n * 70), yc(n * 1000);
+      Linear(a.bytes.data(), DType::kBF16, 300, in, x.data(), n, ya.data());
+      Linear(b.bytes.data(), DType::kQ8_0, 70, in, x.data(), n, yb.data(), bias.data());
+      Linear(c.bytes.data(), DType::kF32, 1000, in, x.data(), n, yc.data());
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> ma(n * 300), mb(n * 70), mc(n * 1000);
+        const LinearOutput outs[] = {{a.bytes.data(), DType::kBF16, 300, in, ma.data(), nullptr},
+                                     {b.bytes.data(), DType::kQ8_0, 70, in, mb.data(), bias.data()},
+                                     {c.bytes.data(), DType::kF32, 1000, in, mc.data(), nullptr}};
+        LinearMulti(outs, x.data(), n, pool);
+        ASSERT_TRUE(BitEqual(ya, ma)) << "n=" << n << " threads=" << threads;
+        ASSERT_TRUE(BitEqual(yb, mb)) << "n=" << n << " threads=" << threads;
+        ASSERT_TRUE(BitEqual(yc, mc)) << "n=" << n << " threads=" << threads;
+      }
+    }
+  });
+}
+
 TEST(KernelsLinearTest, ThreadCountInvariantBitExact) {
   ForEachTarget([&] {
     for (DType dtype : kAllDTypes) {

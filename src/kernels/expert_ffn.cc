@@ -179,7 +179,7 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
   // the gate half.
   thread_local std::vector<float> gu_storage;
   std::vector<size_t> gu_offset(num_jobs + 1, 0);
-  std::vector<size_t> neurons(num_jobs), columns(num_jobs), ones(num_jobs);
+  std::vector<size_t> neurons(num_jobs), columns(num_jobs);
   std::vector<uint64_t> neuron_cost(num_jobs), column_cost(num_jobs), job_cost(num_jobs);
   uint64_t total_cost = 0, max_cost = 0, total_bytes = 0;
   for (size_t j = 0; j < num_jobs; ++j) {
@@ -190,7 +190,6 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
     gu_offset[j + 1] = gu_offset[j] + n * 2 * m;
     neurons[j] = m;
     columns[j] = m == 0 ? 0 : d;
-    ones[j] = m == 0 ? 0 : 1;
     // Work per neuron ~ its tokens plus the cost of streaming the record once.
     neuron_cost[j] = n + 2;
     column_cost[j] = m * (n + 2);
@@ -225,18 +224,24 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
   const bool whole_jobs =
       workers == 1 || max_cost * workers * 4 <= total_cost * 5 || total_bytes < (size_t{1} << 20);
   if (whole_jobs) {
-    const auto run = [&](size_t w) {
-      for (const WorkRange& r : PartitionWork(ones, job_cost, 1, w, workers)) {
-        gate_up(r.item, 0, neurons[r.item]);
-        down(r.item, 0, d);
+    // Threads claim whole jobs, largest first, so one the OS slows down (the machine is
+    // shared) takes fewer of them instead of holding the others back.
+    std::vector<size_t> order(num_jobs);
+    for (size_t j = 0; j < num_jobs; ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return job_cost[a] > job_cost[b]; });
+    const auto run = [&](size_t b, size_t e, int) {
+      for (size_t i = b; i < e; ++i) {
+        const size_t j = order[i];
+        if (neurons[j] == 0) continue;
+        gate_up(j, 0, neurons[j]);
+        down(j, 0, d);
       }
     };
     if (workers == 1) {
-      run(0);
+      run(0, num_jobs, 0);
     } else {
-      pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
-        for (size_t w = b; w < e; ++w) run(w);
-      });
+      pool.ParallelForDynamic(num_jobs, 1, run);
     }
     return;
   }

@@ -44,6 +44,22 @@ inline void Linear(const TensorView& w, const float* x, int64_t n, float* y,
   Linear(w.data, w.dtype, w.rows(), w.cols(), x, n, y, bias);
 }
 
+// One of several Linear outputs computed from the same input x (e.g. q, k and v).
+struct LinearOutput {
+  const std::byte* w = nullptr;
+  DType dtype = DType::kF32;
+  int64_t out = 0;
+  int64_t in = 0;  // The same for every output of one call.
+  float* y = nullptr;
+  const float* bias = nullptr;
+};
+inline LinearOutput OutputOf(const TensorView& w, float* y, const float* bias = nullptr) {
+  return {w.data, w.dtype, w.rows(), w.cols(), y, bias};
+}
+// The same bits as one Linear per output, in one parallel region instead of several.
+void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n);
+void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, ThreadPool& pool);
+
 // One unit of routed-expert work on the neuron-major layout (see docs/expert-store.md):
 // record i (of d_model*3 elements) = [gate row i | up row i | down column i], each part
 // DTypeBytes(dtype, d_model) bytes. For Q8_0 all three parts are Q8_0 rows of d_model

@@ -195,8 +195,11 @@ std::vector<float> NaiveAttention(const std::vector<float>& q, const std::vector
 }
 
 TEST(KernelsOpsTest, AttentionMatchesReferenceAndIsBatchInvariant) {
-  const AttnCase cases[] = {{1, 0, 1, 1, 4},  {1, 5, 4, 2, 16},    {7, 0, 8, 2, 64},
-                            {5, 9, 6, 3, 20}, {17, 30, 4, 1, 128}, {3, 2, 2, 2, 1}};
+  // The last two are decode-like and large enough to run in parallel, where heads are
+  // attended in groups whose size depends on the query and thread counts.
+  const AttnCase cases[] = {{1, 0, 1, 1, 4},      {1, 5, 4, 2, 16},    {7, 0, 8, 2, 64},
+                            {5, 9, 6, 3, 20},     {17, 30, 4, 1, 128}, {3, 2, 2, 2, 1},
+                            {1, 200, 16, 16, 64}, {2, 100, 16, 4, 64}};
   ForEachTarget([&] {
     for (const AttnCase& c : cases) {
       const int64_t ctx = c.pos0 + c.n_q;

@@ -1,7 +1,8 @@
-// Causal grouped-query attention over an f32 KV cache, one (query, head) pair per unit of
-// parallel work. Two passes per pair: scores and a max-subtracted softmax, then the
-// probability-weighted sum of values. Every pair is computed independently by the same
-// code, so a query's output does not depend on how many queries share the call.
+// Causal grouped-query attention over an f32 KV cache; a unit of parallel work is one query
+// and a group of its heads. Two passes per (query, head) pair: scores and a max-subtracted
+// softmax, then the probability-weighted sum of values. Every pair gets the same
+// operations whatever its unit, so a query's output does not depend on how many queries
+// share the call or how heads are grouped.
 #include "kernels/simd_config.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -48,6 +49,9 @@ HWY_INLINE float ExpShifted(float* s, size_t n) {
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }
 
+// Heads one unit of work attends together (bounds a stack array).
+constexpr size_t kMaxHeadsPerUnit = 64;
+
 struct AttentionArgs {
   const float* q;
   size_t n_q, pos0;
@@ -58,68 +62,90 @@ struct AttentionArgs {
   float* out;
 };
 
-HWY_INLINE void AttendOne(const AttentionArgs& a, size_t i, size_t h, float* s, float* acc) {
+// Heads [h0, h1) of query i. Keys are visited in the outer loop so that each K and V row
+// is read once, as one contiguous run over the group's heads (walking one head at a time
+// strides through the cache a row per key). Each (query, head) pair still gets exactly
+// the operations of computing it alone: its dots through DotTile, its softmax over its own
+// scores, and its value sum as one FMA chain per element in key order.
+HWY_INLINE void AttendHeads(const AttentionArgs& a, size_t i, size_t h0, size_t h1, float* s,
+                            float* acc) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const size_t hd = a.head_dim;
-  const size_t kvh = h / (a.n_heads / a.n_kv_heads);
+  const size_t group = a.n_heads / a.n_kv_heads;
   const size_t len = a.pos0 + i + 1;
   const size_t kv_stride = a.n_kv_heads * hd;
-  const float* qp = a.q + (i * a.n_heads + h) * hd;
-  const float* xs[1] = {qp};
-  const float* k0 = a.k + kvh * hd;
-  // Scores, four keys per tile (DotTile's result per key does not depend on the tile).
-  size_t j = 0;
-  for (; j + 4 <= len; j += 4) {
-    const std::byte* ks[4];
-    for (size_t r = 0; r < 4; ++r)
-      ks[r] = reinterpret_cast<const std::byte*>(k0 + (j + r) * kv_stride);
-    DotTile<DType::kF32, 4, 1>(ks, xs, hd, s + j, 0);
-  }
-  for (; j < len; ++j) {
-    const std::byte* ks[1] = {reinterpret_cast<const std::byte*>(k0 + j * kv_stride)};
-    DotTile<DType::kF32, 1, 1>(ks, xs, hd, s + j, 0);
-  }
-  for (j = 0; j < len; ++j) s[j] *= a.scale;
-  const float inv = 1.0f / ExpShifted(s, len);
-
-  // acc = sum_j p_j v_j, in key order.
-  const float* v0 = a.v + kvh * hd;
-  const size_t hv = hd / N * N;
-  std::fill(acc, acc + hd, 0.0f);
-  const hn::CappedTag<float, 1> d1;
-  for (j = 0; j < len; ++j) {
-    const float* vj = v0 + j * kv_stride;
-    const VF p = hn::Set(df, s[j]);
-    size_t c = 0;
-    for (; c < hv; c += N)
-      hn::StoreU(hn::MulAdd(p, hn::LoadU(df, vj + c), hn::LoadU(df, acc + c)), df, acc + c);
-    for (; c < hd; ++c) {
-      acc[c] = hn::GetLane(hn::MulAdd(hn::Set(d1, s[j]), hn::Set(d1, vj[c]), hn::Set(d1, acc[c])));
+  const size_t heads = h1 - h0;
+  // Scores: s[(h - h0) * len + j].
+  for (size_t j = 0; j < len; ++j) {
+    const float* kj = a.k + j * kv_stride;
+    for (size_t h = h0; h < h1; ++h) {
+      const float* xs[1] = {a.q + (i * a.n_heads + h) * hd};
+      const std::byte* ks[1] = {reinterpret_cast<const std::byte*>(kj + (h / group) * hd)};
+      DotTile<DType::kF32, 1, 1>(ks, xs, hd, s + (h - h0) * len + j, 0);
     }
   }
-  float* o = a.out + (i * a.n_heads + h) * hd;
-  for (size_t c = 0; c < hd; ++c) o[c] = acc[c] * inv;
+  const hn::CappedTag<float, 1> d1;
+  const size_t hv = hd / N * N;
+  std::fill(acc, acc + heads * hd, 0.0f);
+  float inv[kMaxHeadsPerUnit];
+  for (size_t g = 0; g < heads; ++g) {
+    float* sg = s + g * len;
+    for (size_t j = 0; j < len; ++j) sg[j] *= a.scale;
+    inv[g] = 1.0f / ExpShifted(sg, len);
+  }
+  // acc_h = sum_j p_hj v_jh, in key order.
+  for (size_t j = 0; j < len; ++j) {
+    const float* vrow = a.v + j * kv_stride;
+    for (size_t h = h0; h < h1; ++h) {
+      const size_t g = h - h0;
+      const float* vj = vrow + (h / group) * hd;
+      float* ag = acc + g * hd;
+      const float pj = s[g * len + j];
+      const VF p = hn::Set(df, pj);
+      size_t c = 0;
+      for (; c < hv; c += N)
+        hn::StoreU(hn::MulAdd(p, hn::LoadU(df, vj + c), hn::LoadU(df, ag + c)), df, ag + c);
+      for (; c < hd; ++c) {
+        ag[c] = hn::GetLane(hn::MulAdd(hn::Set(d1, pj), hn::Set(d1, vj[c]), hn::Set(d1, ag[c])));
+      }
+    }
+  }
+  for (size_t h = h0; h < h1; ++h) {
+    const size_t g = h - h0;
+    float* o = a.out + (i * a.n_heads + h) * hd;
+    for (size_t c = 0; c < hd; ++c) o[c] = acc[g * hd + c] * inv[g];
+  }
 }
 
 void AttentionImpl(const float* q, size_t n_q, size_t pos0, const float* k, const float* v,
                    size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float* out,
                    ThreadPool* pool) {
   const AttentionArgs a{q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out};
-  const size_t units = a.n_q * a.n_heads;
+  // Units are (query, group of heads): a few per thread when there are few queries
+  // (decode), whole queries otherwise.
+  const size_t threads = static_cast<size_t>(pool->size());
+  const size_t want = std::max<size_t>(1, (2 * threads + n_q - 1) / n_q);
+  const size_t groups =
+      std::min(n_heads, std::max(want, (n_heads + kMaxHeadsPerUnit - 1) / kMaxHeadsPerUnit));
+  const size_t per_group = (n_heads + groups - 1) / groups;
+  const size_t n_groups = (n_heads + per_group - 1) / per_group;
+  const size_t units = n_q * n_groups;
   const auto run = [&](size_t b, size_t e, int) {
     thread_local std::vector<float> scratch;
-    const size_t need = a.pos0 + a.n_q + a.head_dim;
+    const size_t need = per_group * (a.pos0 + a.n_q + a.head_dim);
     if (scratch.size() < need) scratch.resize(need);
     for (size_t u = b; u < e; ++u) {
-      AttendOne(a, u / a.n_heads, u % a.n_heads, scratch.data(), scratch.data() + a.pos0 + a.n_q);
+      const size_t i = u / n_groups, h0 = (u % n_groups) * per_group;
+      AttendHeads(a, i, h0, std::min(n_heads, h0 + per_group), scratch.data(),
+                  scratch.data() + per_group * (a.pos0 + i + 1));
     }
   };
-  const size_t work = units * (a.pos0 + a.n_q) * a.head_dim;
-  if (work < (size_t{1} << 15) || pool->size() == 1) {
+  const size_t work = n_q * n_heads * (a.pos0 + a.n_q) * a.head_dim;
+  if (work < (size_t{1} << 15) || threads == 1) {
     run(0, units, 0);
   } else {
-    pool->ParallelFor(units, 1, run);
+    pool->ParallelForDynamic(units, 1, run);
   }
 }
 

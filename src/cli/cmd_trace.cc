@@ -12,6 +12,7 @@
 #include "engine/generator.h"
 #include "io/chat_template.h"
 #include "io/prompt_set.h"
+#include "trace/trace_import.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_recorder.h"
 
@@ -186,6 +187,29 @@ int RunInfo(const std::string& path, bool json) {
   return 0;
 }
 
+// `moex trace import`: a routing log captured elsewhere (vLLM, HF Switch) as a trace.
+int RunImport(const trace::ImportOptions& o, bool json) {
+  const trace::ImportSummary s = trace::ImportRoutingLog(o);
+  nlohmann::json out = {{"trace", o.output},
+                        {"format", o.format},
+                        {"input", o.input},
+                        {"requests", s.requests},
+                        {"iterations", s.iterations},
+                        {"tokens", s.tokens},
+                        {"layers", s.layers},
+                        {"dropped_tokens", s.dropped_tokens}};
+  if (!o.metadata.empty()) out["metadata"] = o.metadata;
+  if (json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "wrote " << o.output << ": " << s.requests << " requests, " << s.iterations
+            << " iterations, " << s.tokens << " tokens, " << s.layers << " MoE layers";
+  if (s.dropped_tokens) std::cout << ", " << s.dropped_tokens << " warm-up tokens dropped";
+  std::cout << "\n";
+  return 0;
+}
+
 }  // namespace
 
 Runner AddTraceCommand(CLI::App& app) {
@@ -220,8 +244,23 @@ Runner AddTraceCommand(CLI::App& app) {
   info->add_option("trace", *info_path, "trace file")->required();
   info->add_flag("--json", *info_json, "print one JSON object");
 
+  auto im = std::make_shared<trace::ImportOptions>();
+  auto im_json = std::make_shared<bool>(false);
+  CLI::App* import = cmd->add_subcommand("import", "convert a routing log captured elsewhere");
+  import->add_option("--format", im->format, "vllm-jsonl or switch-json")->required();
+  import->add_option("--in", im->input, "routing log")->required();
+  import->add_option("--metadata", im->metadata, "switch-json: capture metadata (prompt spans)");
+  import->add_option("--out", im->output, "trace file to write")->required();
+  import->add_option("--iterations", im->iterations,
+                     "vllm-jsonl: token (one pass per logged token, default) or pass");
+  import->add_option("--warmup-run", im->warmup_run,
+                     "vllm-jsonl: drop runs of this many identically routed tokens (0 = keep)")
+      ->check(CLI::Range(0, 1 << 30));
+  import->add_flag("--json", *im_json, "print one JSON object");
+
   return [=] {
     if (record->parsed()) return RunRecord(*r);
+    if (import->parsed()) return RunImport(*im, *im_json);
     return RunInfo(*info_path, *info_json);
   };
 }

@@ -1,5 +1,6 @@
 // `moex trace record`: runs a prompt set through the engine and writes the routing trace
 // the simulator replays (docs/trace-format.md). `moex trace info`: what a trace holds.
+// `moex trace import`: a routing log captured elsewhere, as a trace.
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -102,12 +103,17 @@ int RunRecord(const RecordOptions& o) {
   Generator generator(*session->transformer);
   const Stopwatch watch;
   int64_t generated = 0;
+  GenerationTimings total;  // Summed over the generate calls, to set beside `moex sim`.
   for (size_t begin = 0; begin < requests.size(); begin += static_cast<size_t>(o.batch)) {
     const size_t end = std::min(requests.size(), begin + static_cast<size_t>(o.batch));
     const std::vector<GenerationRequest> group(requests.begin() + static_cast<ptrdiff_t>(begin),
                                                requests.begin() + static_cast<ptrdiff_t>(end));
     for (const GenerationResult& r : generator.Generate(group))
       generated += static_cast<int64_t>(r.tokens.size());
+    const GenerationTimings& t = generator.timings();
+    total.prefill_ms += t.prefill_ms;
+    total.decode_ms += t.decode_ms;
+    total.decode_steps += t.decode_steps;
     if (!o.json)
       std::cerr << "\rrecorded " << end << "/" << requests.size() << " requests" << std::flush;
   }
@@ -124,6 +130,12 @@ int RunRecord(const RecordOptions& o) {
                         {"generated_tokens", generated},
                         {"bytes", writer.bytes_written()},
                         {"record_ms", watch.ElapsedMs()},
+                        {"timings",
+                         {{"prefill_ms", total.prefill_ms},
+                          {"decode_ms", total.decode_ms},
+                          {"decode_steps", total.decode_steps},
+                          {"ms_per_decode_step",
+                           total.decode_steps ? total.decode_ms / static_cast<double>(total.decode_steps) : 0.0}}},
                         {"offload", session->executor->MetricsJson()}};
   if (o.json)
     std::cout << out.dump(2) << "\n";

@@ -148,7 +148,8 @@ TEST_P(TraceRoundTrip, EveryFieldComesBack) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TraceRoundTrip,
                          ::testing::Values(Precision::kNone, Precision::kF32, Precision::kF16,
-                                           Precision::kBF16));
+                                           Precision::kBF16),
+                         [](const auto& info) { return std::string(PrecisionName(info.param)); });
 
 std::vector<char> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

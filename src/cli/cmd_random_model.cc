@@ -17,6 +17,7 @@ struct RandomModelCliOptions {
   std::string format = "hf";
   std::string tokenizer;
   std::string gguf_vocab;
+  std::string gguf_type;
   uint64_t seed = 0;
   int layers = 0;
 };
@@ -31,9 +32,10 @@ int RunRandomModel(const RandomModelCliOptions& o) {
   options.format = o.format;
   options.tokenizer_json = o.tokenizer;
   options.gguf_vocab = o.gguf_vocab;
+  if (!o.gguf_type.empty()) options.gguf_type = ParseDType(o.gguf_type);
   WriteRandomModel(options);
-  std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", " << o.dtype << ") to " << o.out
-            << "\n";
+  std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", "
+            << (o.gguf_type.empty() ? o.dtype : o.gguf_type) << ") to " << o.out << "\n";
   return 0;
 }
 
@@ -49,6 +51,8 @@ Runner AddRandomModelCommand(CLI::App& app) {
   cmd->add_option("--format", o->format, "hf or gguf");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json to ship with the model");
   cmd->add_option("--gguf-vocab", o->gguf_vocab, "GGUF whose tokenizer metadata to copy (gguf)");
+  cmd->add_option("--gguf-type", o->gguf_type,
+                  "q8_0: quantise weight matrices and experts (gguf; values drawn in --dtype)");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
   return [o] { return RunRandomModel(*o); };

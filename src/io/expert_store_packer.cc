@@ -115,11 +115,14 @@ void CopyString(char* dst, size_t cap, const std::string& s) {
 void PackInto(const WeightSource& source, const ModelConfig& c, const PackOptions& o,
               const std::string& tmp) {
   const DType dtype = RoutedExpertDType(source, c);
-  Check(dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16,
-        "expert store: routed experts of dtype ", DTypeName(dtype),
-        " cannot be packed neuron-major losslessly (need f32, f16 or bf16)");
   const int64_t d = c.hidden_size;
   const int64_t f = c.moe_intermediate_size;
+  // Q8_0 records are blocks along d (the down column is requantised, see expert_layout.h);
+  // checked here so a bad shape fails before the partial file is created.
+  Check(dtype != DType::kQ8_0 || (d % kQ8BlockSize == 0 && f % kQ8BlockSize == 0),
+        "expert store: q8_0 routed experts need hidden_size and moe_intermediate_size to be "
+        "multiples of 32 to be packed neuron-major (d = ",
+        d, ", F = ", f, ")");
   std::vector<int> moe_layers;
   for (int l = 0; l < c.num_layers; ++l)
     if (c.IsMoeLayer(l)) moe_layers.push_back(l);

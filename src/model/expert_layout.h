@@ -25,8 +25,11 @@ struct ExpertShape {
 void CheckExpertTensors(const TensorView& gate, const TensorView& up, const TensorView& down,
                         const ExpertShape& shape);
 
-// Writes the expert's F records to dst (shape.ExpertBytes() bytes). Element types are
-// copied bit for bit: packing never changes a weight.
+// Writes the expert's F records to dst (shape.ExpertBytes() bytes). F32/F16/BF16 and the
+// Q8_0 gate/up rows are copied bit for bit. A Q8_0 down matrix [d, F] is quantised along F,
+// so its column i is not a run of blocks: it is dequantised (exactly) and requantised as
+// d/32 blocks along d with kernels::QuantizeQ8_0 -- the only case where packing changes
+// weights (docs/expert-store.md gives the error). Q8_0 needs d and F multiples of 32.
 void PackExpertNeuronMajor(const TensorView& gate, const TensorView& up, const TensorView& down,
                            const ExpertShape& shape, std::byte* dst);
 

@@ -15,6 +15,7 @@
 #include "core/logging.h"
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
+#include "kernels/quantize.h"
 
 namespace moex {
 
@@ -167,6 +168,13 @@ struct RowCopy {
       std::byte* dst = out.data() + k * out_unit;
       if (src_dtype == out_dtype) {
         std::memcpy(dst, src, run * src_unit);
+      } else if (out_dtype == DType::kQ8_0) {
+        // Rows are quantised one by one: Q8_0 blocks run along a row.
+        std::vector<float> row(static_cast<size_t>(unit_cols));
+        for (int64_t r = 0; r < run; ++r) {
+          ToF32(src_dtype, src + r * src_unit, unit_cols, reinterpret_cast<std::byte*>(row.data()));
+          kernels::QuantizeQ8_0(row.data(), unit_cols, dst + r * out_unit);
+        }
       } else {
         ToF32(src_dtype, src, run * unit_cols, dst);
       }
@@ -210,6 +218,7 @@ class GgufWeights : public WeightSource {
   const TensorView* Find(const std::string& name) const override;
   std::vector<std::string> Names() const override;
   std::string Describe() const override { return file_->path(); }
+  void ReleasePages(const TensorView& tensor) const override { file_->ReleasePages(tensor); }
 
  private:
   struct Entry {
@@ -679,10 +688,26 @@ struct Plan {
   RowCopy copy;
 };
 
-bool ForceF32(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
-  if (!o.f32_small_tensors || (t.dtype != DType::kF16 && t.dtype != DType::kBF16)) return false;
+bool IsSmallTensor(const std::string& stem, const TensorView& t) {
   return t.shape.size() <= 1 || stem.ends_with("_norm") || stem == "ffn_gate_inp" ||
          stem == "ffn_gate_inp_shexp";
+}
+
+bool ForceF32(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
+  if (!o.f32_small_tensors || (t.dtype != DType::kF16 && t.dtype != DType::kBF16)) return false;
+  return IsSmallTensor(stem, t);
+}
+
+// The stored dtype of a non-expert tensor. Quantising leaves small tensors alone (as
+// llama.cpp does) and widens matrices whose rows do not fill whole Q8_0 blocks to F32.
+DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
+  if (o.quantize && !IsSmallTensor(stem, t)) {
+    if (t.cols() % kQ8BlockSize == 0) return *o.quantize;
+    Log(LogLevel::kInfo, "gguf: ", t.name, " has rows of ", t.cols(), " elements, not a ",
+        "multiple of 32; stored as f32 instead of ", DTypeName(*o.quantize));
+    return DType::kF32;
+  }
+  return ForceF32(stem, t, o) ? DType::kF32 : t.dtype;
 }
 
 }  // namespace
@@ -692,13 +717,15 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   config.Validate();
   const ArchNames names = NamesFor(config.arch);
   const bool permutes = GgufPermutesQK(config.arch);
+  Check(!options.quantize || *options.quantize == DType::kQ8_0,
+        "gguf: can only quantise to q8_0, not ", DTypeName(options.quantize.value_or(DType::kF32)));
   // Ordered by (layer, name); whole-model tensors go first (embedding) or last (output).
   std::map<std::pair<int, std::string>, Plan> plans;
   std::map<std::pair<int, int>, std::vector<const TensorView*>> experts;  // (layer, matrix)
 
   auto add_plan = [&](int order, const std::string& stem, const std::string& gguf_name,
                       const TensorView& t, int permute_heads) {
-    const DType out = ForceF32(stem, t, options) ? DType::kF32 : t.dtype;
+    const DType out = OutputDType(stem, t, options);
     plans[{order, gguf_name}] = {gguf_name, t.shape,
                                  MakeRowCopy({&t}, out, permute_heads, false, t.name)};
   };
@@ -776,9 +803,14 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
         "blk." + std::to_string(layer) + "." + kExpsStems[mat] + ".weight";
     std::vector<int64_t> shape = {static_cast<int64_t>(group.size()), group[0]->shape[0],
                                   group[0]->shape[1]};
-    expert_dtype = group[0]->dtype;
-    plans[{layer, gguf_name}] = {gguf_name, shape,
-                                 MakeRowCopy(group, group[0]->dtype, 0, false, what)};
+    const DType out = options.quantize.value_or(group[0]->dtype);
+    // The engine needs every routed expert in one dtype, so no per-tensor fallback here.
+    Check(out != DType::kQ8_0 || group[0]->cols() % kQ8BlockSize == 0, hf.Describe(),
+          ": cannot store routed expert tensor ", group[0]->name, " as q8_0: its rows have ",
+          group[0]->cols(), " elements, not a multiple of 32 (q8_0 experts need hidden_size ",
+          "and moe_intermediate_size to be multiples of 32)");
+    expert_dtype = out;
+    plans[{layer, gguf_name}] = {gguf_name, shape, MakeRowCopy(group, out, 0, false, what)};
   }
 
   GgufWriter w(options.alignment);

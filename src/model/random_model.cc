@@ -107,7 +107,9 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
   auto checkpoint = HfCheckpoint::Open(temp);
   std::unique_ptr<GgufFile> vocab;
   if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
-  WriteGgufModel(c, *checkpoint, vocab.get(), o.out);
+  GgufWriteOptions gguf;
+  gguf.quantize = o.gguf_type;
+  WriteGgufModel(c, *checkpoint, vocab.get(), o.out, gguf);
 }
 
 }  // namespace
@@ -192,6 +194,9 @@ void WriteRandomModel(const RandomModelOptions& o) {
   Check(o.dtype == DType::kBF16 || o.dtype == DType::kF16 || o.dtype == DType::kF32,
         "random-model: dtype must be bf16, f16 or f32");
   Check(o.format == "hf" || o.format == "gguf", "random-model: format must be hf or gguf");
+  Check(!o.gguf_type || o.format == "gguf", "random-model: --gguf-type needs --format gguf");
+  Check(!o.gguf_type || *o.gguf_type == DType::kQ8_0,
+        "random-model: --gguf-type must be q8_0 (use --dtype for f32, f16 or bf16)");
 
   SafetensorsWriter writer;
   const TensorNames n = TensorNamesFor(c);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/dtype.h"
@@ -28,6 +29,9 @@ struct RandomModelOptions {
   std::string tokenizer_json;
   // For "gguf": a GGUF whose tokenizer.* metadata is copied in (so llama.cpp can load it).
   std::string gguf_vocab;
+  // For "gguf": quantise weight matrices and routed experts to this type (only q8_0; see
+  // GgufWriteOptions::quantize). The values are drawn in `dtype` first.
+  std::optional<DType> gguf_type;
   uint64_t max_shard_bytes = 4ull << 30;
 };
 

@@ -62,12 +62,18 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
   for (int l = 0; l < c.num_layers; ++l) {
     if (!model.layers[static_cast<size_t>(l)].is_moe) continue;
     AlignedBuffer buf(shape.ExpertBytes() * static_cast<size_t>(c.num_experts));
+    std::vector<const TensorView*> sources;
     for (int e = 0; e < c.num_experts; ++e) {
       const TensorView *g, *u, *d;
       model.ExpertTensors(l, e, &g, &u, &d);
       PackExpertNeuronMajor(*g, *u, *d, shape,
                             buf.data() + shape.ExpertBytes() * static_cast<size_t>(e));
+      sources.insert(sources.end(), {g, u, d});
     }
+    // The packed copy is what runs: without this the mapped source stays resident too and
+    // a model needs twice its expert bytes of RAM. Per layer rather than per expert, since
+    // the kernel maps neighbouring pages around each fault and would bring them back.
+    for (const TensorView* t : sources) model.weights->ReleasePages(*t);
     bytes_ += buf.size();
     layer_records_[static_cast<size_t>(l)] = std::move(buf);
   }

@@ -45,6 +45,10 @@ class GgufFile {
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  // See WeightSource::ReleasePages; ignores views that are not into this file's mapping.
+  void ReleasePages(const TensorView& tensor) const {
+    if (file_) file_->ReleasePages(tensor.data, tensor.nbytes);
+  }
   const GgufValue* Find(const std::string& key) const;
   // Throws Error "PATH: missing GGUF key KEY".
   const GgufValue& Get(const std::string& key) const;

@@ -51,6 +51,10 @@ class HfCheckpoint : public WeightSource {
   const TensorView* Find(const std::string& name) const override;
   std::vector<std::string> Names() const override;  // Sorted.
   std::string Describe() const override { return dir_; }
+  void ReleasePages(const TensorView& tensor) const override {
+    for (const auto& f : files_)
+      if (f->ReleasePages(tensor)) return;
+  }
 
  private:
   HfCheckpoint() = default;

@@ -22,6 +22,12 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  bool Contains(const std::byte* p) const { return p >= data_ && p < data_ + size_; }
+  // Drops the pages covering [p, p + n) from this process's resident set (the bytes stay
+  // in the file and come back from the page cache if read again). Ranges outside the
+  // mapping are ignored.
+  void ReleasePages(const std::byte* p, size_t n) const;
+
  private:
   void Unmap();
 

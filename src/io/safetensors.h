@@ -37,6 +37,12 @@ class SafetensorsFile {
   // The optional "__metadata__" string map.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return name_; }
+  // See WeightSource::ReleasePages; only for views into this file's own mapping.
+  bool ReleasePages(const TensorView& tensor) const {
+    if (!file_ || !file_->Contains(tensor.data)) return false;
+    file_->ReleasePages(tensor.data, tensor.nbytes);
+    return true;
+  }
 
  private:
   void Parse(std::span<const std::byte> bytes);

@@ -19,6 +19,10 @@ class WeightSource {
   virtual std::vector<std::string> Names() const = 0;
   // A description for error messages (the path).
   virtual std::string Describe() const = 0;
+  // The caller has copied what it needs of `tensor`: a file-mapped source drops its pages
+  // from the resident set (views stay valid; reading them again faults the pages back in).
+  // Sources that own their memory keep it.
+  virtual void ReleasePages(const TensorView& tensor) const {}
 
   // Throws Error "missing tensor NAME in PATH" when absent.
   const TensorView& Get(const std::string& name) const;

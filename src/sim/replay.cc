@@ -159,7 +159,7 @@ struct RequestClock {
 class Simulation {
  public:
   Simulation(trace::TraceReader& reader, const ReplayOptions& o, const policy::FutureDemand* future)
-      : reader_(reader), header_(reader.header()), options_(o) {
+      : reader_(reader), header_(reader.header()) {
     const trace::TraceModel& m = header_.model;
     policy_config_ = TraceConfig(header_);
 
@@ -434,7 +434,6 @@ class Simulation {
 
   trace::TraceReader& reader_;
   const trace::TraceHeader& header_;
-  ReplayOptions options_;
   ModelConfig policy_config_;
   tiers::CacheGeometry geometry_;
   int64_t record_bytes_ = 0;

@@ -17,7 +17,9 @@ namespace {
 using testing::MoexBinary;
 using testing::RunCommand;
 
-std::string Moex(const std::string& args) { return MoexBinary() + " " + args; }
+std::string Moex(const std::string& args) {
+  return MoexBinary() + " " + args;
+}
 const std::string kDemo = MOEX_SOURCE_DIR "/models/olmoe-demo";
 
 std::string WritePrompts(const testing::TempDir& dir) {
@@ -56,7 +58,8 @@ TEST(CliTraceSimTest, SimulatorMatchesTheRecordingEngine) {
 
   const auto sweep = RunCommand(Moex("sim --trace " + trace +
                                      " --policy lru,belady --budget 10%,50% --hardware rtx4090 "
-                                     "--scale-to olmoe:full --json --html " + (dir / "r.html")));
+                                     "--scale-to olmoe:full --json --html " +
+                                     (dir / "r.html")));
   ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
   const auto w = nlohmann::json::parse(sweep.out);
   ASSERT_EQ(w["results"].size(), 4u);

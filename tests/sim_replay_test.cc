@@ -217,7 +217,8 @@ TEST(SimBelady, NeverBeatenOnSkewedRandomTraces) {
   h.model.top_k = 2;
   for (uint32_t seed : {1u, 2u, 3u}) {
     std::mt19937 rng(seed);
-    std::discrete_distribution<int32_t> popularity({9, 7, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1});
+    std::discrete_distribution<int32_t> popularity(
+        {9, 7, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1});
     std::vector<std::vector<int32_t>> gates;
     for (int i = 0; i < 300; ++i) {
       int32_t a = popularity(rng), b = popularity(rng);

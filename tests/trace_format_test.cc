@@ -112,7 +112,8 @@ TEST_P(TraceRoundTrip, EveryFieldComesBack) {
   EXPECT_EQ(r.header().probs, p);
   EXPECT_EQ(r.header().info["note"], "unit test");
   ASSERT_NE(r.tensors().Find("model.layers.0.mlp.gate.weight"), nullptr);
-  EXPECT_EQ(r.tensors().Find("model.layers.0.mlp.gate.weight")->shape, (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(r.tensors().Find("model.layers.0.mlp.gate.weight")->shape,
+            (std::vector<int64_t>{4, 3}));
   const std::vector<TraceEvent> want = Events(h);
   for (int pass = 0; pass < 2; ++pass) {  // The second pass checks Rewind.
     TraceEvent got;
@@ -181,7 +182,8 @@ TEST(TraceFormat, EveryTruncationIsAnError) {
   ASSERT_EQ(ReadAllError(dir / "t.trace"), "");
   for (size_t cut = 0; cut < bytes.size(); cut += 7) {
     SCOPED_TRACE(cut);
-    WriteBytes(dir / "cut.trace", std::vector<char>(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(cut)));
+    WriteBytes(dir / "cut.trace",
+               std::vector<char>(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(cut)));
     const std::string error = ReadAllError(dir / "cut.trace");
     EXPECT_NE(error, "");
   }

@@ -45,7 +45,8 @@ std::string Describe(const sim::HardwareProfile& hw) {
 int RunSim(const SimOptions& o) {
   if (o.list_hardware) {
     nlohmann::json list = nlohmann::json::array();
-    for (const sim::HardwareProfile& p : sim::BuiltinProfiles()) list.push_back(sim::ProfileToJson(p));
+    for (const sim::HardwareProfile& p : sim::BuiltinProfiles())
+      list.push_back(sim::ProfileToJson(p));
     std::cout << list.dump(2) << "\n";
     return 0;
   }
@@ -83,7 +84,8 @@ int RunSim(const SimOptions& o) {
 
   const trace::TraceHeader& h = reader.header();
   const std::string model =
-      h.model.name + (o.scale_to.empty() ? "" : " (expert sizes and compute of " + o.scale_to + ")");
+      h.model.name +
+      (o.scale_to.empty() ? "" : " (expert sizes and compute of " + o.scale_to + ")");
   nlohmann::json out = {{"trace", o.trace},
                         {"model", model},
                         {"hardware", sim::ProfileToJson(options.hardware)},
@@ -125,12 +127,14 @@ Runner AddSimCommand(CLI::App& app) {
   auto o = std::make_shared<SimOptions>();
   CLI::App* cmd = app.add_subcommand("sim", "replay a routing trace through offloading policies");
   cmd->add_option("--trace", o->trace, "trace file (moex trace record / import)");
-  cmd->add_option("--policy", o->policies, "policy, or a comma-separated list (see docs/policies.md)");
+  cmd->add_option("--policy", o->policies,
+                  "policy, or a comma-separated list (see docs/policies.md)");
   cmd->add_option("--budget", o->budgets,
                   "cache budget: bytes (4GiB) or share of expert bytes (25%); a list sweeps");
   cmd->add_option("--hardware", o->hardware, "built-in profile or a JSON file (--list-hardware)");
-  cmd->add_option("--scale-to", o->scale_to,
-                  "cost experts as another model's: ARCH:SIZE (olmoe:full), config.json or model dir");
+  cmd->add_option(
+      "--scale-to", o->scale_to,
+      "cost experts as another model's: ARCH:SIZE (olmoe:full), config.json or model dir");
   cmd->add_option("--chunk-neurons", o->chunk_neurons, "transfer chunk (0 = as the engine)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--seed", o->seed, "seed of randomised policies");

@@ -53,12 +53,13 @@ int RunRecord(const RecordOptions& o) {
   header.hidden = trace::ParsePrecision(o.hidden);
   header.pooled = o.pooled;
   header.router_weights = header.hidden != trace::Precision::kNone;
-  const size_t count = o.limit > 0 ? std::min<size_t>(prompts.size(), static_cast<size_t>(o.limit))
-                                   : prompts.size();
+  const size_t count =
+      o.limit > 0 ? std::min<size_t>(prompts.size(), static_cast<size_t>(o.limit)) : prompts.size();
   const int64_t room = config.max_position_embeddings - o.max_tokens;
   Check(room > 0, "--max-tokens ", o.max_tokens, " leaves no room for a prompt in the context of ",
         config.max_position_embeddings);
-  const int64_t max_prompt = o.max_prompt_tokens > 0 ? std::min<int64_t>(o.max_prompt_tokens, room) : room;
+  const int64_t max_prompt =
+      o.max_prompt_tokens > 0 ? std::min<int64_t>(o.max_prompt_tokens, room) : room;
   header.info = {{"prompts", o.prompts},
                  {"prompt_format", o.format},
                  {"prompt_count", count},
@@ -121,22 +122,23 @@ int RunRecord(const RecordOptions& o) {
   session->transformer->set_observer(nullptr);
   writer.Finish();
 
-  nlohmann::json out = {{"trace", o.out},
-                        {"model", model.path},
-                        {"requests", requests.size()},
-                        {"truncated_prompts", truncated},
-                        {"iterations", recorder.iterations()},
-                        {"tokens", recorder.tokens()},
-                        {"generated_tokens", generated},
-                        {"bytes", writer.bytes_written()},
-                        {"record_ms", watch.ElapsedMs()},
-                        {"timings",
-                         {{"prefill_ms", total.prefill_ms},
-                          {"decode_ms", total.decode_ms},
-                          {"decode_steps", total.decode_steps},
-                          {"ms_per_decode_step",
-                           total.decode_steps ? total.decode_ms / static_cast<double>(total.decode_steps) : 0.0}}},
-                        {"offload", session->executor->MetricsJson()}};
+  nlohmann::json out = {
+      {"trace", o.out},
+      {"model", model.path},
+      {"requests", requests.size()},
+      {"truncated_prompts", truncated},
+      {"iterations", recorder.iterations()},
+      {"tokens", recorder.tokens()},
+      {"generated_tokens", generated},
+      {"bytes", writer.bytes_written()},
+      {"record_ms", watch.ElapsedMs()},
+      {"timings",
+       {{"prefill_ms", total.prefill_ms},
+        {"decode_ms", total.decode_ms},
+        {"decode_steps", total.decode_steps},
+        {"ms_per_decode_step",
+         total.decode_steps ? total.decode_ms / static_cast<double>(total.decode_steps) : 0.0}}},
+      {"offload", session->executor->MetricsJson()}};
   if (o.json)
     std::cout << out.dump(2) << "\n";
   else
@@ -177,13 +179,15 @@ int RunInfo(const std::string& path, bool json) {
     std::sort(sorted.rbegin(), sorted.rend());
     int64_t top = 0;
     for (size_t i = 0; i < std::min<size_t>(8, sorted.size()); ++i) top += sorted[i];
-    layers.push_back({{"layer", layer},
-                      {"distinct_experts", distinct},
-                      {"top8_share", total ? static_cast<double>(top) / static_cast<double>(total) : 0}});
+    layers.push_back(
+        {{"layer", layer},
+         {"distinct_experts", distinct},
+         {"top8_share", total ? static_cast<double>(top) / static_cast<double>(total) : 0}});
   }
   nlohmann::json out = trace::HeaderToJson(h);
   out["model"].erase("config");
-  out["counts"] = {{"requests", requests}, {"iterations", iterations}, {"tokens", tokens}, {"gates", gates}};
+  out["counts"] = {
+      {"requests", requests}, {"iterations", iterations}, {"tokens", tokens}, {"gates", gates}};
   out["layers"] = layers;
   out["router_tensors"] = reader.tensors().Names().size();
   if (json) {
@@ -202,14 +206,10 @@ int RunInfo(const std::string& path, bool json) {
 // `moex trace import`: a routing log captured elsewhere (vLLM, HF Switch) as a trace.
 int RunImport(const trace::ImportOptions& o, bool json) {
   const trace::ImportSummary s = trace::ImportRoutingLog(o);
-  nlohmann::json out = {{"trace", o.output},
-                        {"format", o.format},
-                        {"input", o.input},
-                        {"requests", s.requests},
-                        {"iterations", s.iterations},
-                        {"tokens", s.tokens},
-                        {"layers", s.layers},
-                        {"dropped_tokens", s.dropped_tokens}};
+  nlohmann::json out = {{"trace", o.output},          {"format", o.format},
+                        {"input", o.input},           {"requests", s.requests},
+                        {"iterations", s.iterations}, {"tokens", s.tokens},
+                        {"layers", s.layers},         {"dropped_tokens", s.dropped_tokens}};
   if (!o.metadata.empty()) out["metadata"] = o.metadata;
   if (json) {
     std::cout << out.dump(2) << "\n";
@@ -231,13 +231,19 @@ Runner AddTraceCommand(CLI::App& app) {
   auto r = std::make_shared<RecordOptions>();
   CLI::App* record = cmd->add_subcommand("record", "run prompts and record the routing trace");
   AddModelOptions(*record, r->model);
-  record->add_option("--prompts", r->prompts, "prompt file (ShareGPT JSON, MT-Bench/GSM8K JSONL, text)")
+  record
+      ->add_option("--prompts", r->prompts,
+                   "prompt file (ShareGPT JSON, MT-Bench/GSM8K JSONL, text)")
       ->required();
   record->add_option("--prompt-format", r->format, "auto, sharegpt, mtbench, gsm8k or text");
   record->add_option("--out", r->out, "trace file to write")->required();
-  record->add_option("--limit", r->limit, "use only the first N prompts (0 = all)")->check(CLI::Range(0, 1 << 30));
-  record->add_option("--max-tokens", r->max_tokens, "tokens to generate per prompt")->check(CLI::Range(0, 1 << 20));
-  record->add_option("--max-prompt-tokens", r->max_prompt_tokens, "cut longer prompts (0 = fit the context)")
+  record->add_option("--limit", r->limit, "use only the first N prompts (0 = all)")
+      ->check(CLI::Range(0, 1 << 30));
+  record->add_option("--max-tokens", r->max_tokens, "tokens to generate per prompt")
+      ->check(CLI::Range(0, 1 << 20));
+  record
+      ->add_option("--max-prompt-tokens", r->max_prompt_tokens,
+                   "cut longer prompts (0 = fit the context)")
       ->check(CLI::Range(0, 1 << 24));
   record->add_option("--batch", r->batch, "requests generated together")->check(CLI::Range(1, 256));
   record->add_flag("--chat", r->chat, "wrap each prompt in the model's chat template");
@@ -265,8 +271,9 @@ Runner AddTraceCommand(CLI::App& app) {
   import->add_option("--out", im->output, "trace file to write")->required();
   import->add_option("--iterations", im->iterations,
                      "vllm-jsonl: token (one pass per logged token, default) or pass");
-  import->add_option("--warmup-run", im->warmup_run,
-                     "vllm-jsonl: drop runs of this many identically routed tokens (0 = keep)")
+  import
+      ->add_option("--warmup-run", im->warmup_run,
+                   "vllm-jsonl: drop runs of this many identically routed tokens (0 = keep)")
       ->check(CLI::Range(0, 1 << 30));
   import->add_flag("--json", *im_json, "print one JSON object");
 

@@ -41,9 +41,9 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     Check(!r.prompt.empty(), "request ", i, ": the prompt is empty");
     Check(r.max_tokens >= 0, "request ", i, ": max tokens must be >= 0");
     const int64_t needed = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
-    Check(needed <= config.max_position_embeddings, "request ", i, ": prompt (",
-          r.prompt.size(), " tokens) plus max tokens (", r.max_tokens,
-          ") exceeds the model's context of ", config.max_position_embeddings, " tokens");
+    Check(needed <= config.max_position_embeddings, "request ", i, ": prompt (", r.prompt.size(),
+          " tokens) plus max tokens (", r.max_tokens, ") exceeds the model's context of ",
+          config.max_position_embeddings, " tokens");
     s.caches.push_back(std::make_unique<KvCache>(config, needed));
     s.samplers.emplace_back(r.sampling);
     timings_.prompt_tokens += static_cast<int64_t>(r.prompt.size());
@@ -123,7 +123,8 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
       } else if (static_cast<int>(res.tokens.size()) >= s.requests[i].max_tokens) {
         res.finish_reason = "length";
       } else {
-        batch.push_back({s.caches[i].get(), std::span<const int32_t>(&next[i], 1), false, s.ids[i]});
+        batch.push_back(
+            {s.caches[i].get(), std::span<const int32_t>(&next[i], 1), false, s.ids[i]});
         owners.push_back(i);
         continue;
       }

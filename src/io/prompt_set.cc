@@ -52,7 +52,8 @@ std::vector<PromptEntry> ShareGpt(const std::string& path, const std::string& te
       if (!turn.is_object() || turn.value("from", "") != "human") continue;
       Check(turn.contains("value") && turn["value"].is_string(), path, ": entry ", i,
             " has a human turn without a string 'value'");
-      out.push_back({c.value("id", std::to_string(i)), turn["value"].get<std::string>(), "sharegpt"});
+      out.push_back(
+          {c.value("id", std::to_string(i)), turn["value"].get<std::string>(), "sharegpt"});
       break;
     }
   }

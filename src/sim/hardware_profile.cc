@@ -28,9 +28,9 @@ HardwareProfile Gpu(const char* name, const char* description, double hbm_gb_per
   p.compute_gb_per_s = hbm_gb_per_s * kMemoryEfficiency;
   p.compute_tflops = bf16_dense_tflops * kTensorEfficiency;
   p.link_gb_per_s = pcie_gb_per_s;
-  p.link_latency_us = 10;   // cudaMemcpyAsync issue + completion per chunk.
-  p.op_overhead_us = 5;     // One kernel launch per expert.
-  p.layer_overhead_us = 30; // Attention, norms, router and sync per layer.
+  p.link_latency_us = 10;    // cudaMemcpyAsync issue + completion per chunk.
+  p.op_overhead_us = 5;      // One kernel launch per expert.
+  p.layer_overhead_us = 30;  // Attention, norms, router and sync per layer.
   p.cache_tier_bytes = static_cast<int64_t>(memory_gib * kGiB);
   return p;
 }
@@ -54,8 +54,8 @@ std::vector<HardwareProfile> MakeBuiltins() {
   cpu.layer_overhead_us = 10;
   cpu.cache_tier_bytes = static_cast<int64_t>(24 * kGiB);
   v.push_back(cpu);
-  v.push_back(Gpu("rtx3090", "NVIDIA GeForce RTX 3090 24 GB over PCIe 4.0 x16", 936, 71,
-                  kPcie4GBps, 24));
+  v.push_back(
+      Gpu("rtx3090", "NVIDIA GeForce RTX 3090 24 GB over PCIe 4.0 x16", 936, 71, kPcie4GBps, 24));
   v.push_back(Gpu("rtx4090", "NVIDIA GeForce RTX 4090 24 GB over PCIe 4.0 x16", 1008, 165.2,
                   kPcie4GBps, 24));
   v.push_back(Gpu("a5000", "NVIDIA RTX A5000 24 GB over PCIe 4.0 x16", 768, 111.1, kPcie4GBps, 24));
@@ -63,8 +63,8 @@ std::vector<HardwareProfile> MakeBuiltins() {
   v.push_back(Gpu("a40", "NVIDIA A40 48 GB over PCIe 4.0 x16", 696, 149.7, kPcie4GBps, 48));
   v.push_back(Gpu("h100-pcie4", "NVIDIA H100 PCIe 80 GB in a PCIe 4.0 x16 host", 2000, 756,
                   kPcie4GBps, 80));
-  v.push_back(Gpu("h100-pcie5", "NVIDIA H100 PCIe 80 GB over PCIe 5.0 x16", 2000, 756,
-                  kPcie5GBps, 80));
+  v.push_back(
+      Gpu("h100-pcie5", "NVIDIA H100 PCIe 80 GB over PCIe 5.0 x16", 2000, 756, kPcie5GBps, 80));
   return v;
 }
 
@@ -109,9 +109,10 @@ HardwareProfile ProfileFromJson(const nlohmann::json& j) {
   p.link_latency_us = j.contains("link_latency_us") ? number("link_latency_us") : 0;
   p.op_overhead_us = j.contains("op_overhead_us") ? number("op_overhead_us") : 0;
   p.layer_overhead_us = j.contains("layer_overhead_us") ? number("layer_overhead_us") : 0;
-  p.cache_tier_bytes = j.contains("cache_tier_bytes") ? static_cast<int64_t>(number("cache_tier_bytes")) : 0;
-  Check(p.compute_gb_per_s > 0 && p.compute_tflops > 0 && p.link_gb_per_s > 0,
-        "hardware profile ", p.name, ": bandwidths and throughput must be positive");
+  p.cache_tier_bytes =
+      j.contains("cache_tier_bytes") ? static_cast<int64_t>(number("cache_tier_bytes")) : 0;
+  Check(p.compute_gb_per_s > 0 && p.compute_tflops > 0 && p.link_gb_per_s > 0, "hardware profile ",
+        p.name, ": bandwidths and throughput must be positive");
   return p;
 }
 

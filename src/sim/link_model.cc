@@ -36,7 +36,8 @@ void LinkModel::Enqueue(const tiers::ExpertKey& key, int32_t page, uint32_t gene
                         int64_t bytes, bool demand, double priority, double now) {
   AdvanceTo(now);
   Check(page >= 0, "link model: negative page ", page);
-  if (static_cast<size_t>(page) >= landed_.size()) landed_.resize(static_cast<size_t>(page) + 1, -1);
+  if (static_cast<size_t>(page) >= landed_.size())
+    landed_.resize(static_cast<size_t>(page) + 1, -1);
   const uint64_t seq = seq_++;
   queue_.emplace(QueueKey{demand ? 0 : 1, -priority, seq},
                  Transfer{key, page, generation, bytes, demand, priority, seq});

@@ -68,13 +68,14 @@ nlohmann::json ReplayResult::ToJson() const {
   j["bytes_per_token"] = bytes_per_token();
   j["decode_bytes_per_token"] = decode_bytes_per_token();
   if (timed) {
-    j["modelled"] = {{"total_ms", total_ms},
-                     {"ttft_ms", ttft_ms},
-                     {"tpot_ms", tpot_ms},
-                     {"decode_tokens_per_s", tpot_ms > 0 ? 1e3 / tpot_ms : 0},
-                     {"stall_ms", stall_ms},
-                     {"io_busy_ms", io_busy_ms},
-                     {"io_hidden_share", io_busy_ms > 0 ? std::max(0.0, 1 - stall_ms / io_busy_ms) : 1}};
+    j["modelled"] = {
+        {"total_ms", total_ms},
+        {"ttft_ms", ttft_ms},
+        {"tpot_ms", tpot_ms},
+        {"decode_tokens_per_s", tpot_ms > 0 ? 1e3 / tpot_ms : 0},
+        {"stall_ms", stall_ms},
+        {"io_busy_ms", io_busy_ms},
+        {"io_hidden_share", io_busy_ms > 0 ? std::max(0.0, 1 - stall_ms / io_busy_ms) : 1}};
   } else {
     j["modelled"] = nullptr;
   }
@@ -141,7 +142,8 @@ ModelConfig LoadScaleTarget(const std::string& spec) {
   const size_t colon = spec.find(':');
   Check(colon != std::string::npos, "scale target '", spec,
         "' is neither a config.json, a model directory, nor ARCH:SIZE (e.g. olmoe:full)");
-  return RandomModelConfig(ParseArch(spec.substr(0, colon)), ParseModelSize(spec.substr(colon + 1)));
+  return RandomModelConfig(ParseArch(spec.substr(0, colon)),
+                           ParseModelSize(spec.substr(colon + 1)));
 }
 
 namespace {
@@ -187,23 +189,24 @@ class Simulation {
                                                            static_cast<uint32_t>(g.neurons)));
       cost_config = s;
     }
-    const int64_t full = tiers::FullFootprint(
-        g, o.chunk_neurons > 0 ? o.chunk_neurons : tiers::AutoChunkNeurons(g));
+    const int64_t full =
+        tiers::FullFootprint(g, o.chunk_neurons > 0 ? o.chunk_neurons : tiers::AutoChunkNeurons(g));
     result_.budget_bytes = tiers::ParseBudget(o.budget, full);
     result_.budget_fraction = static_cast<double>(result_.budget_bytes) / static_cast<double>(full);
     geometry_ = tiers::PlanCache(g, o.chunk_neurons, result_.budget_bytes);
     result_.expert_bytes = g.record_bytes * g.neurons;
     record_bytes_ = g.record_bytes;
 
-    policy::PolicyContext ctx = tiers::MakePolicyContext(
-        policy_config_, geometry_, result_.expert_bytes,
-        reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
+    policy::PolicyContext ctx =
+        tiers::MakePolicyContext(policy_config_, geometry_, result_.expert_bytes,
+                                 reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
     ctx.future = future;
     if (o.policy.starts_with("nextgate"))
-      Check(header_.hidden != trace::Precision::kNone && header_.router_weights,
-            "policy ", o.policy, " needs the gate inputs and router weights, which trace ",
-            reader.path(), " does not carry (record it with --hidden f32)");
-    controller_ = std::make_unique<tiers::OffloadController>(geometry_, policy::MakePolicy(o.policy, ctx));
+      Check(header_.hidden != trace::Precision::kNone && header_.router_weights, "policy ",
+            o.policy, " needs the gate inputs and router weights, which trace ", reader.path(),
+            " does not carry (record it with --hidden f32)");
+    controller_ =
+        std::make_unique<tiers::OffloadController>(geometry_, policy::MakePolicy(o.policy, ctx));
     result_.policy = controller_->policy().name();
     result_.capacity_experts = ctx.capacity_experts;
 
@@ -273,7 +276,8 @@ class Simulation {
     for (const CacheCommand& c : commands_) {
       switch (c.kind) {
         case CacheCommand::kFetch:
-          link_->Enqueue(c.expert, c.page, c.generation, ChunkBytes(c.chunk), c.demand, c.priority, t_);
+          link_->Enqueue(c.expert, c.page, c.generation, ChunkBytes(c.chunk), c.demand, c.priority,
+                         t_);
           break;
         case CacheCommand::kRelease:
           link_->Release(c.page, t_);
@@ -413,8 +417,8 @@ class Simulation {
       });
       if (ready == pending.end()) {
         const double landing = link_->NextCompletion();
-        Check(landing < std::numeric_limits<double>::infinity(),
-              "simulator: layer ", g.layer, " waits for a chunk nothing is fetching");
+        Check(landing < std::numeric_limits<double>::infinity(), "simulator: layer ", g.layer,
+              " waits for a chunk nothing is fetching");
         stall_ms_ += landing - t_;
         t_ = landing;
         continue;

@@ -16,8 +16,8 @@ int AutoChunkNeurons(const ExpertGeometry& g) {
 
 namespace {
 int64_t PageBytes(const ExpertGeometry& g, int chunk) {
-  return static_cast<int64_t>(
-      AlignUp(static_cast<uint64_t>(chunk) * static_cast<uint64_t>(g.record_bytes), kStoreAlignment));
+  return static_cast<int64_t>(AlignUp(
+      static_cast<uint64_t>(chunk) * static_cast<uint64_t>(g.record_bytes), kStoreAlignment));
 }
 }  // namespace
 

@@ -16,9 +16,9 @@ struct ExpertGeometry {
   int num_layers = 0;      // Decoder layers (the key space).
   int num_moe_layers = 0;  // Layers whose experts are cached.
   int num_experts = 0;
-  int neurons = 0;            // F.
-  int64_t record_bytes = 0;   // Bytes of one neuron record.
-  int block_neurons = 0;      // The store's checksum/alignment block.
+  int neurons = 0;           // F.
+  int64_t record_bytes = 0;  // Bytes of one neuron record.
+  int block_neurons = 0;     // The store's checksum/alignment block.
 };
 
 // Largest power-of-two multiple of the store block whose records fit in 1 MiB: big enough

@@ -246,7 +246,8 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
     case RecordTag::kRequestBegin: {
       e.kind = TraceEvent::kRequestBegin;
       e.request = dec.Get<int64_t>();
-      e.prompt = dec.GetArray<int32_t>(Count(dec.Get<int64_t>(), kMaxCount, "prompt length", where));
+      e.prompt =
+          dec.GetArray<int32_t>(Count(dec.Get<int64_t>(), kMaxCount, "prompt length", where));
       break;
     }
     case RecordTag::kRequestEnd:
@@ -268,7 +269,8 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
       const int64_t gates = Count(dec.Get<int32_t>(), h.model.num_layers, "gate count", where);
       for (int64_t i = 0; i < gates; ++i) {
         TraceGate g;
-        g.layer = static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_layers - 1, "layer", where));
+        g.layer =
+            static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_layers - 1, "layer", where));
         g.top_k = static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_experts, "top-k", where));
         g.n_tokens = total;
         const int64_t slots = total * g.top_k;

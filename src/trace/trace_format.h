@@ -20,7 +20,7 @@ enum class RecordTag : uint32_t {
   kRequestBegin = 2,  // Request id and prompt token ids.
   kIteration = 3,     // One forward pass: requests, tokens, and every MoE layer's gate.
   kRequestEnd = 4,
-  kEnd = 5,           // Record count; its absence means the file was cut short.
+  kEnd = 5,  // Record count; its absence means the file was cut short.
 };
 
 // How a float array is stored: f32 exactly, f16 / bf16 (half the bytes), or not at all.

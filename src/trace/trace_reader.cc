@@ -87,9 +87,10 @@ TraceReader::TraceReader(const std::string& path)
     get(name.data(), name_len);
     get(&rows, sizeof rows);
     get(&cols, sizeof cols);
-    Check(rows > 0 && cols > 0 && static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * 4 ==
-                                      payload_.size() - pos,
-          path, ": tensor ", name, " has a bad shape or size");
+    Check(
+        rows > 0 && cols > 0 &&
+            static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * 4 == payload_.size() - pos,
+        path, ": tensor ", name, " has a bad shape or size");
     std::vector<float> data(static_cast<size_t>(rows * cols));
     get(data.data(), data.size() * sizeof(float));
     tensors_->Add(name, rows, cols, std::move(data));

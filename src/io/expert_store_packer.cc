@@ -167,6 +167,7 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
   bar.Update(0);
   std::vector<uint64_t> sums(blocks);
   for (size_t m = 0; m < moe_layers.size(); ++m) {
+    std::vector<const TensorView*> packed;  // Released from the resident set per layer.
     for (int e = 0; e < c.num_experts; ++e) {
       const int l = moe_layers[m];
       const TensorView& g = source.Get(RoutedExpertTensorName(c.arch, l, e, 0), {f, d});
@@ -188,7 +189,11 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
       out.Write(buf.get(), h.expert_stride, h.data_offset + entry * h.expert_stride);
       done += expert_bytes;
       bar.Update(done);
+      packed.insert(packed.end(), {&g, &u, &dn});
     }
+    // Packing reads every expert once through the checkpoint's mapping; without this the
+    // first (packing) run of an offloaded model holds all of them resident.
+    for (const TensorView* t : packed) source.ReleasePages(*t);
   }
   h.table_checksum = StoreChecksum(table);
   h.header_checksum = 0;

@@ -218,7 +218,7 @@ struct ChartSpec {
 constexpr double kPlotWidth = 560;
 constexpr double kPlotHeight = 280;
 constexpr double kMarginLeft = 82;  // room for tick labels like "1.5 MiB" and the axis title
-constexpr double kMarginTop = 40;   // chart title
+constexpr double kMarginTop = 82;   // chart title and the trace / model / hardware lines
 constexpr double kMarginBottom = 54;
 constexpr double kLegendGap = 24;
 constexpr double kLegendRow = 20;
@@ -330,8 +330,11 @@ std::string RenderLegend(const std::vector<Series>& series, double left) {
   return out;
 }
 
+// `context`: the trace, model and hardware lines drawn under the title, so a chart cut out
+// of the page still says what it shows.
 std::string RenderChart(const ChartSpec& spec, const Axis& x_axis,
-                        const std::vector<Series>& series) {
+                        const std::vector<Series>& series,
+                        const std::vector<std::string>& context) {
   const Plot plot{x_axis, spec.y};
   const double legend_left = kMarginLeft + kPlotWidth + kLegendGap;
   const double width = legend_left + LegendWidth(series) + kMarginRight;
@@ -348,6 +351,9 @@ std::string RenderChart(const ChartSpec& spec, const Axis& x_axis,
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   out += "<text x=\"" + Coord(kMarginLeft) + "\" y=\"22\" font-size=\"15\" font-weight=\"bold\" " +
          "fill=\"#111111\">" + EscapeHtml(spec.title) + "</text>\n";
+  for (size_t i = 0; i < context.size(); ++i)
+    out += "<text x=\"" + Coord(kMarginLeft) + "\" y=\"" + Coord(40 + 13 * static_cast<double>(i)) +
+           "\" font-size=\"10\" fill=\"#555555\">" + EscapeHtml(context[i]) + "</text>\n";
   out += RenderGridAndAxes(plot);
   for (const Series& s : series) out += RenderSeries(plot, s, spec.metric);
   out += RenderLegend(series, legend_left);
@@ -442,8 +448,10 @@ std::string RenderSweepHtml(const SweepReport& report) {
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
       EscapeHtml(title) + "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n";
   out += RenderHeader(report, series, title);
+  const std::vector<std::string> context = {"trace: " + report.trace, "model: " + report.model,
+                                            "hardware: " + report.hardware};
   for (const ChartSpec& spec : MakeChartSpecs(report.points)) {
-    out += "<figure>\n" + RenderChart(spec, x_axis, series) + "</figure>\n";
+    out += "<figure>\n" + RenderChart(spec, x_axis, series, context) + "</figure>\n";
   }
   out +=
       "<p class=\"note\">Values are rounded to three significant digits; hover over a marker "

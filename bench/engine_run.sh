@@ -14,13 +14,4 @@ after=$("$build/membw" --json)
 echo "$before"
 echo "$bench"
 echo "$after"
-python3 - "$before" "$bench" "$after" <<'PY'
-import json, sys
-b, r, a = (json.loads(x) for x in sys.argv[1:4])
-bw = (b["read_gb_per_s"] + a["read_gb_per_s"]) / 2
-print(json.dumps({"membw_gb_per_s": bw,
-                  "decode_weight_gb_per_s": r["decode_weight_gb_per_s"],
-                  "decode_share_of_bandwidth": r["decode_weight_gb_per_s"] / bw,
-                  "decode_tokens_per_s": r["decode_tokens_per_s"],
-                  "prefill_tokens_per_s": r["prefill_tokens_per_s"]}))
-PY
+python3 "$(dirname "$0")/../tools/bench/engine_share.py" "$before" "$bench" "$after"

@@ -23,7 +23,4 @@ fi
 "$moex" generate --model "$model" --prompt "def fibonacci(n):" --max-tokens 48 \
   --host-budget 25% --policy lru --json
 # The policies compared on the model's recorded routing (GSM8K prompts), Belady as the bound.
-"$moex" sim --trace "$model/traces/gsm8k.trace" --policy lru,lfu,belady --budget 10%,25%,50% \
-  --json | python3 -c 'import json, sys
-for r in json.load(sys.stdin)["results"]:
-    print("sim: %-7s at %3.0f%%: hit rate %.3f" % (r["policy"], 100 * r["budget_fraction"], r["hit_rate"]))'
+"$moex" sim --trace "$model/traces/gsm8k.trace" --policy lru,lfu,belady --budget 10%,25%,50%

@@ -1,6 +1,7 @@
 // `moex sim`: replays a routing trace through offloading policies at cache budgets and
 // reports hit rates, bytes moved and modelled latency (docs/simulator.md). Lists of
 // policies and budgets give a sweep; --html draws it.
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -42,6 +43,24 @@ std::string Describe(const sim::HardwareProfile& hw) {
   return hw.name + (hw.description.empty() ? "" : ": " + hw.description);
 }
 
+// One line per policy and budget: what a person reads; --json has every counter.
+void PrintTable(const std::string& trace, const std::string& model, const sim::HardwareProfile& hw,
+                const std::vector<sim::ReplayResult>& results) {
+  auto ms = [](bool timed, double v) {
+    char text[32] = "-";
+    if (timed) std::snprintf(text, sizeof text, "%.2f", v);
+    return std::string(text);
+  };
+  std::printf("trace %s, model %s, hardware %s\n", trace.c_str(), model.c_str(), hw.name.c_str());
+  std::printf("%-18s %7s %9s %12s %14s %9s %9s\n", "policy", "budget", "hit rate", "decode hits",
+              "B/decoded tok", "TPOT ms", "TTFT ms");
+  for (const sim::ReplayResult& r : results)
+    std::printf("%-18s %6.1f%% %9.3f %12.3f %14.0f %9s %9s\n", r.policy.c_str(),
+                100 * r.budget_fraction, r.hit_rate(), r.decode_hit_rate(),
+                r.decode_bytes_per_token(), ms(r.timed, r.tpot_ms).c_str(),
+                ms(r.timed, r.ttft_ms).c_str());
+}
+
 int RunSim(const SimOptions& o) {
   if (o.list_hardware) {
     nlohmann::json list = nlohmann::json::array();
@@ -75,10 +94,6 @@ int RunSim(const SimOptions& o) {
       options.policy = policy;
       options.budget = budget;
       results.push_back(sim::Replay(reader, options, have_future ? &future : nullptr));
-      if (!o.json && o.html.empty()) {
-        const sim::ReplayResult& r = results.back();
-        std::cerr << policy << " @ " << budget << ": hit rate " << r.hit_rate() << "\n";
-      }
     }
   }
 
@@ -107,8 +122,8 @@ int RunSim(const SimOptions& o) {
     file.Write(page.data(), page.size());
     file.Commit();
   }
-  if (o.json || o.html.empty()) {
-    if (results.size() == 1 && o.json) {
+  if (o.json) {
+    if (results.size() == 1) {
       nlohmann::json one = results[0].ToJson();
       one["trace"] = out["trace"];
       one["model"] = out["model"];
@@ -117,6 +132,8 @@ int RunSim(const SimOptions& o) {
     } else {
       std::cout << out.dump(2) << "\n";
     }
+  } else {
+    PrintTable(o.trace, model, options.hardware, results);
   }
   return 0;
 }
@@ -139,7 +156,8 @@ Runner AddSimCommand(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--seed", o->seed, "seed of randomised policies");
   cmd->add_option("--html", o->html, "write the sweep as a self-contained HTML page");
-  cmd->add_flag("--json", o->json, "print JSON (one object; a sweep lists its results)");
+  cmd->add_flag("--json", o->json,
+                "print JSON (one object; a sweep lists its results) instead of a table");
   cmd->add_flag("--list-hardware", o->list_hardware, "print the built-in hardware profiles");
   return [o] { return RunSim(*o); };
 }

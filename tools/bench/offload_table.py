@@ -5,7 +5,7 @@
 bandwidth + compute time per token; overlapping the two can beat it (time / bound < 1).
 "max(I/O, compute)" is the bound with perfect overlap.
 
-    bench/offload_table.py RESULTS.jsonl
+    tools/bench/offload_table.py RESULTS.jsonl
 """
 import json
 import sys

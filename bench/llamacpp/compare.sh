@@ -5,6 +5,8 @@
 #
 #   bench/llamacpp/compare.sh BUILD_DIR OUT_DIR [PROMPT_TOKENS=128] [GEN_TOKENS=32]
 #
+# SIZE=full compares the OLMoE-1B-7B shape; HF_MODEL / GGUF_MODEL reuse models written
+# before (they must hold the same weights: same --seed for both).
 # Needs node >= 20 and `npm install` in bench/llamacpp (node-llama-cpp 3.22.1, prebuilt CPU
 # binaries). Runs moex and llama.cpp alternately, ROUNDS (default 2) times each, 2 threads each, prints one JSON
 # line per run and a final JSON line with the median ratios moex / llama.cpp.
@@ -26,14 +28,15 @@ MOEX=$BUILD_DIR/moex
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-HF=$OUT_DIR/olmoe-small
-GGUF=$OUT_DIR/olmoe-small.gguf
+SIZE=${SIZE:-small}
+HF=${HF_MODEL:-$OUT_DIR/olmoe-$SIZE}
+GGUF=${GGUF_MODEL:-$OUT_DIR/olmoe-$SIZE.gguf}
 
 if [[ ! -f $HF/config.json ]]; then
-  "$MOEX" random-model --arch olmoe --size small --out "$HF" >&2
+  "$MOEX" random-model --arch olmoe --size "$SIZE" --out "$HF" >&2
 fi
 if [[ ! -f $GGUF ]]; then
-  "$MOEX" random-model --arch olmoe --size small --format gguf --gguf-vocab "$VOCAB" --out "$GGUF" >&2
+  "$MOEX" random-model --arch olmoe --size "$SIZE" --format gguf --gguf-vocab "$VOCAB" --out "$GGUF" >&2
 fi
 if [[ ! -d $HERE/node_modules/node-llama-cpp ]]; then
   echo "node-llama-cpp missing: run 'npm install' in $HERE" >&2

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "model/tensor_names.h"
+#include "support/engine_runs.h"
 #include "support/reference_model.h"
 #include "support/temp_dir.h"
 
@@ -242,27 +243,6 @@ LogitError Compare(const std::vector<float>& got, const std::vector<double>& ref
   return e;
 }
 
-std::vector<float> PrefillLogits(const Model& model, MoeExecutor& executor,
-                                 const std::vector<int32_t>& ids) {
-  Transformer t(model, executor);
-  KvCache cache(model.config, static_cast<int64_t>(ids.size()) + 8);
-  BatchItem item{&cache, ids, true};
-  return t.Forward({&item, 1});
-}
-
-std::vector<std::vector<int32_t>> Greedy(const Model& model, MoeExecutor& executor) {
-  Transformer t(model, executor);
-  Generator g(t);
-  GenerationRequest a, b;
-  a.prompt = {5, 9, 200, 31, 7};
-  a.max_tokens = 10;
-  b.prompt = {77, 3};
-  b.max_tokens = 7;
-  std::vector<std::vector<int32_t>> out;
-  for (const auto& r : g.Generate({a, b})) out.push_back(r.tokens);
-  return out;
-}
-
 class Q8ReferenceTest : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
@@ -277,7 +257,7 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
 
   ResidentMoeExecutor executor(*model);
   const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 511, 0, 99, 256, 7, 64, 128, 3};
-  const std::vector<float> logits = PrefillLogits(*model, executor, ids);
+  const std::vector<float> logits = testing::PrefillLogits(*model, executor, ids);
 
   // 1. Against the reference on exactly the weights the engine computes with (the GGUF's
   // blocks, down requantised): f32 activation rounding only, as in engine_reference_test.
@@ -343,8 +323,8 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
   auto model = LoadModel(WriteQ8Model(dir, c, "olmoe-q8-wide.gguf"));
   ResidentMoeExecutor resident(*model);
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
-  const std::vector<float> want_logits = PrefillLogits(*model, resident, prompt);
-  const auto want_tokens = Greedy(*model, resident);
+  const std::vector<float> want_logits = testing::PrefillLogits(*model, resident, prompt);
+  const auto want_tokens = testing::GreedyTokens(*model, resident);
   for (const char* budget : {"25%", "5%", "100%"}) {
     SCOPED_TRACE(budget);
     OffloadOptions o;
@@ -356,8 +336,8 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
     EXPECT_EQ(offload.tier().store().dtype(), DType::kQ8_0);
     EXPECT_EQ(offload.tier().store().record_bytes(), 816u);
     EXPECT_EQ(offload.tier().store().blocks_per_expert(), 6);
-    EXPECT_EQ(PrefillLogits(*model, offload, prompt), want_logits);
-    EXPECT_EQ(Greedy(*model, offload), want_tokens);
+    EXPECT_EQ(testing::PrefillLogits(*model, offload, prompt), want_logits);
+    EXPECT_EQ(testing::GreedyTokens(*model, offload), want_tokens);
     const tiers::OffloadMetrics m = offload.Metrics();
     EXPECT_LE(m.peak_host_cache_bytes, m.budget_bytes);
     EXPECT_GT(m.total.counters.misses, 0);
@@ -406,8 +386,9 @@ TEST(Q8ModelTest, TinyOffloadedAt25PercentLruIsBitIdentical) {
   o.progress = false;
   OffloadMoeExecutor offload(*model, o);
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
-  EXPECT_EQ(PrefillLogits(*model, offload, prompt), PrefillLogits(*model, resident, prompt));
-  EXPECT_EQ(Greedy(*model, offload), Greedy(*model, resident));
+  EXPECT_EQ(testing::PrefillLogits(*model, offload, prompt),
+            testing::PrefillLogits(*model, resident, prompt));
+  EXPECT_EQ(testing::GreedyTokens(*model, offload), testing::GreedyTokens(*model, resident));
   EXPECT_GT(offload.Metrics().total.counters.misses, 0);
 }
 

@@ -42,6 +42,24 @@ void RunRequests(Transformer& t) {
   g.Generate({r[2]});
 }
 
+// Records RunRequests on the resident executor, with exact gate inputs and the routers so
+// next-gate speculation replays as the engine ran it.
+void RecordRun(const Model& model, const std::string& path, trace::Precision probs) {
+  ResidentMoeExecutor resident(model);
+  Transformer t(model, resident);
+  trace::TraceHeader h;
+  h.source = "test";
+  h.model = trace::TraceModelOf(model);
+  h.probs = probs;
+  h.hidden = trace::Precision::kF32;
+  h.router_weights = true;
+  trace::TraceWriter writer(path, h);
+  trace::TraceRecorder recorder(writer, model);
+  t.set_observer(&recorder);
+  RunRequests(t);
+  writer.Finish();
+}
+
 sim::HardwareProfile TestHardware() {
   sim::HardwareProfile hw;
   hw.name = "test";
@@ -56,21 +74,7 @@ class SimAgreementTest : public ::testing::TestWithParam<Arch> {};
 TEST_P(SimAgreementTest, ReplayGivesTheEnginesExactCounts) {
   testing::TempDir dir;
   auto model = LoadModel(testing::TinyModelPath(GetParam()));
-  {
-    ResidentMoeExecutor resident(*model);
-    Transformer t(*model, resident);
-    trace::TraceHeader h;
-    h.source = "test";
-    h.model = trace::TraceModelOf(*model);
-    h.probs = trace::Precision::kF32;
-    h.hidden = trace::Precision::kF32;  // Exact gate inputs: speculation must agree too.
-    h.router_weights = true;
-    trace::TraceWriter writer(dir / "run.trace", h);
-    trace::TraceRecorder recorder(writer, *model);
-    t.set_observer(&recorder);
-    RunRequests(t);
-    writer.Finish();
-  }
+  RecordRun(*model, dir / "run.trace", trace::Precision::kF32);
   trace::TraceReader reader(dir / "run.trace");
   for (const char* budget : {"5%", "25%", "50%", "100%"}) {
     for (const char* policy : {"lru", "lfu", "random", "nextgate", "nextgate+lfu"}) {
@@ -235,18 +239,7 @@ TEST(SimBelady, NeverBeatenOnSkewedRandomTraces) {
 TEST(SimBelady, NeverBeatenOnRecordedTraces) {
   testing::TempDir dir;
   auto model = LoadModel(testing::TinyModelPath(Arch::kOlmoe));
-  ResidentMoeExecutor resident(*model);
-  Transformer t(*model, resident);
-  trace::TraceHeader h;
-  h.source = "test";
-  h.model = trace::TraceModelOf(*model);
-  h.hidden = trace::Precision::kF32;
-  h.router_weights = true;
-  trace::TraceWriter writer(dir / "run.trace", h);
-  trace::TraceRecorder recorder(writer, *model);
-  t.set_observer(&recorder);
-  RunRequests(t);
-  writer.Finish();
+  RecordRun(*model, dir / "run.trace", trace::Precision::kNone);
   trace::TraceReader reader(dir / "run.trace");
   ExpectBeladyBoundsAll(reader, {"lru", "lfu", "random", "nextgate", "nextgate+lfu"});
 }

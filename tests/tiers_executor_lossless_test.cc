@@ -10,31 +10,11 @@
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
 #include "model/model.h"
+#include "support/engine_runs.h"
 #include "support/tiny_models.h"
 
 namespace moex {
 namespace {
-
-std::vector<float> PrefillLogits(const Model& model, MoeExecutor& executor,
-                                 const std::vector<int32_t>& ids) {
-  Transformer t(model, executor);
-  KvCache cache(model.config, 64);
-  BatchItem item{&cache, ids, true};
-  return t.Forward({&item, 1});
-}
-
-std::vector<std::vector<int32_t>> Greedy(const Model& model, MoeExecutor& executor) {
-  Transformer t(model, executor);
-  Generator g(t);
-  GenerationRequest a, b;
-  a.prompt = {5, 9, 200, 31, 7};
-  a.max_tokens = 10;
-  b.prompt = {77, 3};
-  b.max_tokens = 7;
-  std::vector<std::vector<int32_t>> out;
-  for (const auto& r : g.Generate({a, b})) out.push_back(r.tokens);
-  return out;
-}
 
 class OffloadLosslessTest : public ::testing::TestWithParam<Arch> {};
 
@@ -42,8 +22,8 @@ TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
   auto model = LoadModel(testing::TinyModelPath(GetParam()));
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
   ResidentMoeExecutor resident(*model);
-  const std::vector<float> want_logits = PrefillLogits(*model, resident, prompt);
-  const auto want_tokens = Greedy(*model, resident);
+  const std::vector<float> want_logits = testing::PrefillLogits(*model, resident, prompt);
+  const auto want_tokens = testing::GreedyTokens(*model, resident);
   const std::string store =
       (std::filesystem::temp_directory_path() /
        ("moex_lossless_" + std::to_string(getpid()) + "_" + ArchName(GetParam()) + ".moex"))
@@ -57,8 +37,8 @@ TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
       o.policy = policy;
       o.progress = false;
       OffloadMoeExecutor offload(*model, o);
-      EXPECT_EQ(PrefillLogits(*model, offload, prompt), want_logits);
-      EXPECT_EQ(Greedy(*model, offload), want_tokens);
+      EXPECT_EQ(testing::PrefillLogits(*model, offload, prompt), want_logits);
+      EXPECT_EQ(testing::GreedyTokens(*model, offload), want_tokens);
       const tiers::OffloadMetrics m = offload.Metrics();
       EXPECT_LE(m.peak_host_cache_bytes, m.budget_bytes);
       EXPECT_GT(m.total.counters.misses, 0);
@@ -74,7 +54,7 @@ TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
 TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
   auto model = LoadModel(testing::TinyModelPath(Arch::kOlmoe));
   ResidentMoeExecutor resident(*model);
-  const auto want = Greedy(*model, resident);
+  const auto want = testing::GreedyTokens(*model, resident);
   OffloadOptions o;
   o.store_path = (std::filesystem::temp_directory_path() /
                   ("moex_fault_" + std::to_string(getpid()) + ".moex"))
@@ -85,12 +65,12 @@ TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
   OffloadMoeExecutor offload(*model, o);
   offload.tier().InjectReadError(3);
   try {
-    Greedy(*model, offload);
+    testing::GreedyTokens(*model, offload);
     ADD_FAILURE() << "the injected read error was not reported";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("injected I/O error"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(Greedy(*model, offload), want);
+  EXPECT_EQ(testing::GreedyTokens(*model, offload), want);
   std::filesystem::remove(o.store_path);
 }
 

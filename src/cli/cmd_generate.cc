@@ -33,11 +33,7 @@ int RunGenerate(const GenerateOptions& o) {
   request.max_tokens = o.max_tokens;
   request.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
   request.sampling.Validate();
-  if (!o.ignore_eos) {
-    request.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
-    if (session->tokenizer)
-      for (int32_t id : session->tokenizer->eos_ids()) request.stop_ids.push_back(id);
-  }
+  if (!o.ignore_eos) request.stop_ids = session->StopIds();
   std::vector<GenerationRequest> requests(static_cast<size_t>(o.batch), request);
   for (size_t i = 0; i < requests.size(); ++i) requests[i].sampling.seed = o.seed + i;
 
@@ -79,7 +75,8 @@ int RunGenerate(const GenerateOptions& o) {
       {"tpot_ms", tpot},
       {"decode_ms", t.decode_ms},
       {"prefill_tokens_per_s", t.prefill_ms > 0 ? 1000.0 * t.prompt_tokens / t.prefill_ms : 0.0},
-      {"decode_tokens_per_s", t.decode_ms > 0 ? 1000.0 * (t.generated_tokens - o.batch) / t.decode_ms : 0.0},
+      {"decode_tokens_per_s",
+       t.decode_ms > 0 ? 1000.0 * (t.generated_tokens - o.batch) / t.decode_ms : 0.0},
   };
   out["offload"] = session->executor->MetricsJson();
   out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
@@ -96,7 +93,8 @@ Runner AddGenerateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt");
   AddModelOptions(*cmd, o->model);
   AddPromptOptions(*cmd, o->prompt, true);
-  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)");
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)");
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass");

@@ -11,7 +11,6 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "engine/generator.h"
-#include "io/chat_template.h"
 #include "io/prompt_set.h"
 #include "trace/trace_import.h"
 #include "trace/trace_reader.h"
@@ -43,7 +42,7 @@ int RunRecord(const RecordOptions& o) {
   const std::vector<PromptEntry> prompts = LoadPromptSet(o.prompts, o.format);
   auto session = OpenSession(o.model);
   const Model& model = *session->model;
-  const Tokenizer& tok = session->RequireTokenizer();
+  session->RequireTokenizer();  // Prompt sets are text: fail before recording anything.
   const ModelConfig& config = model.config;
 
   trace::TraceHeader header;
@@ -75,15 +74,12 @@ int RunRecord(const RecordOptions& o) {
   std::vector<GenerationRequest> requests;
   int64_t truncated = 0;
   for (size_t i = 0; i < count; ++i) {
+    if (prompts[i].text.empty()) continue;  // ShareGPT has a few empty turns.
     GenerationRequest r;
-    std::vector<int32_t> ids;
-    if (o.chat) {
-      std::vector<ChatMessage> messages{{"user", prompts[i].text}};
-      ids = tok.Encode(ApplyChatTemplate(ChatTemplate::FromTokenizer(tok), messages, true), false);
-    } else {
-      ids = tok.Encode(prompts[i].text, tok.add_bos_default());
-    }
-    if (ids.empty()) continue;
+    PromptOptions prompt;
+    prompt.text = prompts[i].text;
+    prompt.chat = o.chat;
+    std::vector<int32_t> ids = session->PromptTokens(prompt);
     if (static_cast<int64_t>(ids.size()) > max_prompt) {
       ids.resize(static_cast<size_t>(max_prompt));
       ++truncated;
@@ -92,8 +88,7 @@ int RunRecord(const RecordOptions& o) {
     r.max_tokens = o.max_tokens;
     r.sampling = {o.temperature, 0, 1.0f, o.seed + i};
     r.sampling.Validate();
-    r.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
-    for (int32_t id : tok.eos_ids()) r.stop_ids.push_back(id);
+    r.stop_ids = session->StopIds();
     requests.push_back(std::move(r));
   }
   Check(!requests.empty(), "no prompt in ", o.prompts, " encodes to any token");

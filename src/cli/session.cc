@@ -80,8 +80,15 @@ std::vector<int32_t> Session::PromptTokens(const PromptOptions& o) const {
   }
   Check(!ids.empty(), "the prompt encodes to no tokens");
   for (int32_t id : ids)
-    Check(id < model->config.vocab_size, "prompt token id ", id,
-          " is outside the vocabulary (", model->config.vocab_size, " tokens)");
+    Check(id < model->config.vocab_size, "prompt token id ", id, " is outside the vocabulary (",
+          model->config.vocab_size, " tokens)");
+  return ids;
+}
+
+std::vector<int32_t> Session::StopIds() const {
+  std::vector<int32_t> ids(model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
+  if (tokenizer)
+    for (int32_t id : tokenizer->eos_ids()) ids.push_back(id);
   return ids;
 }
 

@@ -54,6 +54,8 @@ struct Session {
   const Tokenizer& RequireTokenizer() const;
   // The prompt's token ids, checked against the vocabulary; throws Error with the reason.
   std::vector<int32_t> PromptTokens(const PromptOptions& prompt) const;
+  // End-of-sequence ids of the checkpoint's config and of its tokenizer.
+  std::vector<int32_t> StopIds() const;
 };
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options);

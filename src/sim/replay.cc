@@ -14,6 +14,7 @@
 #include "sim/link_model.h"
 #include "tiers/cache_plan.h"
 #include "tiers/host_tier.h"
+#include "tiers/offload_metrics.h"
 
 namespace moex::sim {
 
@@ -38,18 +39,7 @@ double ReplayResult::decode_bytes_per_token() const {
 }
 
 nlohmann::json ReplayResult::ToJson() const {
-  auto counters = [](const tiers::LayerCounters& c) {
-    return nlohmann::json{{"hits", c.hits},
-                          {"misses", c.misses},
-                          {"streamed", c.streamed},
-                          {"prefetch_issued", c.prefetch_issued},
-                          {"prefetch_used", c.prefetch_used},
-                          {"prefetch_wasted", c.prefetch_wasted},
-                          {"prefetch_cancelled", c.prefetch_cancelled},
-                          {"prefetch_dropped", c.prefetch_dropped},
-                          {"evictions", c.evictions}};
-  };
-  nlohmann::json j = counters(total);
+  nlohmann::json j = tiers::CountersJson(total);
   j["policy"] = policy;
   j["budget_bytes"] = budget_bytes;
   j["budget_fraction"] = budget_fraction;
@@ -83,7 +73,7 @@ nlohmann::json ReplayResult::ToJson() const {
   for (size_t l = 0; l < layers.size(); ++l) {
     const tiers::LayerCounters& c = layers[l];
     if (c.hits + c.misses + c.prefetch_issued == 0) continue;
-    nlohmann::json lj = counters(c);
+    nlohmann::json lj = tiers::CountersJson(c);
     lj["layer"] = l;
     per_layer.push_back(lj);
   }

@@ -9,12 +9,19 @@ namespace {
 nlohmann::json LayerJson(const LayerOffloadMetrics& m) {
   const LayerCounters& c = m.counters;
   const int64_t demand = c.hits + c.misses;
+  nlohmann::json j = CountersJson(c);
+  j["hit_rate"] = demand ? static_cast<double>(c.hits) / demand : 0.0;
+  j["bytes_read"] = m.bytes_read;
+  j["stall_ms"] = m.stall_ms;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json CountersJson(const LayerCounters& c) {
   return {{"hits", c.hits},
           {"misses", c.misses},
-          {"hit_rate", demand ? static_cast<double>(c.hits) / demand : 0.0},
           {"streamed", c.streamed},
-          {"bytes_read", m.bytes_read},
-          {"stall_ms", m.stall_ms},
           {"prefetch_issued", c.prefetch_issued},
           {"prefetch_used", c.prefetch_used},
           {"prefetch_wasted", c.prefetch_wasted},
@@ -22,8 +29,6 @@ nlohmann::json LayerJson(const LayerOffloadMetrics& m) {
           {"prefetch_dropped", c.prefetch_dropped},
           {"evictions", c.evictions}};
 }
-
-}  // namespace
 
 double OffloadMetrics::hit_rate() const {
   const int64_t demand = total.counters.hits + total.counters.misses;

@@ -11,6 +11,10 @@
 
 namespace moex::tiers {
 
+// The counters of one layer (or the total) as JSON: hits, misses, streamed, prefetch_*,
+// evictions. Shared by the engine's metrics and the simulator's results.
+nlohmann::json CountersJson(const LayerCounters& c);
+
 struct LayerOffloadMetrics {
   int layer = 0;
   LayerCounters counters;

@@ -1,0 +1,29 @@
+#include "support/engine_runs.h"
+
+#include "engine/generator.h"
+#include "engine/transformer.h"
+
+namespace moex::testing {
+
+std::vector<float> PrefillLogits(const Model& model, MoeExecutor& executor,
+                                 const std::vector<int32_t>& ids) {
+  Transformer t(model, executor);
+  KvCache cache(model.config, static_cast<int64_t>(ids.size()) + 8);
+  BatchItem item{&cache, ids, true};
+  return t.Forward({&item, 1});
+}
+
+std::vector<std::vector<int32_t>> GreedyTokens(const Model& model, MoeExecutor& executor) {
+  Transformer t(model, executor);
+  Generator g(t);
+  GenerationRequest a, b;
+  a.prompt = {5, 9, 200, 31, 7};
+  a.max_tokens = 10;
+  b.prompt = {77, 3};
+  b.max_tokens = 7;
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& r : g.Generate({a, b})) out.push_back(r.tokens);
+  return out;
+}
+
+}  // namespace moex::testing

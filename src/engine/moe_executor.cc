@@ -15,7 +15,8 @@ void ExpertBatch::Build(const Routing& r, const float* x, int64_t d_model) {
   const int E = r.num_experts;
   const int64_t slots = r.n_tokens * r.top_k;
   begin_.assign(static_cast<size_t>(E) + 1, 0);
-  for (int64_t s = 0; s < slots; ++s) ++begin_[static_cast<size_t>(r.ids[static_cast<size_t>(s)]) + 1];
+  for (int64_t s = 0; s < slots; ++s)
+    ++begin_[static_cast<size_t>(r.ids[static_cast<size_t>(s)]) + 1];
   active_.clear();
   for (int e = 0; e < E; ++e) {
     if (begin_[static_cast<size_t>(e) + 1] > 0) active_.push_back(e);
@@ -100,15 +101,16 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
 }
 
 nlohmann::json ResidentMoeExecutor::MetricsJson() const {
-  return {{"policy", "resident"}, {"hits", expert_uses_}, {"misses", 0}, {"hit_rate", 1.0},
-          {"bytes_read", 0}, {"stall_ms", 0.0}, {"prefetch_issued", 0}, {"prefetch_used", 0}};
+  return {{"policy", "resident"}, {"hits", expert_uses_}, {"misses", 0},
+          {"hit_rate", 1.0},      {"bytes_read", 0},      {"stall_ms", 0.0},
+          {"prefetch_issued", 0}, {"prefetch_used", 0}};
 }
 
 OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions& options)
     : model_(model) {
   PackOptions pack;
-  pack.out_path = options.store_path.empty() ? DefaultExpertStorePath(model.path)
-                                             : options.store_path;
+  pack.out_path =
+      options.store_path.empty() ? DefaultExpertStorePath(model.path) : options.store_path;
   pack.source_id = CheckpointFingerprint(model.path);
   pack.source_path = model.path;
   pack.progress = options.progress;
@@ -128,16 +130,7 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
   const ExpertShape& shape = model_.expert_shape;
   batch_.Build(routing, x, shape.hidden_size);
-  policy::GateEvent gate;
-  gate.layer = layer;
-  gate.n_tokens = routing.n_tokens;
-  gate.top_k = routing.top_k;
-  gate.num_experts = routing.num_experts;
-  gate.ids = routing.ids.data();
-  gate.weights = routing.weights.data();
-  gate.probs = routing.probs.empty() ? nullptr : routing.probs.data();
-  gate.hidden = x;
-  gate.d = shape.hidden_size;
+  const policy::GateEvent gate = GateEventOf(layer, routing, x, shape.hidden_size);
   std::vector<kernels::ExpertJob> jobs;
   tiers::RunOffloadedLayer(*tier_, gate, [&](std::span<const tiers::ChunkTask> tasks) {
     jobs.clear();
@@ -155,7 +148,9 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
   batch_.Combine(routing, out);
 }
 
-nlohmann::json OffloadMoeExecutor::MetricsJson() const { return tier_->Metrics().ToJson(); }
+nlohmann::json OffloadMoeExecutor::MetricsJson() const {
+  return tier_->Metrics().ToJson();
+}
 
 size_t OffloadMoeExecutor::HostCacheBytes() const {
   const tiers::OffloadMetrics m = tier_->Metrics();

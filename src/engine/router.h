@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "policy/events.h"
 
 namespace moex {
 
@@ -20,5 +21,9 @@ struct Routing {
 
 // logits: [n, E] router outputs. Fills `routing` (reusing its storage).
 void RouteTopK(const float* logits, int64_t n, const ModelConfig& config, Routing* routing);
+
+// The gate event of `layer` for this routing; `hidden` [n, d] is the router's input. Views
+// into `routing` and `hidden`, valid while they are.
+policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hidden, int64_t d);
 
 }  // namespace moex

@@ -26,8 +26,7 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   int64_t total = 0;
   for (const BatchItem& item : items) {
     Check(item.cache != nullptr && !item.tokens.empty(), "batch item without tokens or cache");
-    Check(item.cache->length() + static_cast<int64_t>(item.tokens.size()) <=
-              item.cache->capacity(),
+    Check(item.cache->length() + static_cast<int64_t>(item.tokens.size()) <= item.cache->capacity(),
           "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
           " tokens exceeds its context capacity of ", item.cache->capacity());
     total += static_cast<int64_t>(item.tokens.size());
@@ -163,8 +162,10 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
   kernels::LinearMulti(qkv, normed_.data(), total);
   if (c.qk_norm) {
     if (c.qk_norm_per_head) {  // Qwen3: each head normalised on its own.
-      kernels::RmsNorm(q_.data(), L.q_norm.data(), total * c.num_heads, hd, c.rms_norm_eps, q_.data());
-      kernels::RmsNorm(k_.data(), L.k_norm.data(), total * c.num_kv_heads, hd, c.rms_norm_eps, k_.data());
+      kernels::RmsNorm(q_.data(), L.q_norm.data(), total * c.num_heads, hd, c.rms_norm_eps,
+                       q_.data());
+      kernels::RmsNorm(k_.data(), L.k_norm.data(), total * c.num_kv_heads, hd, c.rms_norm_eps,
+                       k_.data());
     } else {  // OLMoE: the whole projection normalised before the split into heads.
       kernels::RmsNorm(q_.data(), L.q_norm.data(), total, q_dim, c.rms_norm_eps, q_.data());
       kernels::RmsNorm(k_.data(), L.k_norm.data(), total, kv_dim, c.rms_norm_eps, k_.data());
@@ -224,19 +225,7 @@ void Transformer::FeedForward(int layer, int64_t total) {
   Grow(router_logits_, T * c.num_experts);
   kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
   RouteTopK(router_logits_.data(), total, c, &routing_);
-  if (observer_ != nullptr) {
-    policy::GateEvent e;
-    e.layer = layer;
-    e.n_tokens = routing_.n_tokens;
-    e.top_k = routing_.top_k;
-    e.num_experts = routing_.num_experts;
-    e.ids = routing_.ids.data();
-    e.weights = routing_.weights.data();
-    e.probs = routing_.probs.data();
-    e.hidden = normed_.data();
-    e.d = d;
-    observer_->OnGate(e);
-  }
+  if (observer_ != nullptr) observer_->OnGate(GateEventOf(layer, routing_, normed_.data(), d));
 
   std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);
   executor_.Run(layer, routing_, normed_.data(), ffn_out_.data());

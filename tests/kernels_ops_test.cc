@@ -63,6 +63,60 @@ TEST(KernelsOpsTest, RmsNormMatchesReferenceAndAliases) {
   });
 }
 
+TEST(KernelsOpsTest, LayerNormHandComputed) {
+  ForEachTarget([] {
+    // mean 2.5, variance (2.25 + 0.25 + 0.25 + 2.25) / 4 = 1.25, so x_hat =
+    // [-1.5, -0.5, 0.5, 1.5] / sqrt(1.25) = [-1.3416408, -0.4472136, 0.4472136, 1.3416408];
+    // times [1, 1, 2, 0.5] plus [0, 1, 0, -1]:
+    const float x[] = {1, 2, 3, 4};
+    const float w[] = {1, 1, 2, 0.5f};
+    const float b[] = {0, 1, 0, -1};
+    float out[4];
+    LayerNorm(x, w, b, 1, 4, 0.0f, out);
+    EXPECT_NEAR(out[0], -1.3416407864998738, 1e-6);
+    EXPECT_NEAR(out[1], 0.5527864045000421, 1e-6);
+    EXPECT_NEAR(out[2], 0.8944271909999159, 1e-6);
+    EXPECT_NEAR(out[3], -0.3291796067500631, 1e-6);
+    // A constant row has variance 0: eps keeps it finite and the output is the bias.
+    const float flat[] = {5, 5, 5, 5};
+    LayerNorm(flat, w, b, 1, 4, 1e-5f, out);
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], b[i]);
+  });
+}
+
+TEST(KernelsOpsTest, LayerNormMatchesReferenceAliasesAndIsBatchInvariant) {
+  ForEachTarget([] {
+    for (int64_t dim : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{128}, int64_t{2049}}) {
+      for (int64_t n : {int64_t{5}, int64_t{40}}) {  // 40 x 2049 takes the threaded path.
+        // An offset of 4 makes the mean matter (a one-pass variance would lose digits).
+        std::vector<float> x = RandomVector(n * dim, 1, 3.0f);
+        for (float& v : x) v += 4.0f;
+        const std::vector<float> w = RandomVector(dim, 2);
+        const std::vector<float> b = RandomVector(dim, 3);
+        std::vector<float> out(n * dim);
+        LayerNorm(x.data(), w.data(), b.data(), n, dim, 1e-5f, out.data());
+        for (int64_t t = 0; t < n; ++t) {
+          double mean = 0, var = 0;
+          for (int64_t i = 0; i < dim; ++i) mean += x[t * dim + i];
+          mean /= dim;
+          for (int64_t i = 0; i < dim; ++i) var += (x[t * dim + i] - mean) * (x[t * dim + i] - mean);
+          const double r = 1 / std::sqrt(var / dim + 1e-5);
+          for (int64_t i = 0; i < dim; ++i) {
+            const double ref = (x[t * dim + i] - mean) * r * w[i] + b[i];
+            ASSERT_NEAR(out[t * dim + i], ref, 1e-4 * std::fabs(ref) + 2e-5) << dim;
+          }
+          std::vector<float> row(dim);
+          LayerNorm(&x[t * dim], w.data(), b.data(), 1, dim, 1e-5f, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), &out[t * dim], sizeof(float) * dim)) << t;
+        }
+        std::vector<float> inplace = x;
+        LayerNorm(inplace.data(), w.data(), b.data(), n, dim, 1e-5f, inplace.data());
+        EXPECT_TRUE(BitEqual(inplace, out));
+      }
+    }
+  });
+}
+
 TEST(KernelsOpsTest, RopeNeoxRotatesHalves) {
   ForEachTarget([] {
     for (int64_t hd : {int64_t{4}, int64_t{10}, int64_t{64}, int64_t{128}}) {

@@ -1,4 +1,4 @@
-// Row-wise and element-wise kernels: RmsNorm, RopeNeox, Softmax, SiluMul, ToF32.
+// Row-wise and element-wise kernels: RmsNorm, LayerNorm, RopeNeox, Softmax, SiluMul, ToF32.
 #include "kernels/simd_config.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -58,6 +58,55 @@ HWY_INLINE void RmsNormRow(const float* x, const float* weight, size_t dim, floa
 void RmsNormImpl(const float* x, const float* weight, size_t n, size_t dim, float eps, float* out) {
   const auto run = [&](size_t b, size_t e, int) {
     for (size_t t = b; t < e; ++t) RmsNormRow(x + t * dim, weight, dim, eps, out + t * dim);
+  };
+  if (n * dim < (size_t{1} << 16)) {
+    run(0, n, 0);
+  } else {
+    ThreadPool::Global().ParallelFor(n, 1, run);
+  }
+}
+
+// Two passes in f32, as torch's LayerNorm: the mean, then the mean squared deviation.
+HWY_INLINE void LayerNormRow(const float* x, const float* weight, const float* bias, size_t dim,
+                             float eps, float* out) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF sum = hn::Zero(df);
+  size_t i = 0;
+  for (; i + N <= dim; i += N) sum = hn::Add(sum, hn::LoadU(df, x + i));
+  if (i < dim) sum = hn::Add(sum, LoadPadded(df, x + i, dim - i));
+  const float mean = hn::GetLane(hn::SumOfLanes(df, sum)) / static_cast<float>(dim);
+  const VF vmean = hn::Set(df, mean);
+  VF ss = hn::Zero(df);
+  for (i = 0; i + N <= dim; i += N) {
+    const VF c = hn::Sub(hn::LoadU(df, x + i), vmean);
+    ss = hn::MulAdd(c, c, ss);
+  }
+  if (i < dim) {
+    // Padding lanes would contribute mean^2: zero them.
+    const VF c = hn::IfThenElseZero(hn::FirstN(df, dim - i),
+                                    hn::Sub(LoadPadded(df, x + i, dim - i), vmean));
+    ss = hn::MulAdd(c, c, ss);
+  }
+  const float var = hn::GetLane(hn::SumOfLanes(df, ss)) / static_cast<float>(dim);
+  const VF scale = hn::Set(df, 1.0f / std::sqrt(var + eps));
+  for (i = 0; i + N <= dim; i += N) {
+    const VF c = hn::Mul(hn::Sub(hn::LoadU(df, x + i), vmean), scale);
+    hn::StoreU(hn::MulAdd(c, hn::LoadU(df, weight + i), hn::LoadU(df, bias + i)), df, out + i);
+  }
+  if (i < dim) {
+    const size_t rest = dim - i;
+    const VF c = hn::Mul(hn::Sub(LoadPadded(df, x + i, rest), vmean), scale);
+    StorePartial(df, hn::MulAdd(c, LoadPadded(df, weight + i, rest), LoadPadded(df, bias + i, rest)),
+                 rest, out + i);
+  }
+}
+
+void LayerNormImpl(const float* x, const float* weight, const float* bias, size_t n, size_t dim,
+                   float eps, float* out) {
+  const auto run = [&](size_t b, size_t e, int) {
+    for (size_t t = b; t < e; ++t)
+      LayerNormRow(x + t * dim, weight, bias, dim, eps, out + t * dim);
   };
   if (n * dim < (size_t{1} << 16)) {
     run(0, n, 0);
@@ -151,6 +200,7 @@ HWY_AFTER_NAMESPACE();
 namespace moex::kernels {
 
 HWY_EXPORT(RmsNormImpl);
+HWY_EXPORT(LayerNormImpl);
 HWY_EXPORT(RopeNeoxImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SiluMulImpl);
@@ -159,6 +209,12 @@ HWY_EXPORT(ToF32Impl);
 void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
   if (n <= 0 || dim <= 0) return;
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, weight, n, dim, eps, out);
+}
+
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim,
+               float eps, float* out) {
+  if (n <= 0 || dim <= 0) return;
+  HWY_DYNAMIC_DISPATCH(LayerNormImpl)(x, weight, bias, n, dim, eps, out);
 }
 
 void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {

@@ -90,6 +90,12 @@ inline size_t ExpertRecordBytes(DType dtype, int64_t d_model) {
 // out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * weight, t < n. out may alias x.
 void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);
 
+// out[t, :] = (x[t, :] - mean) / sqrt(var + eps) * weight + bias, t < n, with mean and the
+// (biased) variance of row t computed in f32 in two passes, as torch's nn.LayerNorm.
+// out may alias x.
+void LayerNorm(const float* x, const float* weight, const float* bias, int64_t n, int64_t dim,
+               float eps, float* out);
+
 // Rotary embedding, NeoX / HF "rotate_half" convention, in place on x: [n_heads, head_dim]
 // for one token. cos/sin: [head_dim / 2] for this token's position.
 void RopeNeox(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);

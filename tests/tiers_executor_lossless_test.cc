@@ -76,7 +76,7 @@ TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, OffloadLosslessTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
-                                           Arch::kDeepseekMoe),
+                                           Arch::kDeepseekMoe, Arch::kPhiMoe),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 }  // namespace

@@ -20,12 +20,18 @@ struct RandomModelCliOptions {
   std::string gguf_type;
   uint64_t seed = 0;
   int layers = 0;
+  int rope_original = 0;
 };
 
 int RunRandomModel(const RandomModelCliOptions& o) {
   RandomModelOptions options;
   options.config = RandomModelConfig(ParseArch(o.arch), ParseModelSize(o.size));
   if (o.layers > 0) options.config.num_layers = o.layers;
+  if (o.rope_original > 0) {
+    Check(options.config.longrope.has_value(), "random-model: --rope-original applies to ",
+          "LongRoPE models (phimoe), not ", o.arch);
+    options.config = WithLongRope(options.config, o.rope_original);
+  }
   options.dtype = ParseDType(o.dtype);
   options.seed = o.seed;
   options.out = o.out;
@@ -44,7 +50,7 @@ int RunRandomModel(const RandomModelCliOptions& o) {
 Runner AddRandomModelCommand(CLI::App& app) {
   auto o = std::make_shared<RandomModelCliOptions>();
   CLI::App* cmd = app.add_subcommand("random-model", "write a model with random weights");
-  cmd->add_option("--arch", o->arch, "mixtral, qwen2_moe, qwen3_moe, olmoe or deepseek");
+  cmd->add_option("--arch", o->arch, "mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe or deepseek");
   cmd->add_option("--size", o->size, "tiny, small or full (the published shape)");
   cmd->add_option("--dtype", o->dtype, "bf16, f16 or f32");
   cmd->add_option("--out", o->out, "output directory (hf) or file (gguf)")->required();
@@ -55,6 +61,10 @@ Runner AddRandomModelCommand(CLI::App& app) {
                   "q8_0: quantise weight matrices and experts (gguf; values drawn in --dtype)");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
+  cmd->add_option("--rope-original", o->rope_original,
+                  "phimoe: LongRoPE original_max_position_embeddings (default 32 tiny, 512 "
+                  "small, 4096 full); longer sequences use the long factors")
+      ->check(CLI::Range(1, 1 << 24));
   return [o] { return RunRandomModel(*o); };
 }
 

@@ -83,8 +83,9 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
       const auto& prompt = s.requests[i].prompt;
       if (offset[i] >= prompt.size()) continue;
       const size_t take = std::min<size_t>(prompt.size() - offset[i], static_cast<size_t>(budget));
+      // rope_length: every chunk rotates as one prefill pass over the whole prompt would.
       batch.push_back({s.caches[i].get(), std::span<const int32_t>(prompt).subspan(offset[i], take),
-                       false, s.ids[i]});
+                       false, s.ids[i], static_cast<int64_t>(prompt.size())});
       owners.push_back(i);
       offset[i] += take;
       budget -= static_cast<int64_t>(take);

@@ -1,8 +1,10 @@
 #include "engine/router.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
+#include "core/error.h"
 #include "kernels/ops.h"
 
 namespace moex {
@@ -32,6 +34,71 @@ void RouteTopK(const float* logits, int64_t n, const ModelConfig& config, Routin
       r->ids[static_cast<size_t>(t * K + k)] = e;
       r->weights[static_cast<size_t>(t * K + k)] = w * config.routed_scaling_factor;
     }
+  }
+}
+
+namespace {
+
+// Sparsemixer's masked softmax at `pick`: the weight of s[pick] among the entries j of
+// `s` (an entry of -inf stays out) not masked by (m - scores[j]) / max(|scores[j]|, m) >
+// threshold, m = s[pick]. The comparison is false for NaN (0 / 0), as in torch.
+float MaskedSoftmaxAt(const float* s, const float* scores, int E, int pick, float threshold) {
+  const float m = s[pick];
+  float sum = 0.0f;
+  for (int j = 0; j < E; ++j) {
+    const float factor = std::max(std::fabs(scores[j]), m);
+    if ((m - scores[j]) / factor > threshold) continue;
+    if (s[j] == -INFINITY) continue;
+    sum += std::exp(s[j] - m);
+  }
+  return 1.0f / sum;  // exp(s[pick] - m) = 1, and pick is never masked (0 > threshold fails).
+}
+
+int ArgMax(const float* s, int E) {
+  int best = 0;
+  for (int j = 1; j < E; ++j)
+    if (s[j] > s[best]) best = j;
+  return best;
+}
+
+}  // namespace
+
+void Route(const float* logits, int64_t n, const ModelConfig& config, Routing* routing) {
+  switch (config.router) {
+    case RouterKind::kSoftmaxTopK:
+      return RouteTopK(logits, n, config, routing);
+    case RouterKind::kSparseMixer:
+      return RouteSparseMixer(logits, n, config, routing);
+  }
+}
+
+void RouteSparseMixer(const float* logits, int64_t n, const ModelConfig& config, Routing* r) {
+  const int E = config.num_experts;
+  Check(config.num_experts_per_tok == 2,
+        "sparsemixer routing is defined for top-2 only, got num_experts_per_tok = ",
+        config.num_experts_per_tok);
+  Check(E >= 2, "sparsemixer routing needs at least 2 experts, got ", E);
+  const float threshold = static_cast<float>(2.0 * config.router_jitter_noise);
+  r->n_tokens = n;
+  r->top_k = 2;
+  r->num_experts = E;
+  r->probs.assign(logits, logits + n * E);
+  r->ids.resize(static_cast<size_t>(n * 2));
+  r->weights.resize(static_cast<size_t>(n * 2));
+  std::vector<float> masked(static_cast<size_t>(E));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* s = logits + t * E;
+    const int i1 = ArgMax(s, E);
+    const float w1 = MaskedSoftmaxAt(s, s, E, i1, threshold);
+    std::copy(s, s + E, masked.begin());
+    masked[static_cast<size_t>(i1)] = -INFINITY;
+    const int i2 = ArgMax(masked.data(), E);
+    const float w2 = MaskedSoftmaxAt(masked.data(), s, E, i2, threshold);
+    r->ids[static_cast<size_t>(t * 2)] = i1;
+    r->ids[static_cast<size_t>(t * 2 + 1)] = i2;
+    r->weights[static_cast<size_t>(t * 2)] = w1;
+    r->weights[static_cast<size_t>(t * 2 + 1)] = w2;
+    kernels::Softmax(&r->probs[static_cast<size_t>(t * E)], E);
   }
 }
 

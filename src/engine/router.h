@@ -1,5 +1,11 @@
-// Softmax top-k routing, shared by every architecture: probabilities over all experts, the
-// k largest (ties to the lower index), optionally renormalised to sum to one, then scaled.
+// Routing, shared by every architecture: router logits -> expert ids and combine weights.
+// Route() is the one entry point (the transformer, and through its gate events the
+// executors, the trace recorder and the policies, see only its result):
+//  * softmax top-k: probabilities over all experts, the k largest (ties to the lower
+//    index), optionally renormalised to sum to one, then scaled;
+//  * sparsemixer (Phi-3.5-MoE, HF `sparsemixer` in eval mode), top-2 only, see below.
+// Both select the experts with the k largest logits, so a predictor that ranks logits
+// (policy/prefetch_next_gate.cc) predicts either correctly.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +20,31 @@ struct Routing {
   int64_t n_tokens = 0;
   int top_k = 0;
   int num_experts = 0;
-  std::vector<int32_t> ids;    // [n_tokens, top_k], in descending probability.
-  std::vector<float> weights;  // [n_tokens, top_k]
-  std::vector<float> probs;    // [n_tokens, num_experts] full softmax probabilities.
+  // [n_tokens, top_k]. Softmax top-k: descending probability. Sparsemixer: selection
+  // order (first expert, then second), which is descending in `probs` (the first is the
+  // argmax) but not always in `weights`.
+  std::vector<int32_t> ids;
+  std::vector<float> weights;  // [n_tokens, top_k] combine weights.
+  std::vector<float> probs;    // [n_tokens, num_experts] full softmax of the logits.
 };
 
-// logits: [n, E] router outputs. Fills `routing` (reusing its storage).
+// logits: [n, E] router outputs. Fills `routing` (reusing its storage) as config.router says.
+void Route(const float* logits, int64_t n, const ModelConfig& config, Routing* routing);
+
+// Softmax top-k with config.num_experts_per_tok, norm_topk_prob and routed_scaling_factor.
 void RouteTopK(const float* logits, int64_t n, const ModelConfig& config, Routing* routing);
+
+// Sparsemixer, eval mode, top-2 (throws Error for config.num_experts_per_tok != 2), with
+// eps = config.router_jitter_noise. For each token, with scores s = its logits:
+//   i1 = argmax s (first on ties), m1 = s[i1];
+//   mask j where (m1 - s[j]) / max(|s[j]|, m1) > 2 eps;
+//   w1 = softmax of the unmasked s, at i1;
+//   s' = s with s'[i1] = -inf; i2 = argmax s' (first on ties), m2 = s'[i2];
+//   mask j where (m2 - s[j]) / max(|s[j]|, m2) > 2 eps (note: s, not s', as HF), on s';
+//   w2 = softmax of the unmasked s', at i2.
+// ids = {i1, i2}, weights = {w1, w2} (no renormalisation), probs = softmax(s). In f32.
+void RouteSparseMixer(const float* logits, int64_t n, const ModelConfig& config,
+                      Routing* routing);
 
 // The gate event of `layer` for this routing; `hidden` [n, d] is the router's input. Views
 // into `routing` and `hidden`, valid while they are.

@@ -1,5 +1,6 @@
 #include "engine/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -15,10 +16,12 @@ void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+const float* BiasOrNull(const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
+
 }  // namespace
 
 Transformer::Transformer(const Model& model, MoeExecutor& executor)
-    : model_(model), executor_(executor), rope_(model.config.head_dim, model.config.rope_theta) {}
+    : model_(model), executor_(executor), rope_(model.config) {}
 
 std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   const ModelConfig& c = model_.config;
@@ -29,28 +32,37 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
     Check(item.cache->length() + static_cast<int64_t>(item.tokens.size()) <= item.cache->capacity(),
           "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
           " tokens exceeds its context capacity of ", item.cache->capacity());
+    // Sliding-window attention is not implemented; it changes nothing up to the window.
+    Check(c.sliding_window <= 0 ||
+              item.cache->length() + static_cast<int64_t>(item.tokens.size()) <= c.sliding_window,
+          "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
+          " tokens exceeds the model's sliding_window of ", c.sliding_window,
+          " tokens, and moex does not implement sliding-window attention");
     total += static_cast<int64_t>(item.tokens.size());
   }
   const size_t T = static_cast<size_t>(total);
   Grow(hidden_, T * d);
   Grow(normed_, T * d);
 
-  // Embeddings, and each token's position for RoPE.
+  // Embeddings, and each token's position and rotation.
+  const int64_t half = rope_.half();
+  Grow(cos_, T * half);
+  Grow(sin_, T * half);
   positions_.resize(T);
   int64_t row = 0;
   for (const BatchItem& item : items) {
+    const int64_t rope_length = std::max(
+        item.cache->length() + static_cast<int64_t>(item.tokens.size()), item.rope_length);
     for (size_t i = 0; i < item.tokens.size(); ++i, ++row) {
       const int32_t id = item.tokens[i];
       Check(id >= 0 && id < c.vocab_size, "token id ", id, " is outside the vocabulary (0..",
             c.vocab_size - 1, ")");
       kernels::ToF32(model_.embed->row(id), model_.embed->dtype, d, &hidden_[row * d]);
-      positions_[static_cast<size_t>(row)] = item.cache->length() + static_cast<int64_t>(i);
+      const size_t t = static_cast<size_t>(row);
+      positions_[t] = item.cache->length() + static_cast<int64_t>(i);
+      rope_.Angles(positions_[t], rope_length, &cos_[t * half], &sin_[t * half]);
     }
   }
-  const int64_t half = rope_.half();
-  Grow(cos_, T * half);
-  Grow(sin_, T * half);
-  for (size_t t = 0; t < T; ++t) rope_.Angles(positions_[t], &cos_[t * half], &sin_[t * half]);
 
   EmitIterationBegin(items, total);
   try {
@@ -82,12 +94,22 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   }
   for (size_t i = 0; i < rows.size(); ++i)
     std::memcpy(&normed_[i * d], &hidden_[static_cast<size_t>(rows[i]) * d], sizeof(float) * d);
-  kernels::RmsNorm(normed_.data(), model_.final_norm.data(), static_cast<int64_t>(rows.size()), d,
-                   c.rms_norm_eps, normed_.data());
+  Norm(normed_.data(), model_.final_norm, model_.final_norm_bias,
+       static_cast<int64_t>(rows.size()), normed_.data());
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.vocab_size));
   kernels::Linear(*model_.lm_head, normed_.data(), static_cast<int64_t>(rows.size()),
-                  logits.data());
+                  logits.data(), BiasOrNull(model_.lm_head_bias));
   return logits;
+}
+
+void Transformer::Norm(const float* x, const std::vector<float>& weight,
+                       const std::vector<float>& bias, int64_t n, float* out) const {
+  const ModelConfig& c = model_.config;
+  if (c.norm == NormKind::kLayerNorm) {
+    kernels::LayerNorm(x, weight.data(), bias.data(), n, c.hidden_size, c.rms_norm_eps, out);
+  } else {
+    kernels::RmsNorm(x, weight.data(), n, c.hidden_size, c.rms_norm_eps, out);
+  }
 }
 
 int64_t Transformer::BeginRequest(std::span<const int32_t> prompt) {
@@ -153,12 +175,11 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
   Grow(attn_, T * q_dim);
   Grow(proj_, T * d);
 
-  kernels::RmsNorm(hidden_.data(), L.attn_norm.data(), total, d, c.rms_norm_eps, normed_.data());
+  Norm(hidden_.data(), L.attn_norm, L.attn_norm_bias, total, normed_.data());
   // q, k and v in one parallel region: one fork/join per layer instead of three.
-  const auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
-  const kernels::LinearOutput qkv[] = {kernels::OutputOf(*L.q, q_.data(), bias(L.q_bias)),
-                                       kernels::OutputOf(*L.k, k_.data(), bias(L.k_bias)),
-                                       kernels::OutputOf(*L.v, v_.data(), bias(L.v_bias))};
+  const kernels::LinearOutput qkv[] = {kernels::OutputOf(*L.q, q_.data(), BiasOrNull(L.q_bias)),
+                                       kernels::OutputOf(*L.k, k_.data(), BiasOrNull(L.k_bias)),
+                                       kernels::OutputOf(*L.v, v_.data(), BiasOrNull(L.v_bias))};
   kernels::LinearMulti(qkv, normed_.data(), total);
   if (c.qk_norm) {
     if (c.qk_norm_per_head) {  // Qwen3: each head normalised on its own.
@@ -192,7 +213,7 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
                        &attn_[static_cast<size_t>(row * q_dim)]);
     row += n;
   }
-  kernels::Linear(*L.o, attn_.data(), total, proj_.data());
+  kernels::Linear(*L.o, attn_.data(), total, proj_.data(), BiasOrNull(L.o_bias));
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }
 
@@ -214,7 +235,7 @@ void Transformer::FeedForward(int layer, int64_t total) {
   const size_t T = static_cast<size_t>(total);
   Grow(ffn_out_, T * d);
   Grow(proj_, T * d);
-  kernels::RmsNorm(hidden_.data(), L.ffn_norm.data(), total, d, c.rms_norm_eps, normed_.data());
+  Norm(hidden_.data(), L.ffn_norm, L.ffn_norm_bias, total, normed_.data());
 
   if (!L.is_moe) {
     DenseSwiGlu(*L.dense_ffn, normed_.data(), total, ffn_out_.data());
@@ -224,7 +245,7 @@ void Transformer::FeedForward(int layer, int64_t total) {
 
   Grow(router_logits_, T * c.num_experts);
   kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
-  RouteTopK(router_logits_.data(), total, c, &routing_);
+  Route(router_logits_.data(), total, c, &routing_);
   if (observer_ != nullptr) observer_->OnGate(GateEventOf(layer, routing_, normed_.data(), d));
 
   std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);

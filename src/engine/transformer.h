@@ -21,6 +21,11 @@ struct BatchItem {
   std::span<const int32_t> tokens;
   bool all_logits = false;  // Logits for every token, not only the last.
   int64_t request = -1;     // From BeginRequest; -1 for a pass outside any request.
+  // LongRoPE only: the sequence length that selects the short or long frequencies for
+  // this item's tokens is max(cache length after this pass, rope_length). The generator
+  // sets it to the prompt length for every prefill chunk, so a chunked prefill rotates as
+  // HF's single prefill pass does (0: the cache length after this pass).
+  int64_t rope_length = 0;
 };
 
 class Transformer {
@@ -45,6 +50,9 @@ class Transformer {
   void Attention(int layer, std::span<const BatchItem> items, int64_t total);
   void FeedForward(int layer, int64_t total);
   void DenseSwiGlu(const DenseFfn& ffn, const float* x, int64_t n, float* out);
+  // The model's norm (RMSNorm, or LayerNorm with `bias`) over n rows of hidden_size.
+  void Norm(const float* x, const std::vector<float>& weight, const std::vector<float>& bias,
+            int64_t n, float* out) const;
 
   const Model& model_;
   MoeExecutor& executor_;

@@ -1,5 +1,7 @@
 // Mixtral (and Phi-3.5-MoE, which shares its checkpoint names): experts live under
 // block_sparse_moe, w1 = gate, w3 = up, w2 = down; top-2 with softmax over the top-k.
+// Phi-3.5-MoE adds LayerNorm biases, an o_proj bias and an lm_head bias under the default
+// names (TensorNames::*_bias) and routes with sparsemixer (ModelConfig flags).
 #include "model/tensor_names.h"
 
 namespace moex {

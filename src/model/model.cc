@@ -68,15 +68,14 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
 
-  Check(c.arch != Arch::kPhiMoe,
-        "phimoe (Phi-3.5-MoE) checkpoints are recognised but not supported yet: they need "
-        "LayerNorm, sparsemixer routing and LongRoPE");
-
   model->embed = Matrix(w, n.embed, c.vocab_size, d);
   model->lm_head = c.tie_word_embeddings && w.Find(n.lm_head) == nullptr
                        ? model->embed
                        : Matrix(w, n.lm_head, c.vocab_size, d);
   model->final_norm = LoadF32(w, n.final_norm, d);
+  const bool layer_norm = c.norm == NormKind::kLayerNorm;
+  if (layer_norm) model->final_norm_bias = LoadF32(w, n.final_norm_bias, d);
+  if (c.lm_head_bias) model->lm_head_bias = LoadF32(w, n.lm_head_bias, c.vocab_size);
 
   bool expert_dtype_known = false;
   model->layers.resize(static_cast<size_t>(c.num_layers));
@@ -85,6 +84,10 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     auto layer = [&](const std::string& name) { return TensorNames::Layer(i, name); };
     L.attn_norm = LoadF32(w, layer(n.attn_norm), d);
     L.ffn_norm = LoadF32(w, layer(n.ffn_norm), d);
+    if (layer_norm) {
+      L.attn_norm_bias = LoadF32(w, layer(n.attn_norm_bias), d);
+      L.ffn_norm_bias = LoadF32(w, layer(n.ffn_norm_bias), d);
+    }
     L.q = Matrix(w, layer(n.q), q_dim, d);
     L.k = Matrix(w, layer(n.k), kv_dim, d);
     L.v = Matrix(w, layer(n.v), kv_dim, d);
@@ -94,6 +97,7 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.k_bias = LoadF32(w, layer(n.k_bias), kv_dim);
       L.v_bias = LoadF32(w, layer(n.v_bias), kv_dim);
     }
+    if (c.attention_out_bias) L.o_bias = LoadF32(w, layer(n.o_bias), d);
     if (c.qk_norm) {
       L.q_norm = LoadF32(w, layer(n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
       L.k_norm = LoadF32(w, layer(n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);

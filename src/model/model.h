@@ -27,11 +27,13 @@ struct DenseFfn {
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> attn_norm_bias, ffn_norm_bias;  // LayerNorm only.
   const TensorView* q = nullptr;
   const TensorView* k = nullptr;
   const TensorView* v = nullptr;
   const TensorView* o = nullptr;
   std::vector<float> q_bias, k_bias, v_bias;  // Empty when the architecture has none.
+  std::vector<float> o_bias;                  // Empty unless attention_out_bias.
   std::vector<float> q_norm, k_norm;          // Empty without q/k norm.
 
   bool is_moe = false;
@@ -51,6 +53,8 @@ struct Model {
   const TensorView* embed = nullptr;
   const TensorView* lm_head = nullptr;
   std::vector<float> final_norm;
+  std::vector<float> final_norm_bias;  // LayerNorm only.
+  std::vector<float> lm_head_bias;     // Empty unless lm_head_bias.
   std::vector<LayerWeights> layers;
 
   // Views of the three HF tensors of expert (layer, e); throws if missing or misshapen.

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -45,6 +47,111 @@ bool OptionalBool(const nlohmann::json& j, const char* key, bool fallback) {
   if (it == j.end() || it->is_null()) return fallback;
   Check(it->is_boolean(), "config.json: field '", key, "' must be true or false");
   return it->get<bool>();
+}
+
+double OptionalDouble(const nlohmann::json& j, const char* key, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  Check(it->is_number(), "config.json: field '", key, "' must be a number");
+  return it->get<double>();
+}
+
+// Phi-3.5-MoE (HF PhimoeConfig): Mixtral's expert names, LayerNorm with bias, sparsemixer
+// routing, biases on every attention projection (o_proj too) and on lm_head. Defaults are
+// PhimoeConfig's, for keys a config.json leaves out.
+void ParsePhiMoe(const nlohmann::json& j, ModelConfig& c) {
+  c.num_experts = RequireInt(j, "num_local_experts");
+  c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+  c.moe_intermediate_size = RequireInt(j, "intermediate_size");
+  c.norm = NormKind::kLayerNorm;
+  c.router = RouterKind::kSparseMixer;
+  c.norm_topk_prob = false;  // Sparsemixer's weights are used as they are.
+  c.router_jitter_noise = OptionalDouble(j, "router_jitter_noise", 0.01);
+  Check(std::isfinite(c.router_jitter_noise) && c.router_jitter_noise >= 0,
+        "config.json: router_jitter_noise must be a finite number >= 0, got ",
+        c.router_jitter_noise);
+  OptionalDouble(j, "input_jitter_noise", 0.0);  // Training only: checked, then unused.
+  c.attention_bias = OptionalBool(j, "attention_bias", false);
+  c.attention_out_bias = c.attention_bias;  // One flag covers q, k, v and o in HF.
+  c.lm_head_bias = OptionalBool(j, "lm_head_bias", false);
+  c.rope_theta = OptionalFloat(j, "rope_theta", 1e6f);
+  c.max_position_embeddings = OptionalInt(j, "max_position_embeddings", 4096 * 32);
+  c.sliding_window = OptionalInt(j, "sliding_window", 0);
+  Check(c.sliding_window >= 0, "config.json: sliding_window must be >= 0");
+  if (auto act = j.find("hidden_act"); act != j.end() && !act->is_null()) {
+    Check(act->is_string() && act->get<std::string>() == "silu",
+          "config.json: phimoe hidden_act must be \"silu\", got ", act->dump());
+  }
+  // PhimoeAttention always uses hidden_size / num_attention_heads.
+  if (c.num_heads > 0) {
+    Check(c.head_dim * c.num_heads == c.hidden_size, "config.json: phimoe needs head_dim (",
+          c.head_dim, ") = hidden_size / num_attention_heads (", c.hidden_size, " / ",
+          c.num_heads, ")");
+  }
+}
+
+std::vector<float> FactorList(const nlohmann::json& rs, const char* key, int head_dim) {
+  auto it = rs.find(key);
+  Check(it != rs.end() && it->is_array(), "config.json: rope_scaling.", key,
+        " must be a list of numbers");
+  const size_t want = static_cast<size_t>(head_dim / 2);
+  Check(it->size() == want, "config.json: rope_scaling.", key, " has ", it->size(),
+        " entries, expected head_dim / 2 = ", want);
+  std::vector<float> out;
+  for (const auto& v : *it) {
+    Check(v.is_number(), "config.json: rope_scaling.", key, " must hold numbers only");
+    const double f = v.get<double>();
+    Check(std::isfinite(f) && f > 0, "config.json: rope_scaling.", key,
+          " entries must be finite and > 0, got ", f);
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+// rope_scaling: null or {"type": "default"} is plain RoPE; "longrope" (and its old name
+// "su") is accepted for phimoe, as PhimoeRotaryEmbedding computes it.
+void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
+  auto rs = j.find("rope_scaling");
+  if (rs == j.end() || rs->is_null()) return;
+  Check(rs->is_object(), "config.json: rope_scaling must be an object or null");
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    if (auto t = rs->find(key); t != rs->end() && !t->is_null()) {
+      Check(t->is_string(), "config.json: rope_scaling.", key, " must be a string");
+      type = t->get<std::string>();
+      break;
+    }
+  }
+  if (type == "default") return;
+  Check(type == "longrope" || type == "su", "config.json: rope_scaling type '", type,
+        "' is not supported");
+  Check(c.arch == Arch::kPhiMoe, "config.json: rope_scaling type '", type,
+        "' is supported for phimoe only, not ", ArchName(c.arch));
+  LongRope lr;
+  lr.short_factor = FactorList(*rs, "short_factor", c.head_dim);
+  lr.long_factor = FactorList(*rs, "long_factor", c.head_dim);
+  // The switch between the two sets: rope_scaling's original_max_position_embeddings
+  // (PhimoeConfig copies it to the top level; a different top-level value is ambiguous).
+  int original = OptionalInt(*rs, "original_max_position_embeddings", 0);
+  const int top = OptionalInt(j, "original_max_position_embeddings", 0);
+  Check(original == 0 || top == 0 || original == top,
+        "config.json: original_max_position_embeddings is ", top, " but rope_scaling says ",
+        original);
+  if (original == 0) original = top;
+  Check(original > 0, "config.json: longrope needs original_max_position_embeddings > 0");
+  lr.original_max_position_embeddings = original;
+  // PhimoeRotaryEmbedding multiplies cos and sin by short_mscale or long_mscale (PhimoeConfig
+  // requires both); HF's generic attention factor applies only when they are absent.
+  const double factor = static_cast<double>(c.max_position_embeddings) / original;
+  double fallback = OptionalDouble(*rs, "attention_factor", 0.0);
+  if (fallback <= 0)
+    fallback = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
+  lr.short_mscale = static_cast<float>(OptionalDouble(*rs, "short_mscale", fallback));
+  lr.long_mscale = static_cast<float>(OptionalDouble(*rs, "long_mscale", fallback));
+  Check(std::isfinite(lr.short_mscale) && std::isfinite(lr.long_mscale) &&
+            lr.short_mscale > 0 && lr.long_mscale > 0,
+        "config.json: rope_scaling short_mscale and long_mscale must be finite and > 0");
+  c.longrope = std::move(lr);
 }
 
 }  // namespace
@@ -94,19 +201,16 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
       c.eos_token_ids.push_back(eos->get<int>());
     }
   }
-  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
-    const std::string type = rs->value("type", rs->value("rope_type", std::string("default")));
-    Check(type == "default", "config.json: rope_scaling type '", type, "' is not supported yet");
-  }
 
   switch (c.arch) {
     case Arch::kMixtral:
-    case Arch::kPhiMoe:
       c.num_experts = RequireInt(j, "num_local_experts");
       c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
       c.moe_intermediate_size = RequireInt(j, "intermediate_size");
       c.norm_topk_prob = true;  // softmax over the top-k logits == renormalised top-k.
-      c.attention_bias = c.arch == Arch::kPhiMoe ? OptionalBool(j, "attention_bias", true) : false;
+      break;
+    case Arch::kPhiMoe:
+      ParsePhiMoe(j, c);
       break;
     case Arch::kQwen2Moe:
     case Arch::kQwen3Moe:
@@ -158,6 +262,7 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
       break;
     }
   }
+  ParseRopeScaling(j, c);
   c.Validate();
   return c;
 }
@@ -183,12 +288,31 @@ nlohmann::json ModelConfig::ToHfJson() const {
   j["num_experts_per_tok"] = num_experts_per_tok;
   switch (arch) {
     case Arch::kMixtral:
-    case Arch::kPhiMoe:
-      j["architectures"].push_back(arch == Arch::kMixtral ? "MixtralForCausalLM"
-                                                          : "PhiMoEForCausalLM");
+      j["architectures"].push_back("MixtralForCausalLM");
       j["num_local_experts"] = num_experts;
       j["intermediate_size"] = moe_intermediate_size;
-      if (arch == Arch::kPhiMoe) j["attention_bias"] = attention_bias;
+      break;
+    case Arch::kPhiMoe:
+      j["architectures"].push_back("PhiMoEForCausalLM");
+      j["num_local_experts"] = num_experts;
+      j["intermediate_size"] = moe_intermediate_size;
+      j["attention_bias"] = attention_bias;
+      j["lm_head_bias"] = lm_head_bias;
+      j["hidden_act"] = "silu";
+      j["router_jitter_noise"] = router_jitter_noise;
+      j["input_jitter_noise"] = 0.0;
+      j["sliding_window"] = sliding_window > 0 ? nlohmann::json(sliding_window) : nullptr;
+      j["rope_scaling"] = nullptr;
+      if (longrope) {
+        j["original_max_position_embeddings"] = longrope->original_max_position_embeddings;
+        j["rope_scaling"] = {{"type", "longrope"},
+                             {"short_factor", longrope->short_factor},
+                             {"long_factor", longrope->long_factor},
+                             {"short_mscale", longrope->short_mscale},
+                             {"long_mscale", longrope->long_mscale},
+                             {"original_max_position_embeddings",
+                              longrope->original_max_position_embeddings}};
+      }
       break;
     case Arch::kQwen2Moe:
     case Arch::kQwen3Moe:
@@ -245,6 +369,18 @@ void ModelConfig::Validate() const {
   Check(first_k_dense_replace == 0 || intermediate_size > 0,
         "config: dense layers need intermediate_size > 0");
   Check(rms_norm_eps > 0, "config: rms_norm_eps must be > 0");
+  Check(router != RouterKind::kSparseMixer || num_experts_per_tok == 2,
+        "config: sparsemixer routing (", ArchName(arch),
+        ") is defined for num_experts_per_tok = 2 only, got ", num_experts_per_tok);
+  Check(sliding_window >= 0, "config: sliding_window must be >= 0");
+  if (longrope) {
+    const size_t half = static_cast<size_t>(head_dim / 2);
+    Check(longrope->short_factor.size() == half && longrope->long_factor.size() == half,
+          "config: longrope short_factor and long_factor need head_dim / 2 = ", half,
+          " entries, got ", longrope->short_factor.size(), " and ", longrope->long_factor.size());
+    Check(longrope->original_max_position_embeddings > 0,
+          "config: longrope original_max_position_embeddings must be > 0");
+  }
   for (int e : eos_token_ids)
     Check(e >= 0 && e < vocab_size, "config: eos_token_id ", e, " outside the vocabulary");
 }

@@ -114,6 +114,36 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
 
 }  // namespace
 
+LongRope MakeLongRope(int head_dim, int max_position_embeddings, int original) {
+  Check(original > 0 && head_dim >= 2, "longrope: need original_max_position_embeddings > 0");
+  LongRope lr;
+  lr.original_max_position_embeddings = original;
+  const int half = head_dim / 2;
+  const double ratio = std::max(1.0, static_cast<double>(max_position_embeddings) / original);
+  for (int i = 0; i < half; ++i) {
+    const double x = half > 1 ? static_cast<double>(i) / (half - 1) : 0.0;
+    // Low frequencies (high i) are stretched most, as in published LongRoPE factors.
+    lr.short_factor.push_back(static_cast<float>(1.0 + 0.5 * x * x));
+    lr.long_factor.push_back(static_cast<float>(1.0 + (ratio - 1.0) * x * x * x));
+  }
+  lr.short_mscale = 1.0f;
+  // HF's LongRoPE attention factor for this ratio (Phi-3.5-MoE publishes its own value).
+  lr.long_mscale =
+      ratio <= 1.0 ? 1.0f
+                   : static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(original)));
+  return lr;
+}
+
+ModelConfig WithLongRope(ModelConfig c, int original) {
+  if (c.arch != Arch::kPhiMoe) return c;
+  c.longrope = MakeLongRope(c.head_dim, c.max_position_embeddings, original);
+  // The published shape: long_mscale as Phi-3.5-MoE-instruct's config.json.
+  if (c.hidden_size == 4096 && c.max_position_embeddings == 131072 && original == 4096)
+    c.longrope->long_mscale = 1.243163121016122f;
+  c.sliding_window = c.max_position_embeddings;
+  return c;
+}
+
 ModelSize ParseModelSize(const std::string& name) {
   if (name == "tiny") return ModelSize::kTiny;
   if (name == "small") return ModelSize::kSmall;
@@ -158,10 +188,17 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
       c.intermediate_size = 10944; c.first_k_dense_replace = 1; c.rope_theta = 10000;
       c.rms_norm_eps = 1e-6f; c.bos_token_id = 100000; c.eos_token_ids = {100001};
       break;
-    case Arch::kPhiMoe:
-      Fail("random-model: phimoe is not supported yet");
+    case Arch::kPhiMoe:  // Phi-3.5-MoE-instruct (its LongRoPE factors are not reproduced).
+      c.vocab_size = 32064; c.hidden_size = 4096; c.num_layers = 32; c.num_heads = 32;
+      c.num_kv_heads = 8; c.head_dim = 128; c.num_experts = 16; c.num_experts_per_tok = 2;
+      c.moe_intermediate_size = 6400; c.rope_theta = 10000; c.rms_norm_eps = 1e-5f;
+      c.norm = NormKind::kLayerNorm; c.router = RouterKind::kSparseMixer;
+      c.router_jitter_noise = 0.01; c.attention_bias = true; c.attention_out_bias = true;
+      c.lm_head_bias = true; c.max_position_embeddings = 131072; c.bos_token_id = 1;
+      c.eos_token_ids = {32000};
+      break;
   }
-  if (size == ModelSize::kFull) return c;
+  if (size == ModelSize::kFull) return WithLongRope(c, 4096);
 
   // Smaller shapes keep the topology (norms, biases, shared/dense layers, GQA ratio) and
   // the routing fan-out, and shrink widths and depth.
@@ -184,7 +221,8 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
                                         RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
   if (c.intermediate_size > 0) c.intermediate_size = 4 * c.moe_intermediate_size;
   if (c.first_k_dense_replace > 0) c.first_k_dense_replace = 1;
-  return c;
+  // Small originals let tests and quick runs cross LongRoPE's short/long switch cheaply.
+  return WithLongRope(c, size == ModelSize::kTiny ? 32 : 512);
 }
 
 void WriteRandomModel(const RandomModelOptions& o) {
@@ -210,25 +248,30 @@ void WriteRandomModel(const RandomModelOptions& o) {
     add(name, {rows, cols}, {0.0f, gain * std::sqrt(3.0f / static_cast<float>(cols))});
   };
   auto norm = [&](const std::string& name, int64_t size) { add(name, {size}, {1.0f, 0.2f}); };
+  auto bias = [&](const std::string& name, int64_t size) { add(name, {size}, {0.0f, 0.2f}); };
+  const bool layer_norm = c.norm == NormKind::kLayerNorm;
   auto layer = [](int l, const std::string& name) { return TensorNames::Layer(l, name); };
 
   add(n.embed, {c.vocab_size, d}, {0.0f, 1.0f});
   for (int l = 0; l < c.num_layers; ++l) {
     norm(layer(l, n.attn_norm), d);
+    if (layer_norm) bias(layer(l, n.attn_norm_bias), d);
     matrix(layer(l, n.q), q_dim, d);
     matrix(layer(l, n.k), kv_dim, d);
     matrix(layer(l, n.v), kv_dim, d);
     matrix(layer(l, n.o), d, q_dim);
     if (c.attention_bias) {
-      add(layer(l, n.q_bias), {q_dim}, {0.0f, 0.2f});
-      add(layer(l, n.k_bias), {kv_dim}, {0.0f, 0.2f});
-      add(layer(l, n.v_bias), {kv_dim}, {0.0f, 0.2f});
+      bias(layer(l, n.q_bias), q_dim);
+      bias(layer(l, n.k_bias), kv_dim);
+      bias(layer(l, n.v_bias), kv_dim);
     }
+    if (c.attention_out_bias) bias(layer(l, n.o_bias), d);
     if (c.qk_norm) {
       norm(layer(l, n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
       norm(layer(l, n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
     }
     norm(layer(l, n.ffn_norm), d);
+    if (layer_norm) bias(layer(l, n.ffn_norm_bias), d);
     if (!c.IsMoeLayer(l)) {
       matrix(layer(l, n.dense_gate), c.intermediate_size, d);
       matrix(layer(l, n.dense_up), c.intermediate_size, d);
@@ -251,7 +294,9 @@ void WriteRandomModel(const RandomModelOptions& o) {
     }
   }
   norm(n.final_norm, d);
+  if (layer_norm) bias(n.final_norm_bias, d);
   if (!c.tie_word_embeddings) matrix(n.lm_head, c.vocab_size, d);
+  if (c.lm_head_bias) bias(n.lm_head_bias, c.vocab_size);
 
   if (o.format == "gguf") {
     Check(o.tokenizer_json.empty(), "random-model: --tokenizer applies to hf; use --gguf-vocab");

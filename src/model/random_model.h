@@ -16,8 +16,18 @@ namespace moex {
 enum class ModelSize { kTiny, kSmall, kFull };
 ModelSize ParseModelSize(const std::string& name);  // "tiny" | "small" | "full"
 
-// The shape of `arch` at `size` (full = the published checkpoint's config).
+// The shape of `arch` at `size` (full = the published checkpoint's config). Phi-3.5-MoE
+// gets LongRoPE with original_max_position_embeddings 4096 (full), 512 (small) or 32
+// (tiny), so that short runs cross the short/long switch.
 ModelConfig RandomModelConfig(Arch arch, ModelSize size);
+
+// Plausible LongRoPE parameters (not any published model's): factors rising from 1 with the
+// frequency index, to 1.5 (short) and to max / original (long); short_mscale 1 and
+// long_mscale = sqrt(1 + ln(max / original) / ln(original)), HF's default.
+LongRope MakeLongRope(int head_dim, int max_position_embeddings, int original);
+// `c` with LongRoPE (MakeLongRope, original_max_position_embeddings = `original`) and
+// sliding_window = max_position_embeddings when it is a phimoe config; else `c` unchanged.
+ModelConfig WithLongRope(ModelConfig c, int original);
 
 struct RandomModelOptions {
   ModelConfig config;

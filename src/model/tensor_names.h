@@ -15,10 +15,14 @@ struct TensorNames {
   std::string embed = "model.embed_tokens.weight";
   std::string final_norm = "model.norm.weight";
   std::string lm_head = "lm_head.weight";
+  std::string final_norm_bias = "model.norm.bias";  // LayerNorm models (Phi-3.5-MoE).
+  std::string lm_head_bias = "lm_head.bias";
 
   // Per-layer tensors: the prefix "model.layers.{i}." is prepended by Layer().
   std::string attn_norm = "input_layernorm.weight";
   std::string ffn_norm = "post_attention_layernorm.weight";
+  std::string attn_norm_bias = "input_layernorm.bias";  // LayerNorm models.
+  std::string ffn_norm_bias = "post_attention_layernorm.bias";
   std::string q = "self_attn.q_proj.weight";
   std::string k = "self_attn.k_proj.weight";
   std::string v = "self_attn.v_proj.weight";
@@ -26,6 +30,7 @@ struct TensorNames {
   std::string q_bias = "self_attn.q_proj.bias";
   std::string k_bias = "self_attn.k_proj.bias";
   std::string v_bias = "self_attn.v_proj.bias";
+  std::string o_bias = "self_attn.o_proj.bias";
   std::string q_norm = "self_attn.q_norm.weight";
   std::string k_norm = "self_attn.k_norm.weight";
   std::string router = "mlp.gate.weight";

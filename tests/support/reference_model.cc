@@ -80,6 +80,25 @@ struct Ref {
       y[static_cast<size_t>(i)] = x[static_cast<size_t>(offset + i)] * inv * weight[static_cast<size_t>(i)];
     return y;
   }
+  // nn.LayerNorm: (x - mean) / sqrt(biased variance + eps) * weight + bias.
+  Vec LayerNorm(const Vec& x, const Vec& weight, const Vec& bias) const {
+    const size_t dim = x.size();
+    double mean = 0;
+    for (double v : x) mean += v;
+    mean /= static_cast<double>(dim);
+    double var = 0;
+    for (double v : x) var += (v - mean) * (v - mean);
+    var /= static_cast<double>(dim);
+    const double inv = 1.0 / std::sqrt(var + c.rms_norm_eps);
+    Vec y(dim);
+    for (size_t i = 0; i < dim; ++i) y[i] = (x[i] - mean) * inv * weight[i] + bias[i];
+    return y;
+  }
+  // The residual-stream norm of this architecture (bias is empty for RMSNorm).
+  Vec Norm(const Vec& x, const Vec& weight, const Vec& bias) const {
+    if (c.norm == NormKind::kLayerNorm) return LayerNorm(x, weight, bias);
+    return RmsNorm(x, weight, 0, static_cast<int64_t>(x.size()));
+  }
   static double Silu(double v) { return v / (1.0 + std::exp(-v)); }
   Vec SwiGlu(const Vec& gate, const Vec& up, const Vec& down, const Vec& x, int64_t f) const {
     Vec g = MatVec(gate, x, f), u = MatVec(up, x, f);
@@ -87,12 +106,23 @@ struct Ref {
     return MatVec(down, g, c.hidden_size);
   }
   // HF rotate_half RoPE; the angle is rounded through f32 exactly as HF computes it.
-  void Rope(Vec& x, int64_t heads, int64_t pos) const {
+  // LongRoPE: inv_freq_i = 1 / (factor_i * theta^(2i/d)), cos and sin times mscale, with
+  // the long set iff the pass computing this rotation ends beyond the original length.
+  void Rope(Vec& x, int64_t heads, int64_t pos, int64_t pass_end) const {
     const int64_t hd = c.head_dim, half = hd / 2;
+    const bool use_long = c.longrope && pass_end > c.longrope->original_max_position_embeddings;
+    const std::vector<float>* factors = nullptr;
+    double mscale = 1.0;
+    if (c.longrope) {
+      factors = use_long ? &c.longrope->long_factor : &c.longrope->short_factor;
+      mscale = use_long ? c.longrope->long_mscale : c.longrope->short_mscale;
+    }
     for (int64_t i = 0; i < half; ++i) {
-      const float inv = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd));
+      const float base = std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd));
+      const float inv = 1.0f / (factors ? (*factors)[static_cast<size_t>(i)] * base : base);
       const float angle = static_cast<float>(pos) * inv;
-      const double cs = std::cos(static_cast<double>(angle)), sn = std::sin(static_cast<double>(angle));
+      const double cs = std::cos(static_cast<double>(angle)) * mscale;
+      const double sn = std::sin(static_cast<double>(angle)) * mscale;
       for (int64_t h = 0; h < heads; ++h) {
         double& a = x[static_cast<size_t>(h * hd + i)];
         double& b = x[static_cast<size_t>(h * hd + i + half)];
@@ -104,14 +134,59 @@ struct Ref {
   }
 };
 
+// Softmax of `s` over the entries not masked and not -inf, at `pick`; the mask drops j with
+// (m - scores[j]) / max(|scores[j]|, m) > 2 eps, m = s[pick].
+double MaskedSoftmaxAt(const std::vector<double>& s, const std::vector<double>& scores, int pick,
+                       double eps) {
+  const double m = s[static_cast<size_t>(pick)];
+  double sum = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (std::isinf(s[j]) && s[j] < 0) continue;
+    if ((m - scores[j]) / std::max(std::abs(scores[j]), m) > 2 * eps) continue;
+    sum += std::exp(s[j] - m);
+  }
+  return 1.0 / sum;
+}
+
 }  // namespace
 
+void ReferenceSparseMixer(const std::vector<double>& scores, double eps, int ids[2],
+                          double weights[2]) {
+  // First expert: the first maximum.
+  int i1 = 0;
+  for (size_t j = 1; j < scores.size(); ++j)
+    if (scores[j] > scores[static_cast<size_t>(i1)]) i1 = static_cast<int>(j);
+  weights[0] = MaskedSoftmaxAt(scores, scores, i1, eps);
+  // Second expert: the first maximum once i1 is -inf; the mask still measures `scores`.
+  std::vector<double> masked = scores;
+  masked[static_cast<size_t>(i1)] = -INFINITY;
+  int i2 = i1 == 0 ? 1 : 0;
+  for (size_t j = 0; j < masked.size(); ++j)
+    if (masked[j] > masked[static_cast<size_t>(i2)]) i2 = static_cast<int>(j);
+  weights[1] = MaskedSoftmaxAt(masked, scores, i2, eps);
+  ids[0] = i1;
+  ids[1] = i2;
+}
+
 std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
-                                    const std::vector<int32_t>& tokens) {
+                                    const std::vector<int32_t>& tokens,
+                                    const std::vector<int64_t>& passes) {
   Ref ref{c, w, TensorNamesFor(c)};
   const TensorNames& n = ref.names;
   const int64_t d = c.hidden_size, hd = c.head_dim, H = c.num_heads, KV = c.num_kv_heads;
   const int64_t T = static_cast<int64_t>(tokens.size());
+  const bool layer_norm = c.norm == NormKind::kLayerNorm;
+  // The length at the end of the pass that computes token t.
+  std::vector<int64_t> pass_end(static_cast<size_t>(T), T);
+  if (!passes.empty()) {
+    int64_t begin = 0;
+    for (int64_t size : passes) {
+      Check(size > 0 && begin + size <= T, "reference: bad pass sizes");
+      for (int64_t t = begin; t < begin + size; ++t) pass_end[static_cast<size_t>(t)] = begin + size;
+      begin += size;
+    }
+    Check(begin == T, "reference: pass sizes do not cover the tokens");
+  }
   const Vec embed = ref.Get(n.embed);
   std::vector<Vec> h(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t)
@@ -121,7 +196,12 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
   for (int l = 0; l < c.num_layers; ++l) {
     const Vec attn_norm = ref.Layer(l, n.attn_norm), Wq = ref.Layer(l, n.q), Wk = ref.Layer(l, n.k),
               Wv = ref.Layer(l, n.v), Wo = ref.Layer(l, n.o);
-    Vec qb, kb, vb, qn, kn;
+    Vec qb, kb, vb, ob, qn, kn, attn_norm_b, ffn_norm_b;
+    if (layer_norm) {
+      attn_norm_b = ref.Layer(l, n.attn_norm_bias);
+      ffn_norm_b = ref.Layer(l, n.ffn_norm_bias);
+    }
+    if (c.attention_out_bias) ob = ref.Layer(l, n.o_bias);
     if (c.attention_bias) {
       qb = ref.Layer(l, n.q_bias);
       kb = ref.Layer(l, n.k_bias);
@@ -133,7 +213,7 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
     }
     std::vector<Vec> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; ++t) {
-      const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], attn_norm, 0, d);
+      const Vec x = ref.Norm(h[static_cast<size_t>(t)], attn_norm, attn_norm_b);
       Vec qt = Ref::MatVec(Wq, x, H * hd), kt = Ref::MatVec(Wk, x, KV * hd), vt = Ref::MatVec(Wv, x, KV * hd);
       if (c.attention_bias) {
         for (size_t i = 0; i < qt.size(); ++i) qt[i] += qb[i];
@@ -156,8 +236,8 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
         qt = q2;
         kt = k2;
       }
-      ref.Rope(qt, H, t);
-      ref.Rope(kt, KV, t);
+      ref.Rope(qt, H, t, pass_end[static_cast<size_t>(t)]);
+      ref.Rope(kt, KV, t, pass_end[static_cast<size_t>(t)]);
       q[static_cast<size_t>(t)] = qt;
       k[static_cast<size_t>(t)] = kt;
       v[static_cast<size_t>(t)] = vt;
@@ -182,7 +262,8 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
           for (int64_t i = 0; i < hd; ++i)
             out[static_cast<size_t>(hh * hd + i)] += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
       }
-      const Vec o = Ref::MatVec(Wo, out, d);
+      Vec o = Ref::MatVec(Wo, out, d);
+      for (size_t i = 0; i < ob.size(); ++i) o[i] += ob[i];
       for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
     }
 
@@ -190,7 +271,7 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
     if (!c.IsMoeLayer(l)) {
       const Vec g = ref.Layer(l, n.dense_gate), u = ref.Layer(l, n.dense_up), dn = ref.Layer(l, n.dense_down);
       for (int64_t t = 0; t < T; ++t) {
-        const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], ffn_norm, 0, d);
+        const Vec x = ref.Norm(h[static_cast<size_t>(t)], ffn_norm, ffn_norm_b);
         const Vec y = ref.SwiGlu(g, u, dn, x, c.intermediate_size);
         for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
       }
@@ -211,8 +292,19 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       if (c.shared_expert_gate) sgate = ref.Layer(l, n.shared_expert_gate);
     }
     for (int64_t t = 0; t < T; ++t) {
-      const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], ffn_norm, 0, d);
+      const Vec x = ref.Norm(h[static_cast<size_t>(t)], ffn_norm, ffn_norm_b);
       Vec p = Ref::MatVec(router, x, c.num_experts);
+      if (c.router == RouterKind::kSparseMixer) {
+        int ids[2];
+        double weights[2];
+        ReferenceSparseMixer(p, c.router_jitter_noise, ids, weights);
+        for (int kk = 0; kk < 2; ++kk) {
+          const size_t e = static_cast<size_t>(ids[kk]);
+          const Vec ye = ref.SwiGlu(eg[e], eu[e], ed[e], x, c.moe_intermediate_size);
+          for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += weights[kk] * ye[static_cast<size_t>(i)];
+        }
+        continue;
+      }
       const double mx = *std::max_element(p.begin(), p.end());
       double sum = 0;
       for (auto& e : p) sum += (e = std::exp(e - mx));
@@ -241,13 +333,16 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
     }
   }
   const Vec final_norm = ref.Get(n.final_norm);
+  const Vec final_norm_b = layer_norm ? ref.Get(n.final_norm_bias) : Vec{};
   const TensorView* head_view = w.Find(n.lm_head);
   const Vec head = head_view != nullptr ? ToDouble(*head_view) : embed;
+  const Vec head_b = c.lm_head_bias ? ref.Get(n.lm_head_bias) : Vec{};
   std::vector<double> logits;
   logits.reserve(static_cast<size_t>(T * c.vocab_size));
   for (int64_t t = 0; t < T; ++t) {
-    const Vec x = ref.RmsNorm(h[static_cast<size_t>(t)], final_norm, 0, d);
-    const Vec lt = Ref::MatVec(head, x, c.vocab_size);
+    const Vec x = ref.Norm(h[static_cast<size_t>(t)], final_norm, final_norm_b);
+    Vec lt = Ref::MatVec(head, x, c.vocab_size);
+    for (size_t i = 0; i < head_b.size(); ++i) lt[i] += head_b[i];
     logits.insert(logits.end(), lt.begin(), lt.end());
   }
   return logits;

@@ -11,7 +11,17 @@
 namespace moex::testing {
 
 // Logits [tokens.size(), vocab] for one sequence starting at position 0.
+// `passes` splits the sequence into forward passes (sizes summing to tokens.size(); empty:
+// one pass). It matters only for LongRoPE, which HF chooses per pass: every token of a pass
+// that ends at length L uses the long factors iff L > original_max_position_embeddings,
+// and keys keep the rotation of the pass that computed them.
 std::vector<double> ReferenceLogits(const ModelConfig& config, const WeightSource& weights,
-                                    const std::vector<int32_t>& tokens);
+                                    const std::vector<int32_t>& tokens,
+                                    const std::vector<int64_t>& passes = {});
+
+// Sparsemixer top-2 routing (HF `sparsemixer`, eval mode) in double precision, written out
+// from its definition: returns {i1, i2} and their weights.
+void ReferenceSparseMixer(const std::vector<double>& scores, double jitter_eps, int ids[2],
+                          double weights[2]);
 
 }  // namespace moex::testing

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
+#include "model/random_model.h"
 
 #include "support/temp_dir.h"
 
@@ -91,8 +92,13 @@ ModelConfig TinyConfig(Arch arch) {
       c.norm_topk_prob = true;
       break;
     case Arch::kPhiMoe:
-      c.norm_topk_prob = true;
-      c.attention_bias = true;
+      c.attention_bias = c.attention_out_bias = c.lm_head_bias = true;
+      c.norm = NormKind::kLayerNorm;
+      c.router = RouterKind::kSparseMixer;
+      c.router_jitter_noise = 0.01;
+      c.sliding_window = 2048;
+      c.longrope = MakeLongRope(c.head_dim, c.max_position_embeddings, 64);
+      c.longrope->short_mscale = 1.0625f;  // Not llama.cpp's attn_factor: must round trip.
       break;
     case Arch::kOlmoe:
       c.qk_norm = true;
@@ -205,6 +211,21 @@ void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.routed_scaling_factor, b.routed_scaling_factor);
   EXPECT_EQ(a.shared_expert_gate, b.shared_expert_gate);
   EXPECT_EQ(a.moe_layer_freq, b.moe_layer_freq);
+  EXPECT_EQ(a.norm, b.norm);
+  EXPECT_EQ(a.router, b.router);
+  EXPECT_EQ(a.router_jitter_noise, b.router_jitter_noise);
+  EXPECT_EQ(a.attention_out_bias, b.attention_out_bias);
+  EXPECT_EQ(a.lm_head_bias, b.lm_head_bias);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  ASSERT_EQ(a.longrope.has_value(), b.longrope.has_value());
+  if (a.longrope) {
+    EXPECT_EQ(a.longrope->short_factor, b.longrope->short_factor);
+    EXPECT_EQ(a.longrope->long_factor, b.longrope->long_factor);
+    EXPECT_EQ(a.longrope->short_mscale, b.longrope->short_mscale);
+    EXPECT_EQ(a.longrope->long_mscale, b.longrope->long_mscale);
+    EXPECT_EQ(a.longrope->original_max_position_embeddings,
+              b.longrope->original_max_position_embeddings);
+  }
 }
 
 TEST_F(GgufModelTest, RoundTripsEveryArchitectureAndDtypeBitExact) {
@@ -426,6 +447,63 @@ TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
   EXPECT_EQ(m.weights->Get("model.layers.0.block_sparse_moe.experts.1.w3.weight").shape,
             (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(m.weights->Names().size(), 8u);
+}
+
+TEST_F(GgufModelTest, ReadsLlamaCppPhiMoeMetadata) {
+  // As llama.cpp's Phi-3 converter writes Phi-3.5-MoE: LongRoPE as the global F32 tensors
+  // rope_factors_long/short, original_context_length and one attn_factor; no router jitter
+  // and no short/long mscale (moex's own keys are absent here).
+  auto write = [&](int64_t factor_len) {
+    GgufWriter w;
+    w.Set("general.architecture", GgufValue::String("phimoe"));
+    w.Set("phimoe.block_count", GgufValue::U32(1));
+    w.Set("phimoe.context_length", GgufValue::U32(131072));
+    w.Set("phimoe.embedding_length", GgufValue::U32(32));
+    w.Set("phimoe.feed_forward_length", GgufValue::U32(64));
+    w.Set("phimoe.attention.head_count", GgufValue::U32(4));
+    w.Set("phimoe.attention.head_count_kv", GgufValue::U32(1));
+    w.Set("phimoe.attention.layer_norm_rms_epsilon", GgufValue::F32(1e-5f));
+    w.Set("phimoe.attention.sliding_window", GgufValue::U32(131072));
+    w.Set("phimoe.rope.scaling.original_context_length", GgufValue::U32(4096));
+    w.Set("phimoe.rope.scaling.attn_factor", GgufValue::F32(1.190238f));
+    w.Set("phimoe.expert_count", GgufValue::U32(4));
+    w.Set("phimoe.expert_used_count", GgufValue::U32(2));
+    w.Set("tokenizer.ggml.tokens", GgufValue::StringArray(std::vector<std::string>(100, "x")));
+    std::vector<float> values(100 * 64 * 4, 0.5f);
+    w.AddTensor("token_embd.weight", DType::kF32, {100, 32}, values.data());
+    w.AddTensor("output.weight", DType::kF32, {100, 32}, values.data());
+    w.AddTensor("output.bias", DType::kF32, {100}, values.data());
+    w.AddTensor("blk.0.attn_output.bias", DType::kF32, {32}, values.data());
+    w.AddTensor("blk.0.ffn_gate_inp.weight", DType::kF32, {4, 32}, values.data());
+    w.AddTensor("blk.0.ffn_gate_exps.weight", DType::kF32, {4, 64, 32}, values.data());
+    w.AddTensor("rope_factors_long.weight", DType::kF32, {factor_len}, values.data());
+    w.AddTensor("rope_factors_short.weight", DType::kF32, {factor_len}, values.data());
+    w.Write(Path("phimoe.gguf"));
+  };
+  write(4);
+  const ModelConfig c = ModelConfigFromGguf(GgufFile(Path("phimoe.gguf")));
+  EXPECT_EQ(c.arch, Arch::kPhiMoe);
+  EXPECT_EQ(c.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(c.router, RouterKind::kSparseMixer);
+  EXPECT_DOUBLE_EQ(c.router_jitter_noise, 0.01);
+  EXPECT_TRUE(c.attention_out_bias);
+  EXPECT_TRUE(c.lm_head_bias);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.sliding_window, 131072);
+  ASSERT_TRUE(c.longrope.has_value());
+  EXPECT_EQ(c.longrope->long_factor, std::vector<float>(4, 0.5f));
+  EXPECT_EQ(c.longrope->original_max_position_embeddings, 4096);
+  EXPECT_FLOAT_EQ(c.longrope->short_mscale, 1.190238f);
+  EXPECT_FLOAT_EQ(c.longrope->long_mscale, 1.190238f);
+  write(5);
+  try {
+    ModelConfigFromGguf(GgufFile(Path("phimoe.gguf")));
+    ADD_FAILURE() << "5 factors accepted for head_dim 8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_factors_long.weight must be F32 of shape [4]"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(GgufModelTest, ReportsProblems) {

@@ -324,6 +324,41 @@ TEST(PhiMoeGenerationTest, GeneratorPrefillMatchesOnePassAcrossTheSwitch) {
   EXPECT_EQ(together[1].tokens, chunked.Generate({shorter})[0].tokens);
 }
 
+TEST(PhiMoeGgufTest, GgufGivesTheLogitsOfTheHfCheckpoint) {
+  // The same random weights written as an HF directory and as GGUF (biases, LayerNorm
+  // weights and biases, LongRoPE factors as rope_factors_long/short, moex's mscale keys).
+  testing::TempDir dir;
+  RandomModelOptions o;
+  o.config = RandomModelConfig(Arch::kPhiMoe, ModelSize::kTiny);
+  o.seed = 3;
+  o.out = (dir.path() / "hf").string();
+  WriteRandomModel(o);
+  o.format = "gguf";
+  o.out = (dir.path() / "m.gguf").string();
+  WriteRandomModel(o);
+  auto hf = LoadModel((dir.path() / "hf").string());
+  auto gguf = LoadModel(o.out);
+  EXPECT_EQ(gguf->config.ToHfJson().dump(), hf->config.ToHfJson().dump());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 36; ++i) ids.push_back(static_cast<int32_t>((i * 53 + 2) % 512));
+  std::vector<std::vector<float>> logits;
+  for (Model* m : {hf.get(), gguf.get()}) {
+    ResidentMoeExecutor executor(*m);
+    Transformer transformer(*m, executor);
+    KvCache cache(m->config, 64);
+    BatchItem item{&cache, ids, true};
+    logits.push_back(transformer.Forward({&item, 1}));
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  double max_ref = 0, max_err = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(static_cast<double>(logits[0][i])));
+    max_err = std::max(max_err, std::abs(static_cast<double>(logits[0][i]) - logits[1][i]));
+  }
+  // Same stored values; only the router and norms are widened to f32 in the GGUF.
+  EXPECT_LT(max_err, 1e-5 * std::max(1.0, max_ref)) << max_err;
+}
+
 // ---------------------------------------------------------------------------------------
 // Configuration and checkpoint errors.
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -371,6 +372,53 @@ int ToInt(const GgufFile& f, const std::string& key, int64_t v) {
   return static_cast<int>(v);
 }
 
+// A 1-D F32 tensor of `n` values (LongRoPE factors).
+std::vector<float> F32Vector(const GgufFile& f, const std::string& name, int64_t n) {
+  const TensorView* t = f.FindTensor(name);
+  Check(t != nullptr, f.path(), ": missing tensor ", name);
+  Check(t->dtype == DType::kF32 && t->shape == std::vector<int64_t>{n}, f.path(), ": tensor ",
+        name, " must be F32 of shape [", n, "], is ", DTypeName(t->dtype), " ",
+        ShapeString(t->shape));
+  std::vector<float> out(static_cast<size_t>(n));
+  std::memcpy(out.data(), t->data, out.size() * sizeof(float));
+  return out;
+}
+
+// Phi-3.5-MoE: LayerNorm and sparsemixer are implied by the architecture. llama.cpp has no
+// key for the router jitter (it routes phimoe by softmax top-2) nor for HF's short/long
+// mscale; moex writes its own keys for both and otherwise uses PhimoeConfig's jitter
+// default and llama.cpp's attn_factor (HF's LongRoPE factor when mscales are absent).
+void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
+  c.norm = NormKind::kLayerNorm;
+  c.router = RouterKind::kSparseMixer;
+  c.norm_topk_prob = false;
+  c.router_jitter_noise = f.GetFloat("phimoe.router_jitter_noise", 0.01);
+  c.sliding_window = ToInt(f, "phimoe.attention.sliding_window",
+                           f.GetInt("phimoe.attention.sliding_window", 0));
+  const bool has_long = f.FindTensorInfo("rope_factors_long.weight") != nullptr;
+  const bool has_short = f.FindTensorInfo("rope_factors_short.weight") != nullptr;
+  if (!has_long && !has_short) return;
+  Check(has_long && has_short, f.path(),
+        ": LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
+  LongRope lr;
+  const int64_t half = c.head_dim / 2;
+  lr.long_factor = F32Vector(f, "rope_factors_long.weight", half);
+  lr.short_factor = F32Vector(f, "rope_factors_short.weight", half);
+  lr.original_max_position_embeddings =
+      ToInt(f, "phimoe.rope.scaling.original_context_length",
+            f.GetInt("phimoe.rope.scaling.original_context_length"));
+  const double factor =
+      static_cast<double>(c.max_position_embeddings) / lr.original_max_position_embeddings;
+  const double attn = f.GetFloat(
+      "phimoe.rope.scaling.attn_factor",
+      factor <= 1.0 ? 1.0
+                    : std::sqrt(1.0 + std::log(factor) /
+                                          std::log(lr.original_max_position_embeddings)));
+  lr.short_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.short_mscale", attn));
+  lr.long_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.long_mscale", attn));
+  c.longrope = std::move(lr);
+}
+
 }  // namespace
 
 const char* GgufArchName(Arch arch) {
@@ -519,6 +567,9 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
 
   c.tie_word_embeddings = f.FindTensorInfo("output.weight") == nullptr;
   c.attention_bias = c.arch == Arch::kQwen2Moe || f.FindTensorInfo("blk.0.attn_q.bias") != nullptr;
+  c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
+  c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
+  if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
   c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
   c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
 
@@ -661,6 +712,23 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   w.Set(Key(a, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
   if (c.arch == Arch::kQwen2Moe && c.shared_expert_intermediate_size > 0)
     u32("expert_shared_feed_forward_length", c.shared_expert_intermediate_size);
+  if (c.arch == Arch::kPhiMoe) {
+    // llama.cpp's Phi-3 keys, plus moex's own for what llama.cpp does not carry.
+    w.Set(Key(a, "router_jitter_noise"), GgufValue::F64(c.router_jitter_noise));
+    if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+    if (c.longrope) {
+      const LongRope& lr = *c.longrope;
+      u32("rope.scaling.original_context_length", lr.original_max_position_embeddings);
+      const double factor =
+          static_cast<double>(c.max_position_embeddings) / lr.original_max_position_embeddings;
+      f32("rope.scaling.attn_factor",
+          factor <= 1.0 ? 1.0f
+                        : static_cast<float>(std::sqrt(
+                              1.0 + std::log(factor) / std::log(lr.original_max_position_embeddings))));
+      f32("rope.scaling.short_mscale", lr.short_mscale);
+      f32("rope.scaling.long_mscale", lr.long_mscale);
+    }
+  }
   if (c.arch == Arch::kDeepseekMoe) {
     u32("leading_dense_block_count", c.first_k_dense_replace);
     u32("expert_shared_count", c.shared_expert_intermediate_size / c.moe_intermediate_size);
@@ -820,6 +888,19 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   w.Set("general.file_type", GgufValue::U32(FileType(expert_dtype.value_or(DType::kF32))));
   SetArchMetadata(config, w);
   CopyTokenizer(tokenizer, config, w);
+  if (config.longrope) {  // llama.cpp's LongRoPE factors: F32 [head_dim / 2], global.
+    Check(config.arch == Arch::kPhiMoe, "gguf: LongRoPE is written for phimoe only");
+    for (const auto& [name, values] :
+         {std::pair{"rope_factors_long.weight", &config.longrope->long_factor},
+          std::pair{"rope_factors_short.weight", &config.longrope->short_factor}}) {
+      const std::vector<float> data = *values;
+      w.AddTensor(name, DType::kF32, {static_cast<int64_t>(data.size())},
+                  [data](size_t offset, std::span<std::byte> out) {
+                    std::memcpy(out.data(), reinterpret_cast<const std::byte*>(data.data()) + offset,
+                                out.size());
+                  });
+    }
+  }
   for (auto& [key, plan] : plans) {
     const RowCopy copy = plan.copy;
     w.AddTensor(plan.gguf_name, copy.out_dtype, plan.shape,

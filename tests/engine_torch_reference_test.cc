@@ -1,5 +1,6 @@
 // Logits of the engine against the plain PyTorch forward pass in tools/reference/logits.py
-// (Debian's python3-torch), for the two families that script implements: OLMoE and Mixtral.
+// (Debian's python3-torch), for the families that script implements: OLMoE, Mixtral and
+// Phi-3.5-MoE.
 // Skipped, with a message, where python3-torch is not installed.
 #include <gtest/gtest.h>
 
@@ -82,6 +83,21 @@ TEST_P(TorchReferenceTest, LogitsMatchPyTorch) {
       << ArchName(GetParam());
 }
 
+// Phi-3.5-MoE past LongRoPE's switch (the tiny model's original_max_position_embeddings is
+// 32): 40 tokens in one pass use the long factors and long_mscale on both sides.
+TEST(TorchReferencePhiMoeTest, LongRopeBeyondTheOriginalContextMatchesPyTorch) {
+  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  const std::string dir = testing::TinyModelPath(Arch::kPhiMoe);
+  auto model = LoadModel(dir);
+  ASSERT_TRUE(model->config.longrope.has_value());
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 5) % 512));
+  ASSERT_GT(static_cast<int>(ids.size()), model->config.longrope->original_max_position_embeddings);
+  EXPECT_LT(RelativeError(EngineLogits(*model, ids),
+                          TorchLogits(dir, ids, model->config.vocab_size)),
+            1e-4);
+}
+
 // The bundled demo model on held-out-style text: same logits as the PyTorch model, and
 // greedy generation picks, at every position, the reference's argmax.
 TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
@@ -120,7 +136,7 @@ TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TorchReferenceTest,
-                         ::testing::Values(Arch::kOlmoe, Arch::kMixtral),
+                         ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kPhiMoe),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

@@ -1,4 +1,4 @@
-"""Plain PyTorch reference forward pass for HF OLMoE and Mixtral checkpoints.
+"""Plain PyTorch reference forward pass for HF OLMoE, Mixtral and Phi-3.5-MoE checkpoints.
 
   /usr/bin/python3 tools/reference/logits.py --model DIR --ids 1,2,3 --out FILE
 
@@ -11,7 +11,13 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            router softmax over all experts, top-k, renormalised only if norm_topk_prob.
   mixtral: no q/k norm, top-k softmax weights renormalised to sum 1; experts w1 (gate),
            w3 (up), w2 (down); optional sliding_window.
-Both: RMSNorm (eps from config), rotate-half RoPE with rope_theta, SwiGLU experts, GQA.
+  phimoe:  modeling_phimoe.py in eval mode: LayerNorm (weight and bias, eps = rms_norm_eps)
+           instead of RMSNorm, q/k/v/o biases (attention_bias), lm_head bias, LongRoPE
+           (inv_freq = 1 / (factor * theta^(2i/d)), cos/sin times mscale; the long set when
+           the pass - here the whole sequence - is longer than
+           original_max_position_embeddings), sparsemixer top-2 routing with
+           jitter_eps = router_jitter_noise, sliding_window.
+All: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
 import argparse
@@ -30,13 +36,36 @@ def rms_norm(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
-def rope(x, pos, theta):
+def norm(x, W, name, cfg):
+    # name: the norm's prefix, e.g. "model.norm."
+    eps = cfg["rms_norm_eps"]
+    if cfg["model_type"] == "phimoe":
+        w = W[name + "weight"]
+        return torch.nn.functional.layer_norm(x, w.shape, w, W[name + "bias"], eps)
+    return rms_norm(x, W[name + "weight"], eps)
+
+
+def rope_scaling(cfg, T):
+    """(factors or None, mscale) for a pass that ends at T tokens (phimoe LongRoPE)."""
+    rs = cfg.get("rope_scaling")
+    if cfg["model_type"] != "phimoe" or not rs:
+        return None, 1.0
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind not in ("longrope", "su"):
+        raise ValueError(f"unsupported rope_scaling type {kind}")
+    use_long = T > rs["original_max_position_embeddings"]
+    factors = rs["long_factor"] if use_long else rs["short_factor"]
+    return torch.tensor(factors, dtype=torch.float32), rs["long_mscale" if use_long else "short_mscale"]
+
+
+def rope(x, pos, theta, factors=None, mscale=1.0):
     # x: [heads, T, head_dim]; HF rotate-half convention
     d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    base = theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d)
+    inv = 1.0 / (base if factors is None else factors * base)
     fr = pos.float()[:, None] * inv[None, :]
     emb = torch.cat([fr, fr], dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    cos, sin = emb.cos() * mscale, emb.sin() * mscale
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     rot = torch.cat([-x2, x1], dim=-1)
     return x * cos + rot * sin
@@ -63,8 +92,9 @@ def attention(h, W, p, cfg, arch, T):
     v = v.view(T, nkv, hd).transpose(0, 1)
     pos = torch.arange(T)
     theta = cfg.get("rope_theta", 10000.0)
-    q = rope(q, pos, theta)
-    k = rope(k, pos, theta)
+    factors, mscale = rope_scaling(cfg, T)
+    q = rope(q, pos, theta, factors, mscale)
+    k = rope(k, pos, theta, factors, mscale)
     rep = nh // nkv
     k = k.repeat_interleave(rep, dim=0)
     v = v.repeat_interleave(rep, dim=0)
@@ -72,7 +102,7 @@ def attention(h, W, p, cfg, arch, T):
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     allowed = j <= i
-    sw = cfg.get("sliding_window") if arch == "mixtral" else None
+    sw = cfg.get("sliding_window") if arch in ("mixtral", "phimoe") else None
     if sw is not None:
         allowed = allowed & (i - j < sw)
     s = s.masked_fill(~allowed, float("-inf"))
@@ -84,10 +114,25 @@ def attention(h, W, p, cfg, arch, T):
     return out
 
 
+def sparsemixer(scores, eps):
+    """Phi-3.5-MoE's top-2 routing in eval mode: (weights [T, 2], ids [T, 2])."""
+    def masked_softmax_at(s, threshold, pick):
+        # Drop j where (m - scores_j) / max(|scores_j|, m) > 2 eps; softmax of s at pick.
+        ratio = (threshold - scores) / scores.abs().clamp(min=threshold)
+        return torch.softmax(s.masked_fill(ratio > 2 * eps, float("-inf")), dim=-1).gather(-1, pick)
+
+    m1, i1 = scores.max(dim=-1, keepdim=True)
+    w1 = masked_softmax_at(scores, m1, i1)
+    second = scores.scatter(-1, i1, float("-inf"))
+    m2, i2 = second.max(dim=-1, keepdim=True)
+    w2 = masked_softmax_at(second, m2, i2)
+    return torch.cat([w1, w2], dim=-1), torch.cat([i1, i2], dim=-1)
+
+
 def moe(h, W, p, cfg, arch):
-    E = cfg["num_local_experts"] if arch == "mixtral" else cfg["num_experts"]
+    E = cfg["num_local_experts"] if arch in ("mixtral", "phimoe") else cfg["num_experts"]
     K = cfg["num_experts_per_tok"]
-    if arch == "mixtral":
+    if arch in ("mixtral", "phimoe"):
         gate = W[p + "block_sparse_moe.gate.weight"]
         names = lambda e: (p + f"block_sparse_moe.experts.{e}.w1.weight", p + f"block_sparse_moe.experts.{e}.w3.weight",
                            p + f"block_sparse_moe.experts.{e}.w2.weight")
@@ -98,10 +143,15 @@ def moe(h, W, p, cfg, arch):
                            p + f"mlp.experts.{e}.down_proj.weight")
         renorm = bool(cfg.get("norm_topk_prob", False))
     logits = h @ gate.t()
-    probs = torch.softmax(logits, dim=-1)
-    w, idx = torch.topk(probs, K, dim=-1)
-    if renorm:
-        w = w / w.sum(-1, keepdim=True)
+    if arch == "phimoe":
+        if K != 2:
+            raise ValueError("sparsemixer is top-2 only")
+        w, idx = sparsemixer(logits, cfg.get("router_jitter_noise", 0.01))
+    else:
+        probs = torch.softmax(logits, dim=-1)
+        w, idx = torch.topk(probs, K, dim=-1)
+        if renorm:
+            w = w / w.sum(-1, keepdim=True)
     out = torch.zeros_like(h)
     for e in range(E):
         tok, slot = torch.nonzero(idx == e, as_tuple=True)
@@ -116,21 +166,23 @@ def moe(h, W, p, cfg, arch):
 
 def forward(W, cfg, ids):
     arch = cfg["model_type"]
-    if arch not in ("olmoe", "mixtral"):
+    if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
-    eps = cfg["rms_norm_eps"]
     T = len(ids)
     x = W["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        x = x + attention(rms_norm(x, W[p + "input_layernorm.weight"], eps), W, p + "self_attn.", cfg, arch, T)
-        x = x + moe(rms_norm(x, W[p + "post_attention_layernorm.weight"], eps), W, p, cfg, arch)
-    x = rms_norm(x, W["model.norm.weight"], eps)
+        x = x + attention(norm(x, W, p + "input_layernorm.", cfg), W, p + "self_attn.", cfg, arch, T)
+        x = x + moe(norm(x, W, p + "post_attention_layernorm.", cfg), W, p, cfg, arch)
+    x = norm(x, W, "model.norm.", cfg)
     if cfg.get("tie_word_embeddings", False):
         head = W["model.embed_tokens.weight"]
     else:
         head = W["lm_head.weight"]
-    return x @ head.t()
+    out = x @ head.t()
+    if "lm_head.bias" in W:
+        out = out + W["lm_head.bias"]
+    return out
 
 
 def load(model_dir):

@@ -63,6 +63,27 @@ TEST(CliTest, LogitsWritesTokensTimesVocabFloats) {
   EXPECT_EQ(std::filesystem::file_size(dir / "logits.bin"), 4u * 512u * sizeof(float));
 }
 
+TEST(CliTest, RandomPhiMoeWithAShortOriginalContextGeneratesPastIt) {
+  // --rope-original moves LongRoPE's switch; generation crosses it, offloaded as resident.
+  testing::TempDir dir;
+  const auto w = RunCommand(Moex("random-model --arch phimoe --size tiny --rope-original 8 --out " +
+                                 (dir / "phi")));
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  const auto config = nlohmann::json::parse(std::ifstream(dir / "phi/config.json"));
+  EXPECT_EQ(config["model_type"], "phimoe");
+  EXPECT_EQ(config["rope_scaling"]["original_max_position_embeddings"], 8);
+  EXPECT_EQ(config["rope_scaling"]["short_factor"].size(), 8u);  // head_dim 16 / 2.
+  const std::string common =
+      "generate --model " + (dir / "phi") + " --prompt-ids 1,2,3,4,5 --max-tokens 8 --ignore-eos --json";
+  const auto resident = RunCommand(Moex(common));
+  ASSERT_EQ(resident.exit_code, 0) << resident.err;
+  const auto offloaded = RunCommand(Moex(common + " --host-budget 25% --policy nextgate"));
+  ASSERT_EQ(offloaded.exit_code, 0) << offloaded.err;
+  EXPECT_EQ(nlohmann::json::parse(resident.out)["tokens"].size(), 8u);
+  EXPECT_EQ(nlohmann::json::parse(offloaded.out)["tokens"],
+            nlohmann::json::parse(resident.out)["tokens"]);
+}
+
 TEST(CliTest, BenchJsonReportsThroughput) {
   const std::string model = testing::TinyModelPath(Arch::kQwen2Moe);
   const auto r = RunCommand(Moex("bench --model " + model + " --prompt-tokens 8 --gen-tokens 4 --json"));
@@ -103,6 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"UnknownArch", "random-model --arch gpt2 --out /tmp/x", "unsupported architecture"},
         BadInput{"UnknownSize", "random-model --arch olmoe --size huge --out /tmp/x", "unknown model size"},
         BadInput{"UnknownDtype", "random-model --arch olmoe --dtype int4 --out /tmp/x", "unknown dtype"},
+        BadInput{"RopeOriginalWithoutLongRope", "random-model --arch olmoe --rope-original 8 --out /tmp/x",
+                 "--rope-original applies to LongRoPE models (phimoe)"},
         BadInput{"LogitsUnwritable", "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot open"},
         BadInput{"MissingSubcommand", "", "subcommand"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -20,9 +21,11 @@
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "policy/policy.h"
 #include "support/reference_model.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
+#include "tiers/random_weight_source.h"
 
 namespace moex {
 namespace {
@@ -161,6 +164,52 @@ TEST(SparseMixerTest, RefusesTopKOtherThanTwo) {
     EXPECT_NE(std::string(e.what()).find("top-2 only"), std::string::npos) << e.what();
   }
   EXPECT_THROW(c.Validate(), Error);
+}
+
+TEST(SparseMixerTest, NextGatePrefetchPredictsTheSparseMixerPair) {
+  // The prefetcher ranks the next router's logits (it has no routing code of its own);
+  // sparsemixer on the same logits selects exactly the experts it predicts.
+  ModelConfig c = RandomModelConfig(Arch::kPhiMoe, ModelSize::kTiny);
+  c.hidden_size = 8;
+  c.num_layers = 2;
+  RandomWeightSource src(c, DType::kF32, 5, 1.0f);
+  policy::PolicyContext ctx;
+  ctx.config = c;
+  ctx.weights = &src;
+  const TensorView* w = src.Find(RouterTensorName(c.arch, 1));
+  ASSERT_NE(w, nullptr);
+  const int E = c.num_experts;
+  for (int trial = 0; trial < 50; ++trial) {
+    auto p = policy::MakePolicy("nextgate", ctx);
+    std::vector<float> h(8);
+    for (int j = 0; j < 8; ++j) h[static_cast<size_t>(j)] = std::sin(0.7f * trial + 1.3f * j);
+    std::vector<float> logits(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) {
+      float acc = 0;  // The prefetcher's own f32 loop, so both see the same logits.
+      for (int j = 0; j < 8; ++j) {
+        float v;
+        std::memcpy(&v, w->data + 4 * (e * 8 + j), 4);
+        acc += v * h[static_cast<size_t>(j)];
+      }
+      logits[static_cast<size_t>(e)] = acc;
+    }
+    Routing r;
+    Route(logits.data(), 1, c, &r);
+    std::vector<int32_t> layer0 = {0, 1};
+    policy::GateEvent g;
+    g.layer = 0;
+    g.n_tokens = 1;
+    g.top_k = 2;
+    g.num_experts = E;
+    g.ids = layer0.data();
+    g.hidden = h.data();
+    g.d = 8;
+    policy::Decisions d;
+    p->OnGate(g, &d);
+    ASSERT_EQ(d.prefetch.size(), 2u);
+    EXPECT_EQ(d.prefetch[0].expert.expert, r.ids[0]) << "trial " << trial;
+    EXPECT_EQ(d.prefetch[1].expert.expert, r.ids[1]) << "trial " << trial;
+  }
 }
 
 TEST(LongRopeTest, HandComputedAngles) {

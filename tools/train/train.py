@@ -33,6 +33,10 @@ def get_args(argv=None):
     ap.add_argument("--data", default="/var/tmp/moex-train/data")
     ap.add_argument("--out", default="/var/tmp/moex-train/run1")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--init-from", default="",
+                    help="warm start from an exported HF directory (models/olmoe-demo): its weights, step and token "
+                         "counters and stored hyper-parameters; AdamW starts fresh and --warmup re-warms from there "
+                         "(each session's machine is new, so the exported model is the only state that survives)")
     ap.add_argument("--threads", type=int, default=1)
     # model
     ap.add_argument("--d-model", type=int, default=256)
@@ -107,13 +111,16 @@ class Data:
 
 
 def lr_at(a, step):
-    if step < a.warmup:
-        f = (step + 1) / a.warmup
+    """Warm-up, then inverse-square-root decay floored at --min-lr-frac (1.0 = constant), then the optional
+    linear cool-down to 0.  A warm start (--init-from) re-warms from its first step."""
+    start = getattr(a, "warm_start_step", 0)
+    if step - start < a.warmup:
+        f = (step - start + 1) / a.warmup
     else:
-        f = math.sqrt(a.warmup / (step + 1))
+        f = max(math.sqrt(a.warmup / (step - start + 1)), a.min_lr_frac)
     if a.cooldown_start >= 0 and step >= a.cooldown_start:
         f *= max(0.0, 1.0 - (step - a.cooldown_start) / max(1, a.cooldown_steps))
-    return a.lr * max(f, a.min_lr_frac)
+    return a.lr * f
 
 
 @torch.no_grad()
@@ -156,6 +163,22 @@ def param_groups(model, wd, router_lr_mult=1.0):
             {"params": router, "weight_decay": wd, "lr_mult": router_lr_mult}]
 
 
+def warm_start(a, model):
+    """Load an exported model's weights (BF16, upcast) and its training counters into a fresh run."""
+    from export import load_model
+    src, info = load_model(a.init_from)
+    if src.c.to_dict() != model.c.to_dict():
+        raise SystemExit(f"--init-from {a.init_from}: its config differs from this run's model arguments:\n"
+                         f"  export {json.dumps(src.c.to_dict())}\n  run    {json.dumps(model.c.to_dict())}")
+    model.load_state_dict(src.state_dict())
+    state = {"step": int(info.get("step", 0)), "tokens": int(info.get("tokens", 0)),
+             "train_seconds": float(info.get("train_seconds", 0.0))}
+    a.warm_start_step = state["step"]
+    print(f"warm start from {a.init_from} at step {state['step']} ({state['tokens']} tokens); fresh AdamW, "
+          f"re-warm-up over {a.warmup} steps", flush=True)
+    return model, state
+
+
 def main():
     a = get_args()
     os.makedirs(a.out, exist_ok=True)
@@ -175,6 +198,10 @@ def main():
     model = Olmoe(cfg)
     opt = torch.optim.AdamW(param_groups(model, a.wd, a.router_lr_mult), lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
     state = {"step": 0, "tokens": 0, "train_seconds": 0.0}
+    if ck is None and a.init_from:
+        model, state = warm_start(a, model)
+        opt = torch.optim.AdamW(param_groups(model, a.wd, a.router_lr_mult), lr=a.lr, betas=(0.9, a.beta2),
+                                eps=1e-8)
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])

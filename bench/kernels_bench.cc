@@ -24,6 +24,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/decode_order.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 #include "membw_probe.h"
@@ -121,6 +122,24 @@ Decode DecodeLinear(DType dtype, int count, int reps, int threads, int64_t rows 
           RateOf(bytes * count / 1e9, t, threads), t.wall / count * 1e3};
 }
 
+// The same small matrix again and again, so its weights stay in L2: the kernel's compute
+// ceiling, which tells whether the streaming rates above are bound by memory or by the core.
+Decode DecodeLinearInCache(DType dtype, int reps, int threads, int64_t rows, int64_t cols) {
+  const Buffer w = MakeMatrices(dtype, rows, cols, 1);
+  const size_t bytes = DTypeBytes(dtype, cols) * rows;
+  const std::vector<float> x = Random(cols, 2, 1.0f);
+  std::vector<float> y(rows);
+  constexpr int kCalls = 2000;
+  const Timing t = BestOf(reps, [&] {
+    for (int m = 0; m < kCalls; ++m) {
+      kernels::Linear(w.get(), dtype, rows, cols, x.data(), 1, y.data());
+    }
+  });
+  return {"in_L2_linear_" + std::to_string(rows) + "x" + std::to_string(cols) + "_" +
+              DTypeName(dtype),
+          RateOf(bytes * kCalls / 1e9, t, threads), t.wall / kCalls * 1e3};
+}
+
 // One token through 8 experts per call, cycling through `pool_experts` resident experts.
 Decode DecodeExperts(DType dtype, int pool_experts, int reps, int threads, int64_t d = kModel,
                      int64_t neurons = kNeurons) {
@@ -213,18 +232,34 @@ int Main(int argc, char** argv) {
 
   const Bandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
   // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
-  std::vector<Decode> decode = {DecodeLinear(DType::kBF16, 64, reps, threads),
-                                DecodeExperts(DType::kBF16, 32, reps, threads)};
-  // OLMoE small shapes (the engine benchmark's model): 2 MB projections, the 103 MB LM
-  // head, and 1.5 MB experts, where per-call overheads weigh more.
-  decode.push_back(DecodeLinear(DType::kBF16, 192, reps, threads, 1024, 1024));
-  decode.push_back(DecodeLinear(DType::kBF16, 4, reps, threads, 50304, 1024));
-  decode.push_back(DecodeExperts(DType::kBF16, 256, reps, threads, 1024, 256));
-  if (!quick) {
-    decode.push_back(DecodeLinear(DType::kF32, 32, reps, threads));
-    decode.push_back(DecodeLinear(DType::kQ8_0, 96, reps, threads));
-    decode.push_back(DecodeExperts(DType::kQ8_0, 64, reps, threads));
+  // Every decode case runs in both row orders (kernels/decode_order.h), alternating, so
+  // their ratio is taken side by side; the CPU's default order is restored afterwards.
+  const kernels::DecodeStreamOrder default_order = kernels::GetDecodeStreamOrder();
+  std::vector<Decode> decode;
+  for (const kernels::DecodeStreamOrder order :
+       {kernels::DecodeStreamOrder::kInterleaved, kernels::DecodeStreamOrder::kSequential}) {
+    kernels::SetDecodeStreamOrder(order);
+    const std::string suffix = std::string("@") + kernels::DecodeStreamOrderName(order);
+    std::vector<Decode> cases = {DecodeLinear(DType::kBF16, 64, reps, threads),
+                                 DecodeExperts(DType::kBF16, 32, reps, threads)};
+    // OLMoE small shapes (the engine benchmark's model): 2 MB projections, the 103 MB LM
+    // head, and 1.5 MB experts, where per-call overheads weigh more.
+    cases.push_back(DecodeLinear(DType::kBF16, 192, reps, threads, 1024, 1024));
+    cases.push_back(DecodeLinear(DType::kBF16, 4, reps, threads, 50304, 1024));
+    cases.push_back(DecodeExperts(DType::kBF16, 256, reps, threads, 1024, 256));
+    cases.push_back(DecodeLinearInCache(DType::kBF16, reps, threads, 512, 1024));
+    if (!quick) {
+      cases.push_back(DecodeLinear(DType::kF32, 32, reps, threads));
+      cases.push_back(DecodeLinear(DType::kQ8_0, 96, reps, threads));
+      cases.push_back(DecodeExperts(DType::kQ8_0, 64, reps, threads));
+    }
+    for (Decode& d : cases) {
+      d.name += suffix;
+      decode.push_back(std::move(d));
+    }
   }
+  kernels::SetDecodeStreamOrder(default_order);
+  const size_t per_order = decode.size() / 2;
   std::vector<Prefill> prefill;
   for (int64_t n : {int64_t{128}, int64_t{512}}) {
     prefill.push_back(PrefillLinear(DType::kF32, n, reps, threads));
@@ -237,6 +272,13 @@ int Main(int argc, char** argv) {
     out["simd_target"] = kernels::SimdTargetName();
     out["threads"] = threads;
     out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
+    out["decode_stream_order_default"] = kernels::DecodeStreamOrderName(default_order);
+    for (size_t i = 0; i < per_order; ++i) {
+      const Decode& a = decode[i];
+      const Decode& b = decode[i + per_order];
+      out["decode_sequential_over_interleaved"][a.name.substr(0, a.name.find('@'))] = {
+          {"wall", b.gb_per_s.wall / a.gb_per_s.wall}, {"cpu_time", b.gb_per_s.cpu / a.gb_per_s.cpu}};
+    }
     for (const Decode& d : decode) {
       out["decode"][d.name] = {{"gb_per_s", RateJson(d.gb_per_s)},
                                {"ratio_to_membw",
@@ -259,11 +301,19 @@ int Main(int argc, char** argv) {
               kernels::SimdTargetName().c_str(), threads);
   std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s\n\n", bw.wall_gb_per_s,
               bw.cpu_gb_per_s);
-  std::printf("%-30s %17s %15s %9s\n", "decode (1 token)", "GB/s", "of membw", "ms/call");
+  std::printf("%-36s %17s %15s %9s\n", "decode (1 token)", "GB/s", "of membw", "ms/call");
   for (const Decode& d : decode) {
-    std::printf("%-30s %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f\n", d.name.c_str(), d.gb_per_s.wall,
+    std::printf("%-36s %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f\n", d.name.c_str(), d.gb_per_s.wall,
                 d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
                 100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call);
+  }
+  std::printf("\n%-30s %17s   (this CPU's default: %s)\n", "sequential / interleaved", "ratio",
+              kernels::DecodeStreamOrderName(default_order));
+  for (size_t i = 0; i < per_order; ++i) {
+    const Decode& a = decode[i];
+    const Decode& b = decode[i + per_order];
+    std::printf("%-30s %7.2f | %7.2f\n", a.name.substr(0, a.name.find('@')).c_str(),
+                b.gb_per_s.wall / a.gb_per_s.wall, b.gb_per_s.cpu / a.gb_per_s.cpu);
   }
   std::printf("\n%-30s %5s %15s %17s %13s\n", "prefill", "n", "GFLOP/s", "OpenBLAS sgemm", "ratio");
   for (const Prefill& p : prefill) {

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "hwy/targets.h"
+#include "kernels/decode_order.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 
@@ -80,16 +81,25 @@ inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Runs fn once per SIMD target compiled into the kernels and supported here, with the
 // dispatcher pinned to it; restores normal dispatch afterwards.
+// Runs fn once per SIMD target and decode row order (kernels/decode_order.h), so every
+// kernel test covers both orders whatever CPU runs it; restores the CPU's defaults.
 inline void ForEachTarget(const std::function<void()>& fn) {
   const std::vector<int64_t> targets = AvailableSimdTargets();
   ASSERT_FALSE(targets.empty());
+  const DecodeStreamOrder default_order = GetDecodeStreamOrder();
   for (int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(std::string("SIMD target ") + hwy::TargetName(target));
-    EXPECT_EQ(SimdTargetName(), hwy::TargetName(target));
-    fn();
+    for (DecodeStreamOrder order :
+         {DecodeStreamOrder::kInterleaved, DecodeStreamOrder::kSequential}) {
+      hwy::SetSupportedTargetsForTest(target);
+      SetDecodeStreamOrder(order);
+      SCOPED_TRACE(std::string("SIMD target ") + hwy::TargetName(target) + ", decode order " +
+                   DecodeStreamOrderName(order));
+      EXPECT_EQ(SimdTargetName(), hwy::TargetName(target));
+      fn();
+    }
   }
   hwy::SetSupportedTargetsForTest(0);
+  SetDecodeStreamOrder(default_order);
 }
 
 inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};

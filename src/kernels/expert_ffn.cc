@@ -169,6 +169,40 @@ void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_
   }
 }
 
+// One job for one or two tokens as a single forward walk over its records (the sequential
+// decode order, kernels/decode_order.h): per neuron, the gate and up dots, h, then
+// y += h * down_i. Each value is computed by exactly the operations of the two-phase path
+// (DotTile chains, lane-wise SiLU, one FMA per neuron per output element in neuron order),
+// so both give the same bits; only the order of memory reads differs.
+template <DType kT>
+void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const size_t n = static_cast<size_t>(job.n), m = static_cast<size_t>(job.neuron_count);
+  const size_t rec = 3 * row_bytes;
+  const size_t vend = d / N * N;
+  const float* xs[kSmallBatch];
+  for (size_t t = 0; t < n; ++t) xs[t] = job.x + t * d;
+  for (size_t i = 0; i < m; ++i) {
+    const std::byte* gate = job.records + i * rec;
+    const std::byte* up = gate + row_bytes;
+    const std::byte* down = up + row_bytes;
+    float g[kSmallBatch], u[kSmallBatch];
+    DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&gate, xs, n, d, g, 1);
+    DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&up, xs, n, d, u, 1);
+    for (size_t t = 0; t < n; ++t) {
+      SiluMulArray(g + t, u + t, 1);
+      const VF h = hn::Set(df, g[t]);
+      float* y = job.y + t * d;
+      for (size_t c = 0; c < vend; c += N) {
+        if (t == 0) hwy::Prefetch(down + c * ElemBytes<kT>() + kDecodePrefetchBytes);
+        hn::StoreU(hn::MulAdd(h, LoadW<kT>(df, down, c), hn::LoadU(df, y + c)), df, y + c);
+      }
+      for (size_t c = vend; c < d; ++c) DownTail<kT>(down, rec, 1, g + t, y + c, c);
+    }
+  }
+}
+
 template <DType kT>
 void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
   const size_t row_bytes = DTypeBytes(kT, static_cast<int64_t>(d));
@@ -230,10 +264,17 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
     for (size_t j = 0; j < num_jobs; ++j) order[j] = j;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return job_cost[a] > job_cost[b]; });
+    // Q8_0 keeps the two-phase path (its down rows are 34-byte blocks, not elements).
+    const bool fused = kT != DType::kQ8_0 &&
+                       GetDecodeStreamOrder() == DecodeStreamOrder::kSequential;
     const auto run = [&](size_t b, size_t e, int) {
       for (size_t i = b; i < e; ++i) {
         const size_t j = order[i];
         if (neurons[j] == 0) continue;
+        if (fused && static_cast<size_t>(jobs[j].n) <= kSmallBatch) {
+          FusedNeuronWalk<kT>(jobs[j], d, row_bytes);
+          continue;
+        }
         gate_up(j, 0, neurons[j]);
         down(j, 0, d);
       }

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -107,7 +108,9 @@ constexpr size_t ElemBytes() {
 // Each dot keeps one vector accumulator: lane j sums elements j, j+N, j+2N, ... in order,
 // with a zero-padded final vector, then one SumOfLanes. Q8_0 weights are dequantised
 // exactly first, so a Q8_0 row gives the same bits as its f32 dequantisation.
-template <DType kT, size_t R, size_t T>
+// kPrefetch > 0 prefetches each row that many bytes ahead of its loads (rows walked one
+// after another; prefetches past a row's end fetch the next row).
+template <DType kT, size_t R, size_t T, size_t kPrefetch = 0>
 HWY_INLINE void DotTile(const std::byte* const* HWY_RESTRICT w, const float* const* HWY_RESTRICT x,
                         size_t k, float* HWY_RESTRICT out, size_t ldo) {
   const DF df;
@@ -127,7 +130,10 @@ HWY_INLINE void DotTile(const std::byte* const* HWY_RESTRICT w, const float* con
       const size_t b = (i / kQ8BlockSize) * kQ8BlockBytes;
       VF scale[R];
 #pragma GCC unroll 8
-      for (size_t r = 0; r < R; ++r) scale[r] = BroadcastHalf(df, w[r] + b);
+      for (size_t r = 0; r < R; ++r) {
+        if constexpr (kPrefetch > 0) hwy::Prefetch(w[r] + b + kPrefetch);
+        scale[r] = BroadcastHalf(df, w[r] + b);
+      }
       for (size_t j = 0; j < kQ8BlockSize; j += N) {
         VF xv[T];
 #pragma GCC unroll 8
@@ -148,6 +154,7 @@ HWY_INLINE void DotTile(const std::byte* const* HWY_RESTRICT w, const float* con
       for (size_t t = 0; t < T; ++t) xv[t] = hn::LoadU(df, x[t] + i);
 #pragma GCC unroll 8
       for (size_t r = 0; r < R; ++r) {
+        if constexpr (kPrefetch > 0) hwy::Prefetch(w[r] + i * ElemBytes<kT>() + kPrefetch);
         const VF wv = LoadW<kT>(df, w[r], i);
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) acc[r][t] = hn::MulAdd(wv, xv[t], acc[r][t]);
@@ -176,13 +183,13 @@ HWY_INLINE void DotTile(const std::byte* const* HWY_RESTRICT w, const float* con
 }
 
 // DotTile with the token count t (1 <= t <= kMaxT) chosen at run time.
-template <DType kT, size_t R, size_t kMaxT>
+template <DType kT, size_t R, size_t kMaxT, size_t kPrefetch = 0>
 HWY_INLINE void DotTileN(const std::byte* const* w, const float* const* x, size_t t, size_t k,
                          float* out, size_t ldo) {
   if constexpr (kMaxT > 1) {
-    if (t < kMaxT) return DotTileN<kT, R, kMaxT - 1>(w, x, t, k, out, ldo);
+    if (t < kMaxT) return DotTileN<kT, R, kMaxT - 1, kPrefetch>(w, x, t, k, out, ldo);
   }
-  DotTile<kT, R, kMaxT>(w, x, k, out, ldo);
+  DotTile<kT, R, kMaxT, kPrefetch>(w, x, k, out, ldo);
 }
 
 // silu(g) * u on one vector. Lane-wise only, so an element's value never depends on its

@@ -210,6 +210,30 @@ Prefill PrefillExpert(DType dtype, int64_t n, int reps, int threads) {
           RateOf(gflop, blas, threads)};
 }
 
+// A short prefill spreads its tokens over many experts: `experts` jobs of `tokens` tokens
+// each, distinct weights, one call (the whole-job schedule). Reported as GFLOP/s and as
+// weight GB/s, since each expert's weights are read once for few FMAs per element.
+struct FewTokens {
+  std::string name;
+  Rate gflops, gb_per_s;
+};
+
+FewTokens PrefillFewTokenExperts(DType dtype, int experts, int64_t tokens, int reps, int threads) {
+  const Buffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, experts);
+  const size_t bytes = DTypeBytes(dtype, kModel) * 3 * kNeurons;
+  const std::vector<float> x = Random(tokens * kModel, 7, 1.0f);
+  std::vector<std::vector<float>> ys(experts, std::vector<float>(tokens * kModel, 0.0f));
+  std::vector<ExpertJob> jobs;
+  for (int e = 0; e < experts; ++e) {
+    jobs.push_back({w.get() + e * bytes, kNeurons, x.data(), tokens, ys[e].data()});
+  }
+  const Timing t = BestOf(reps, [&] { kernels::ExpertFfn(jobs, dtype, kModel); });
+  const double gflop = 2.0 * tokens * 3 * kModel * kNeurons * experts / 1e9;
+  return {"experts_" + std::to_string(experts) + "x" + std::to_string(tokens) + "tok_" +
+              DTypeName(dtype),
+          RateOf(gflop, t, threads), RateOf(bytes * experts / 1e9, t, threads)};
+}
+
 nlohmann::json RateJson(const Rate& r) {
   return {{"wall", r.wall}, {"cpu_time", r.cpu}};
 }
@@ -267,8 +291,17 @@ int Main(int argc, char** argv) {
     if (!quick || n == 128) prefill.push_back(PrefillExpert(DType::kBF16, n, reps, threads));
   }
 
+  std::vector<FewTokens> few;
+  for (int64_t tokens : {int64_t{4}, int64_t{8}, int64_t{16}}) {
+    few.push_back(PrefillFewTokenExperts(DType::kBF16, 16, tokens, reps, threads));
+  }
+
   if (json) {
     nlohmann::json out;
+    for (const FewTokens& f : few) {
+      out["few_token_experts"][f.name] = {{"gflops", RateJson(f.gflops)},
+                                          {"gb_per_s", RateJson(f.gb_per_s)}};
+    }
     out["simd_target"] = kernels::SimdTargetName();
     out["threads"] = threads;
     out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
@@ -314,6 +347,11 @@ int Main(int argc, char** argv) {
     const Decode& b = decode[i + per_order];
     std::printf("%-30s %7.2f | %7.2f\n", a.name.substr(0, a.name.find('@')).c_str(),
                 b.gb_per_s.wall / a.gb_per_s.wall, b.gb_per_s.cpu / a.gb_per_s.cpu);
+  }
+  std::printf("\n%-36s %17s %17s\n", "few-token experts (short prefill)", "GFLOP/s", "GB/s");
+  for (const FewTokens& f : few) {
+    std::printf("%-36s %7.1f | %7.1f %7.2f | %7.2f\n", f.name.c_str(), f.gflops.wall, f.gflops.cpu,
+                f.gb_per_s.wall, f.gb_per_s.cpu);
   }
   std::printf("\n%-30s %5s %15s %17s %13s\n", "prefill", "n", "GFLOP/s", "OpenBLAS sgemm", "ratio");
   for (const Prefill& p : prefill) {

@@ -121,7 +121,7 @@ TEST(KernelsLinearTest, BatchInvariantBitExact) {
         Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
         // Every sub-batch [t, t + len) with len in a set crossing both code paths and tiles.
         for (int64_t len :
-             {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{17}, int64_t{64}}) {
+             {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{16}, int64_t{17}, int64_t{64}}) {
           for (int64_t t = 0; t + len <= n; t += len + 11) {
             std::vector<float> part(len * out);
             Linear(w.bytes.data(), dtype, out, in, &x[t * in], len, part.data(), bias.data());

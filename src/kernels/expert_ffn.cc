@@ -122,6 +122,26 @@ void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_
         DownTileN<kT, kSmallBatch, 1>(n, db, rec, col, nb, h + i, ldh, y + col, d);
       }
     }
+  } else if (n <= kDirectFewTokens) {
+    // A few tokens: down columns straight from the records (as for one or two tokens),
+    // token tiles re-reading each block's small weight slice from L1.
+    for (size_t i = 0; i < m; i += kNeuronBlock) {
+      const size_t nb = std::min(kNeuronBlock, m - i);
+      const std::byte* db = down + i * rec;
+      size_t col = c0;
+      for (; col + kDownCols * N <= vend; col += kDownCols * N) {
+        for (size_t t = 0; t < n; t += kDownTokens) {
+          DownTileN<kT, kDownTokens, kDownCols>(std::min(kDownTokens, n - t), db, rec, col, nb,
+                                                h + t * ldh + i, ldh, y + t * d + col, d);
+        }
+      }
+      for (; col < vend; col += N) {
+        for (size_t t = 0; t < n; t += kDownTokens) {
+          DownTileN<kT, kDownTokens, 1>(std::min(kDownTokens, n - t), db, rec, col, nb,
+                                        h + t * ldh + i, ldh, y + t * d + col, d);
+        }
+      }
+    }
   } else {
     const size_t panel_cols = kPanelVectors * N;
     float* panel = GemmScratch(kPanelNeurons * panel_cols);

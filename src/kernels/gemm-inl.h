@@ -36,6 +36,10 @@ constexpr size_t kDirectRows = 8;  // Measured: ~20 % more decode bandwidth than
 #else
 constexpr size_t kDirectRows = 4;  // 16 registers: 8 rows x 2 tokens would spill.
 #endif
+// Batches up to this size read weights straight from memory in kTileRows x kTileTokens
+// register tiles (an expert's share of a short prefill, a small decode batch): measured on
+// Zen 5, 16 experts x 8 tokens went from 56 to 135-190 GFLOP/s against the scratch path.
+constexpr size_t kDirectFewTokens = 16;
 // Distance of the software prefetch in the sequential decode order (DecodeStreamOrder):
 // measured on Zen 5, 1 KiB ahead streams 5–10 % faster than no prefetch, 2 KiB no better.
 constexpr size_t kDecodePrefetchBytes = 1024;
@@ -112,6 +116,29 @@ HWY_INLINE void DotRows(const RowFn& row, size_t r0, size_t r1, const float* x, 
     for (; r < r1; ++r) {
       const std::byte* ws[1] = {row(r)};
       DotTileN<kT, 1, kDirectMaxTokens>(ws, xs, n, k, out + r, ldo);
+    }
+    return;
+  }
+  if (n <= kDirectFewTokens) {
+    // A few tokens (an expert's share of a short prefill): weights straight from memory in
+    // register tiles; widening rows to a scratch costs as much as the few FMAs each gets.
+    for (size_t r = r0; r < r1; r += kTileRows) {
+      const size_t rows = std::min(kTileRows, r1 - r);
+      const std::byte* ws[kTileRows];
+      for (size_t i = 0; i < rows; ++i) ws[i] = row(r + i);
+      for (size_t t = 0; t < n; t += kTileTokens) {
+        const size_t tokens = std::min(kTileTokens, n - t);
+        const float* xs[kTileTokens];
+        for (size_t i = 0; i < tokens; ++i) xs[i] = x + (t + i) * ldx;
+        float* o = out + t * ldo + r;
+        if (rows == kTileRows) {
+          DotTileN<kT, kTileRows, kTileTokens>(ws, xs, tokens, k, o, ldo);
+        } else {
+          for (size_t i = 0; i < rows; ++i) {
+            DotTileN<kT, 1, kTileTokens>(ws + i, xs, tokens, k, o + i, ldo);
+          }
+        }
+      }
     }
     return;
   }

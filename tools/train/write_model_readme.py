@@ -17,6 +17,24 @@ def fmt_int(n):
     return f"{n:,}"
 
 
+def lr_schedule_text(targs):
+    """The learning-rate row: the original schedule, and the warm start's when the run had one."""
+    first = "sessions 1–2 (steps 0–1,368): peak 0.001, linear warm-up 30 steps, then inverse-square-root decay"
+    if not targs.get("warm_start_step"):
+        return (f"peak {targs.get('lr')}, linear warm-up {targs.get('warmup')} steps, then inverse-square-root decay "
+                "(no fixed horizon)")
+    text = (f"{first}; then a warm start on a new machine (`--init-from`, fresh AdamW) at step "
+            f"{targs['warm_start_step']:,}: re-warm-up over {targs.get('warmup')} steps to {targs.get('lr')}")
+    if targs.get("min_lr_frac", 0) >= 1.0:
+        text += ", constant"
+    else:
+        text += ", inverse-square-root decay"
+    if targs.get("cooldown_start", -1) >= 0:
+        text += (f", linear cool-down to 0 from step {targs['cooldown_start']:,} over "
+                 f"{targs.get('cooldown_steps'):,} steps")
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "olmoe-demo"))
@@ -84,11 +102,11 @@ def main():
     w(f"| one expert | 3 × {d} × {f} = {fmt_int(3 * d * f)} parameters, {3 * d * f * 2 // 1024} KiB in BF16 |\n")
     w("### Recipe\n")
     w("Code: `tools/train/` (see its README for how to run, resume and export). Debian's python3-torch 1.13 on "
-      "2 CPU cores, `torch.set_num_threads(1)`, `nice -n 10`, sharing the machine with C++ builds.\n")
+      "2 CPU cores (`--threads 2`, `nice -n 19`), sharing the machine with C++ builds and benchmarks.\n")
     w("| hyper-parameter | value |\n|---|---|")
     rows = [
         ("optimizer", f"AdamW, β=(0.9, {targs.get('beta2')}), ε=1e-8, weight decay {targs.get('wd')} (not on norms), grad clip {targs.get('clip')}"),
-        ("learning rate", f"peak {targs.get('lr')}, linear warm-up {targs.get('warmup')} steps, then inverse-square-root decay (no fixed horizon)"),
+        ("learning rate", lr_schedule_text(targs)),
         ("batch", f"{targs.get('batch')} sequences × {targs.get('seq')} tokens = {targs.get('batch', 0) * targs.get('seq', 0)} tokens/step"),
         ("precision", "fp32 master weights, bf16 autocast for matmuls, fp32 softmax/norms/loss"),
         ("router losses", f"load-balancing loss (Switch/OLMoE: E·Σ f_e·P_e per layer) × {targs.get('aux_coef')} (OLMoE: 0.01), router z-loss (mean logsumexp² per layer) × {targs.get('z_coef')}, summed over layers"),
@@ -109,7 +127,7 @@ def main():
     src = {"arxiv": "shared/data/corpus/arxiv_texts.txt", "books": "shared/data/corpus/b3g_texts.txt (books, one per line)",
            "c4": "shared/data/corpus/c4_texts.txt", "github": "shared/data/corpus/github_oss_with_stack_texts.txt",
            "wikipedia": "shared/data/corpus/wikipedia_texts.txt", "gsm8k": "shared/data/corpus/gsm8k_train.jsonl as `Question: …\\nAnswer: …`",
-           "bible": "King James Bible, Debian package bible-kjv-text (public domain), one document per book"}
+           "bible": "King James Bible, Debian packages bible-kjv and bible-kjv-text (public domain), one document per book"}
     tt = tv = 0
     for dm, m in meta["domains"].items():
         w(f"| {dm} | {src.get(dm, '')} | {fmt_int(m['docs'])} | {fmt_int(m['train_tokens'])} | {fmt_int(m['val_tokens'])} |")

@@ -1,7 +1,8 @@
 // Per-target dot-form GEMM: out[t, r] = dot(row(r), x[t]) for a range of weight rows and all
-// tokens. Small batches widen weights in registers and stream them once (decode is bound by
-// memory bandwidth); larger batches widen a group of rows to an f32 scratch once and reuse
-// it across register tiles of tokens. Both paths go through DotTile, so they agree bitwise.
+// tokens. Batches of up to 16 tokens widen weights in registers straight from memory (decode
+// is bound by memory bandwidth; one or two tokens walk rows in the CPU's decode order);
+// larger batches widen a group of rows to an f32 scratch once and reuse it across register
+// tiles of tokens. Every path goes through DotTile, so they agree bitwise.
 #if defined(MOEX_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOEX_KERNELS_GEMM_INL_H_
 #undef MOEX_KERNELS_GEMM_INL_H_

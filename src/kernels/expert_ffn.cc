@@ -190,36 +190,23 @@ void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_
 }
 
 // One job for one or two tokens as a single forward walk over its records (the sequential
-// decode order, kernels/decode_order.h): per neuron, the gate and up dots, h, then
-// y += h * down_i. Each value is computed by exactly the operations of the two-phase path
-// (DotTile chains, lane-wise SiLU, one FMA per neuron per output element in neuron order),
-// so both give the same bits; only the order of memory reads differs.
+// decode order, kernels/decode_order.h): per neuron, the gate and up dots, h, then the
+// down projection of that one neuron (DownCols over a one-neuron range). Chunk invariance
+// makes this the same bits as the two-phase path; only the order of memory reads differs.
 template <DType kT>
 void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
   const size_t n = static_cast<size_t>(job.n), m = static_cast<size_t>(job.neuron_count);
   const size_t rec = 3 * row_bytes;
-  const size_t vend = d / N * N;
   const float* xs[kSmallBatch];
   for (size_t t = 0; t < n; ++t) xs[t] = job.x + t * d;
   for (size_t i = 0; i < m; ++i) {
     const std::byte* gate = job.records + i * rec;
     const std::byte* up = gate + row_bytes;
-    const std::byte* down = up + row_bytes;
     float g[kSmallBatch], u[kSmallBatch];
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&gate, xs, n, d, g, 1);
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&up, xs, n, d, u, 1);
-    for (size_t t = 0; t < n; ++t) {
-      SiluMulArray(g + t, u + t, 1);
-      const VF h = hn::Set(df, g[t]);
-      float* y = job.y + t * d;
-      for (size_t c = 0; c < vend; c += N) {
-        if (t == 0) hwy::Prefetch(down + c * ElemBytes<kT>() + kDecodePrefetchBytes);
-        hn::StoreU(hn::MulAdd(h, LoadW<kT>(df, down, c), hn::LoadU(df, y + c)), df, y + c);
-      }
-      for (size_t c = vend; c < d; ++c) DownTail<kT>(down, rec, 1, g + t, y + c, c);
-    }
+    SiluMulArray(g, u, n);  // h[t] in g[t]: DownCols reads h[t * 1 + 0].
+    DownCols<kT>(up + row_bytes, rec, 1, g, 1, n, job.y, d, 0, d);
   }
 }
 

@@ -35,6 +35,24 @@ TEST(CliTest, GenerateJsonReportsTheContract) {
     EXPECT_TRUE(j["memory"].contains(key)) << key;
 }
 
+// MOEX_DECODE_ORDER picks the decode row order; both orders give the same tokens, and a
+// value that is neither is ignored with a warning that names it.
+TEST(CliTest, DecodeOrderEnvironmentGivesSameTokensAndWarnsOnBadValue) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const std::string args =
+      " generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 6 --ignore-eos --json";
+  std::vector<nlohmann::json> tokens;
+  for (const char* order : {"interleaved", "sequential", "bogus"}) {
+    const auto r = RunCommand(std::string("MOEX_DECODE_ORDER=") + order + " " + MoexBinary() + args);
+    ASSERT_EQ(r.exit_code, 0) << order << ": " << r.err;
+    tokens.push_back(nlohmann::json::parse(r.out)["tokens"]);
+    const bool warned = r.err.find("ignoring MOEX_DECODE_ORDER=bogus") != std::string::npos;
+    EXPECT_EQ(warned, std::string(order) == "bogus") << r.err;
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  EXPECT_EQ(tokens[0], tokens[2]);
+}
+
 TEST(CliTest, OffloadedGenerationEqualsResidentAndReportsMisses) {
   testing::TempDir dir;
   const std::string model = testing::TinyModelPath(Arch::kDeepseekMoe);

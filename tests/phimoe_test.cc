@@ -22,6 +22,9 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "policy/policy.h"
+#include "policy/policy_worker.h"
+#include "policy/registry.h"
+#include "tiers/cache_plan.h"
 #include "support/reference_model.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
@@ -173,14 +176,16 @@ TEST(SparseMixerTest, NextGatePrefetchPredictsTheSparseMixerPair) {
   c.hidden_size = 8;
   c.num_layers = 2;
   RandomWeightSource src(c, DType::kF32, 5, 1.0f);
-  policy::PolicyContext ctx;
-  ctx.config = c;
-  ctx.weights = &src;
+  policy::PolicyWorker worker(policy::PolicyWorker::Mode::kSync);
+  const tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size,
+                               c.moe_intermediate_size, 64, 4 * 2};
+  policy::PolicyFacts facts = tiers::MakePolicyFacts(c, g, 64, &src, 0);
+  facts.worker = &worker;
   const TensorView* w = src.Find(RouterTensorName(c.arch, 1));
   ASSERT_NE(w, nullptr);
   const int E = c.num_experts;
   for (int trial = 0; trial < 50; ++trial) {
-    auto p = policy::MakePolicy("nextgate", ctx);
+    auto p = policy::MakePolicy("nextgate", facts);
     std::vector<float> h(8);
     for (int j = 0; j < 8; ++j) h[static_cast<size_t>(j)] = std::sin(0.7f * trial + 1.3f * j);
     std::vector<float> logits(static_cast<size_t>(E));

@@ -4,6 +4,9 @@
 
 #include "core/error.h"
 #include "policy/policy.h"
+#include "policy/policy_worker.h"
+#include "policy/registry.h"
+#include "tiers/cache_plan.h"
 #include "tiers/random_weight_source.h"
 
 namespace moex::policy {
@@ -20,6 +23,16 @@ ModelConfig Config() {
   return c;
 }
 
+// Facts for Config() with room for 4 whole experts; router weights from `weights` if given.
+PolicyFacts Facts(const WeightSource* weights = nullptr, uint64_t seed = 0) {
+  static PolicyWorker worker(PolicyWorker::Mode::kSync);
+  const ModelConfig c = Config();
+  tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 4};
+  PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, weights, seed);
+  f.worker = &worker;
+  return f;
+}
+
 GateEvent Gate(int layer, const std::vector<int32_t>& ids,
                const std::vector<float>* hidden = nullptr) {
   GateEvent e;
@@ -34,18 +47,16 @@ GateEvent Gate(int layer, const std::vector<int32_t>& ids,
 }
 
 TEST(PolicyTest, NamesAreValidated) {
-  PolicyContext ctx;
-  ctx.config = Config();
-  EXPECT_THROW(MakePolicy("belady", ctx), Error);
-  EXPECT_THROW(MakePolicy("nextgate", ctx), Error);  // Needs router weights.
-  EXPECT_EQ(MakePolicy("lfu", ctx)->name(), "lfu");
-  EXPECT_EQ(MakePolicy("ondemand", ctx)->name(), "lru");
+  const PolicyFacts f = Facts();
+  EXPECT_THROW(MakePolicy("belady", f), Error);    // Needs the future.
+  EXPECT_THROW(MakePolicy("nextgate", f), Error);  // Needs router weights.
+  EXPECT_THROW(MakePolicy("nosuch", f), Error);
+  EXPECT_EQ(MakePolicy("lfu", f)->name(), "lfu");
+  EXPECT_EQ(MakePolicy("ondemand", f)->name(), "lru");
 }
 
 TEST(PolicyTest, LruScoresByLastUse) {
-  PolicyContext ctx;
-  ctx.config = Config();
-  auto p = MakePolicy("lru", ctx);
+  auto p = MakePolicy("lru", Facts());
   Decisions d;
   std::vector<int32_t> a{0, 1}, b{2, 0};
   p->OnGate(Gate(0, a), &d);
@@ -56,9 +67,7 @@ TEST(PolicyTest, LruScoresByLastUse) {
 }
 
 TEST(PolicyTest, LfuScoresByCountThenRecency) {
-  PolicyContext ctx;
-  ctx.config = Config();
-  auto p = MakePolicy("lfu", ctx);
+  auto p = MakePolicy("lfu", Facts());
   Decisions d;
   std::vector<int32_t> a{0, 1}, b{0, 2}, c{3, 1};
   p->OnGate(Gate(0, a), &d);
@@ -70,21 +79,15 @@ TEST(PolicyTest, LfuScoresByCountThenRecency) {
 }
 
 TEST(PolicyTest, RandomIsReproducibleFromTheSeed) {
-  PolicyContext ctx;
-  ctx.config = Config();
-  ctx.seed = 42;
-  auto a = MakePolicy("random", ctx);
-  auto b = MakePolicy("random", ctx);
+  auto a = MakePolicy("random", Facts(nullptr, 42));
+  auto b = MakePolicy("random", Facts(nullptr, 42));
   for (int i = 0; i < 10; ++i) EXPECT_EQ(a->EvictScore({0, i % 6}), b->EvictScore({0, i % 6}));
 }
 
 TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
   const ModelConfig c = Config();
   RandomWeightSource src(c, DType::kF32, 3);
-  PolicyContext ctx;
-  ctx.config = c;
-  ctx.weights = &src;
-  auto p = MakePolicy("nextgate", ctx);
+  auto p = MakePolicy("nextgate", Facts(&src));
   std::vector<float> h(8);
   for (int j = 0; j < 8; ++j) h[static_cast<size_t>(j)] = 0.1f * (j + 1);
   // Expected: top-2 of layer 1's router applied to h.

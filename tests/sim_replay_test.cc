@@ -12,6 +12,7 @@
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "policy/policy.h"
+#include "policy/registry.h"
 #include "sim/cost_model.h"
 #include "sim/link_model.h"
 #include "sim/replay.h"
@@ -268,11 +269,12 @@ TEST(SimErrors, PoliciesThatCannotRunSayWhy) {
   EXPECT_THROW(sim::LoadScaleTarget("olmoe:huge"), Error);
   EXPECT_THROW(sim::LoadHardwareProfile("abacus"), Error);
 
-  policy::PolicyContext ctx;
-  ctx.config.num_layers = 1;
-  ctx.config.num_experts = 4;
+  policy::PolicyFacts facts;
+  facts.num_layers = 1;
+  facts.moe_layer = {1};
+  facts.num_experts = 4;
   try {
-    policy::MakePolicy("belady", ctx);
+    policy::MakePolicy("belady", facts);
     ADD_FAILURE() << "belady ran in the engine";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("moex sim"), std::string::npos) << e.what();

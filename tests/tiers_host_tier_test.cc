@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "io/expert_store_packer.h"
 #include "kernels/ops.h"
+#include "policy/policy_worker.h"
+#include "policy/registry.h"
 #include "tiers/layer_runner.h"
 #include "tiers/random_weight_source.h"
 
@@ -246,11 +248,11 @@ TEST_F(HostTierTest, ControllerReplayMatchesEngineCounts) {
     HostTier tier(ExpertStore::Open(opts_.out_path), config_, o);
     const OffloadMetrics engine = RunAll(tier);
 
-    policy::PolicyContext ctx;
-    ctx.config = config_;
-    ctx.weights = source_.get();
-    ctx.seed = o.seed;
-    OffloadController sim(tier.geometry(), policy::MakePolicy(policy, ctx));
+    auto worker = std::make_unique<policy::PolicyWorker>(policy::PolicyWorker::Mode::kSync);
+    policy::PolicyFacts facts = tier.policy_facts();
+    facts.worker = worker.get();
+    auto made = policy::MakePolicy(policy, facts);
+    OffloadController sim(tier.geometry(), std::move(made), std::move(worker), facts.moe_layer);
     std::vector<CacheCommand> ignored;
     int64_t iteration = 0;
     for (const LayerInput& in : inputs_) {

@@ -117,6 +117,7 @@ int RunBench(const BenchOptions& o) {
   out["offload"] = session->executor->MetricsJson();
   out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
                    {"host_cache_bytes", session->executor->HostCacheBytes()}};
+  session->SavePolicyState();
   if (o.json) {
     std::cout << out.dump(2) << "\n";
   } else {

@@ -52,6 +52,7 @@ int RunGenerate(const GenerateOptions& o) {
   });
   const GenerationTimings& t = generator.timings();
   const GenerationResult& first = results[0];
+  session->SavePolicyState();
   if (!o.json) {
     if (stream) std::cout << stream->Flush();
     std::cout << "\n";

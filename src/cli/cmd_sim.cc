@@ -7,8 +7,11 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/policy_setup.h"
 #include "core/error.h"
 #include "io/output_file.h"
+#include "policy/policy_spec.h"
+#include "policy/registry.h"
 #include "sim/replay.h"
 #include "sim/sweep_report.h"
 
@@ -24,12 +27,14 @@ struct SimOptions {
   std::string scale_to;
   int chunk_neurons = 0;
   uint64_t seed = 0;
+  PolicySetup learning;  // --learn-from, --policy-state (spec set per policy).
+  std::string worker;
   std::string html;
   bool json = false;
   bool list_hardware = false;
 };
 
-std::vector<std::string> SplitList(const std::string& text, const char* what) {
+std::vector<std::string> SplitBudgets(const std::string& text, const char* what) {
   std::vector<std::string> out;
   std::stringstream s(text);
   std::string item;
@@ -78,20 +83,35 @@ int RunSim(const SimOptions& o) {
     options.scale_to = sim::LoadScaleTarget(o.scale_to);
     options.scale_name = o.scale_to;
   }
-  const std::vector<std::string> policies = SplitList(o.policies, "policy");
-  const std::vector<std::string> budgets = SplitList(o.budgets, "budget");
+  options.worker = policy::PolicyWorker::ParseMode(o.worker);
+  const std::vector<std::string> policies = policy::SplitPolicyList(o.policies);
+  const std::vector<std::string> budgets = SplitBudgets(o.budgets, "budget");
+  Check(o.learning.state_path.empty() || policies.size() * budgets.size() == 1,
+        "--policy-state takes one policy and one budget (a sweep would save many states)");
+  std::vector<tiers::PolicyMaker> makers;
+  for (const std::string& spec : policies) {  // Every spec is checked before a long read.
+    PolicySetup setup = o.learning;
+    setup.spec = spec;
+    makers.push_back(MakePolicyMaker(setup));
+  }
   trace::TraceReader reader(o.trace);
 
   policy::FutureDemand future;
   bool have_future = false;
   std::vector<sim::ReplayResult> results;
-  for (const std::string& policy : policies) {
-    if (policy.find("belady") != std::string::npos && !have_future) {
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (policy::SpecNeedsFuture(policies[i]) && !have_future) {
       future = sim::ReadFutureDemand(reader);
       have_future = true;
     }
+    PolicySetup setup = o.learning;
+    setup.spec = policies[i];
+    options.make_policy = makers[i];
+    options.on_finish = [setup](const policy::Policy& p, const policy::PolicyFacts& f) {
+      SavePolicyState(setup, p, f);
+    };
     for (const std::string& budget : budgets) {
-      options.policy = policy;
+      options.policy = policies[i];
       options.budget = budget;
       results.push_back(sim::Replay(reader, options, have_future ? &future : nullptr));
     }
@@ -145,7 +165,8 @@ Runner AddSimCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sim", "replay a routing trace through offloading policies");
   cmd->add_option("--trace", o->trace, "trace file (moex trace record / import)");
   cmd->add_option("--policy", o->policies,
-                  "policy, or a comma-separated list (see docs/policies.md)");
+                  "policy spec, or a comma-separated list (`moex policies` lists them)")
+      ->capture_default_str();
   cmd->add_option("--budget", o->budgets,
                   "cache budget: bytes (4GiB) or share of expert bytes (25%); a list sweeps");
   cmd->add_option("--hardware", o->hardware, "built-in profile or a JSON file (--list-hardware)");
@@ -155,6 +176,8 @@ Runner AddSimCommand(CLI::App& app) {
   cmd->add_option("--chunk-neurons", o->chunk_neurons, "transfer chunk (0 = as the engine)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--seed", o->seed, "seed of randomised policies");
+  AddPolicyLearningOptions(*cmd, o->learning);
+  AddPolicyWorkerOption(*cmd, o->worker, "modelled");
   cmd->add_option("--html", o->html, "write the sweep as a self-contained HTML page");
   cmd->add_flag("--json", o->json,
                 "print JSON (one object; a sweep lists its results) instead of a table");

@@ -17,5 +17,6 @@ Runner AddRandomModelCommand(CLI::App& app);
 Runner AddPackCommand(CLI::App& app);
 Runner AddTraceCommand(CLI::App& app);
 Runner AddSimCommand(CLI::App& app);
+Runner AddPoliciesCommand(CLI::App& app);
 
 }  // namespace moex::cli

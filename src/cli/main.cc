@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(moex::cli::AddPackCommand);
   add(moex::cli::AddTraceCommand);
   add(moex::cli::AddSimCommand);
+  add(moex::cli::AddPoliciesCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,7 @@
 #include "cli/session.h"
 
+#include "cli/policy_setup.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,7 +26,19 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--host-budget", o.host_budget,
                  "offload experts: host cache budget, bytes (4GiB) or share of expert bytes "
                  "(25%); default: all experts resident");
-  cmd.add_option("--policy", o.policy, "offload policy (see docs/policies.md)");
+  cmd.add_option("--policy", o.policy,
+                 "offload policy spec, e.g. lru, nextgate+lfu (`moex policies` lists them)")
+      ->capture_default_str();
+  cmd.add_option("--learn-from", o.learn_from,
+                 "traces the policy learns from before it serves (comma-separated)")
+      ->delimiter(',');
+  cmd.add_option("--policy-state", o.policy_state,
+                 "file of what the policy learned: loaded when it exists, saved at the end");
+  cmd.add_option("--policy-worker", o.policy_worker,
+                 "where heavy policy work runs: async (a worker thread) or sync (inline, "
+                 "deterministic)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sync", "async"}));
   cmd.add_option("--store", o.store, "expert store path (default: next to the model)");
 }
 
@@ -92,6 +106,23 @@ std::vector<int32_t> Session::StopIds() const {
   return ids;
 }
 
+namespace {
+PolicySetup PolicySetupOf(const ModelOptions& o) {
+  PolicySetup setup;
+  setup.spec = o.policy;
+  setup.learn_from = o.learn_from;
+  setup.state_path = o.policy_state;
+  return setup;
+}
+}  // namespace
+
+void Session::SavePolicyState() const {
+  auto* offload = dynamic_cast<OffloadMoeExecutor*>(executor.get());
+  if (offload == nullptr || options.policy_state.empty()) return;
+  cli::SavePolicyState(PolicySetupOf(options), offload->tier().controller().policy(),
+                       offload->tier().policy_facts());
+}
+
 std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
@@ -100,16 +131,22 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   session->model = LoadModel(path);
   session->tokenizer = LoadTokenizerIfPresent(path);
   if (options.host_budget.empty()) {
+    Check(options.learn_from.empty() && options.policy_state.empty(),
+          "--learn-from and --policy-state need offloading (--host-budget): a fully resident "
+          "model has no policy");
     session->executor = std::make_unique<ResidentMoeExecutor>(*session->model);
   } else {
     OffloadOptions offload;
     offload.store_path = options.store;
     offload.host_budget = options.host_budget;
     offload.policy = options.policy;
+    offload.make_policy = MakePolicyMaker(PolicySetupOf(options));
+    offload.worker = policy::PolicyWorker::ParseMode(options.policy_worker);
     offload.seed = options.seed;
     session->executor = std::make_unique<OffloadMoeExecutor>(*session->model, offload);
   }
   session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
+  session->options = options;
   session->load_ms = watch.ElapsedMs();
   return session;
 }

@@ -22,6 +22,9 @@ struct ModelOptions {
   // Offloading: empty host_budget keeps every expert resident (no expert store).
   std::string host_budget;
   std::string policy = "lru";
+  std::vector<std::string> learn_from;  // --learn-from traces.
+  std::string policy_state;             // --policy-state file.
+  std::string policy_worker = "async";
   std::string store;  // Empty: next to the model.
   uint64_t seed = 0;  // For randomised policies.
 };
@@ -56,6 +59,10 @@ struct Session {
   std::vector<int32_t> PromptTokens(const PromptOptions& prompt) const;
   // End-of-sequence ids of the checkpoint's config and of its tokenizer.
   std::vector<int32_t> StopIds() const;
+  // Saves what the offload policy learned to --policy-state, if given (end of a run).
+  void SavePolicyState() const;
+
+  ModelOptions options;
 };
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options);

@@ -117,6 +117,8 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   ExpertStore store = OpenOrPackExpertStore(*model.weights, model.config, pack);
   tiers::HostTierOptions host;
   host.policy = options.policy;
+  host.make_policy = options.make_policy;
+  host.worker = options.worker;
   host.weights = model.weights.get();
   host.seed = options.seed;
   host.queue_depth = options.queue_depth;

@@ -81,7 +81,9 @@ class ResidentMoeExecutor : public MoeExecutor {
 struct OffloadOptions {
   std::string store_path;  // Empty: DefaultExpertStorePath(model.path).
   std::string host_budget = "25%";  // Bytes ("4GiB") or a share of all expert bytes ("25%").
-  std::string policy = "lru";       // See docs/policies.md.
+  std::string policy = "lru";       // A policy spec; see docs/policies.md.
+  tiers::PolicyMaker make_policy;   // Null: policy::MakePolicy(policy, facts).
+  policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kAsync;
   uint64_t seed = 0;                // For randomised policies.
   bool progress = true;             // Progress bar when the store must be packed.
   int queue_depth = 32;             // Reads in flight.

@@ -46,9 +46,7 @@ struct StoreHeader {
 };
 static_assert(sizeof(StoreHeader) <= kStoreHeaderBytes);
 
-// 64-bit checksum used for header, table and blocks: eight Fletcher-style lane pairs over
-// 8-byte words (additions only, so every block can be verified as it lands at memory
-// speed), folded with a multiply-xorshift avalanche.
+// 64-bit checksum used for header, table and blocks: Checksum64 (core/checksum.h).
 uint64_t StoreChecksum(std::span<const std::byte> bytes);
 
 // Smallest neuron count whose records fill a whole number of alignment units, capped at F.

@@ -6,83 +6,100 @@
 
 namespace moex::policy {
 
-ComposedPolicy::ComposedPolicy(std::unique_ptr<Prefetcher> prefetcher,
-                               std::unique_ptr<Evictor> evictor)
-    : prefetcher_(std::move(prefetcher)), evictor_(std::move(evictor)) {}
-
-std::string ComposedPolicy::name() const {
-  return prefetcher_ ? prefetcher_->name() + "+" + evictor_->name() : evictor_->name();
+ComposedPolicy::ComposedPolicy(std::vector<Part> parts) : parts_(std::move(parts)) {
+  Check(!parts_.empty() && parts_.back().policy->evicts(),
+        "a composed policy needs an evicting last part");
+  for (const Part& p : parts_) name_ += (name_.empty() ? "" : "+") + p.name;
 }
 
-// A prefetched expert counts as recently inserted, or LRU would evict it before use.
-void ComposedPolicy::TouchPrefetches(const Decisions& out, size_t from) {
-  for (size_t i = from; i < out.prefetch.size(); ++i)
-    evictor_->Touch(out.prefetch[i].expert, false);
+template <typename Fn>
+void ComposedPolicy::ForEachPart(Decisions* out, Fn event) {
+  for (Part& p : parts_) {
+    const size_t from = out->prefetch.size();
+    event(*p.policy);
+    if (learning_) continue;
+    for (size_t i = from; i < out->prefetch.size(); ++i) evictor().OnTouch(out->prefetch[i].expert, false);
+  }
 }
 
 void ComposedPolicy::OnRequestBegin(const RequestBeginEvent& e, Decisions* out) {
-  if (!prefetcher_) return;
-  const size_t from = out->prefetch.size();
-  prefetcher_->OnRequestBegin(e, out);
-  TouchPrefetches(*out, from);
+  ForEachPart(out, [&](Policy& p) { p.OnRequestBegin(e, out); });
 }
 
 void ComposedPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions* out) {
-  if (!prefetcher_) return;
-  const size_t from = out->prefetch.size();
-  prefetcher_->OnIterationBegin(e, out);
-  TouchPrefetches(*out, from);
+  ForEachPart(out, [&](Policy& p) { p.OnIterationBegin(e, out); });
 }
 
 void ComposedPolicy::OnGate(const GateEvent& e, Decisions* out) {
-  evictor_->OnGate(e);
-  // Each routed expert is touched once per gate, in ascending id order.
-  std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
-  for (int32_t id : routed) evictor_->Touch({e.layer, id}, true);
-  if (!prefetcher_) return;
+  // The evictor sees the gate first, then each routed expert is touched once, in ascending
+  // id order, then the other parts see the gate (the order the baselines were defined in).
+  Policy& ev = evictor();
   const size_t from = out->prefetch.size();
-  prefetcher_->OnGate(e, out);
-  TouchPrefetches(*out, from);
+  ev.OnGate(e, out);
+  if (!learning_) {
+    std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
+    for (int32_t id : routed) ev.OnTouch({e.layer, id}, true);
+    for (size_t i = from; i < out->prefetch.size(); ++i) ev.OnTouch(out->prefetch[i].expert, false);
+  }
+  for (size_t i = 0; i + 1 < parts_.size(); ++i) {
+    const size_t before = out->prefetch.size();
+    parts_[i].policy->OnGate(e, out);
+    if (learning_) continue;
+    for (size_t j = before; j < out->prefetch.size(); ++j) ev.OnTouch(out->prefetch[j].expert, false);
+  }
+}
+
+void ComposedPolicy::OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {
+  ForEachPart(out, [&](Policy& p) { p.OnExpertDone(e, out); });
 }
 
 void ComposedPolicy::OnIterationEnd(Decisions* out) {
-  if (!prefetcher_) return;
-  const size_t from = out->prefetch.size();
-  prefetcher_->OnIterationEnd(out);
-  TouchPrefetches(*out, from);
+  ForEachPart(out, [&](Policy& p) { p.OnIterationEnd(out); });
 }
 
-std::vector<std::string> PolicyNames() {
-  return {"ondemand",     "lru",          "lfu",          "random",         "belady",
-          "nextgate",     "nextgate+lru", "nextgate+lfu", "nextgate+random", "nextgate+belady"};
+void ComposedPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions* out) {
+  ForEachPart(out, [&](Policy& p) { p.OnRequestEnd(e, out); });
 }
 
-std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext& context) {
-  std::string prefetch, evict = name;
-  if (const size_t plus = name.find('+'); plus != std::string::npos) {
-    prefetch = name.substr(0, plus);
-    evict = name.substr(plus + 1);
-  } else if (name == "nextgate") {
-    prefetch = "nextgate";
-    evict = "lru";
+void ComposedPolicy::ComputeOrder(int layer, std::vector<ExpertKey>* experts) {
+  for (Part& p : parts_) p.policy->ComputeOrder(layer, experts);
+}
+
+void ComposedPolicy::OnLearnBegin() {
+  learning_ = true;
+  for (Part& p : parts_) p.policy->OnLearnBegin();
+}
+
+void ComposedPolicy::OnLearnEnd() {
+  for (Part& p : parts_) p.policy->OnLearnEnd();
+  learning_ = false;
+}
+
+// Each part's state as a named, length-prefixed blob, so a part reads exactly its own.
+void ComposedPolicy::SaveState(StateWriter& out) const {
+  out.U64(parts_.size());
+  for (const Part& p : parts_) {
+    StateWriter part;
+    p.policy->SaveState(part);
+    out.String(p.name);
+    out.String(part.bytes());
   }
-  std::unique_ptr<Evictor> evictor;
-  if (evict == "lru" || evict == "ondemand")
-    evictor = MakeLruEvictor(context.config);
-  else if (evict == "lfu")
-    evictor = MakeLfuEvictor(context.config);
-  else if (evict == "random")
-    evictor = MakeRandomEvictor(context.seed);
-  else if (evict == "belady")
-    evictor = MakeBeladyEvictor(context);
-  std::unique_ptr<Prefetcher> prefetcher;
-  if (prefetch == "nextgate") prefetcher = MakeNextGatePrefetcher(context);
-  if (!evictor || (!prefetch.empty() && !prefetcher)) {
-    std::string valid;
-    for (const auto& n : PolicyNames()) valid += (valid.empty() ? "" : ", ") + n;
-    Fail("unknown policy '", name, "' (valid: ", valid, ")");
+}
+
+void ComposedPolicy::LoadState(StateReader& in) {
+  const uint64_t n = in.U64();
+  Check(n == parts_.size(), in.origin(), ": policy state has ", n, " parts, policy ", name_,
+        " has ", parts_.size());
+  for (Part& p : parts_) {
+    const std::string name = in.String();
+    Check(name == p.name, in.origin(), ": policy state part '", name, "' where '", p.name,
+          "' was expected");
+    const std::string bytes = in.String();
+    StateReader part({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()},
+                     in.origin() + " (" + p.name + ")");
+    p.policy->LoadState(part);
+    part.ExpectEnd();
   }
-  return std::make_unique<ComposedPolicy>(std::move(prefetcher), std::move(evictor));
 }
 
 }  // namespace moex::policy

@@ -1,57 +1,57 @@
-// Most policies are a prefetcher (what to fetch ahead) plus an evictor (what to drop).
-// ComposedPolicy joins one of each; both parts see every event.
+// A spec's parts joined into one Policy: every part sees every event (in spec order) and
+// may decide; the last part is the evictor: it scores eviction candidates, is told of every
+// use of an expert (OnTouch: routed experts at each gate, and every prefetch a part asks
+// for, so a prefetched expert counts as recently inserted and LRU does not evict it before
+// use), and decides what a miss keeps. ComputeOrder passes through every part in order.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "policy/policy.h"
 
 namespace moex::policy {
 
-// Keeps per-expert statistics from the events and scores eviction candidates.
-class Evictor {
- public:
-  virtual ~Evictor() = default;
-  virtual std::string name() const = 0;
-  // `demand`: the expert was routed to; otherwise it was prefetched (an insertion).
-  virtual void Touch(const ExpertKey& expert, bool demand) = 0;
-  virtual double Score(const ExpertKey& expert) = 0;
-  // After each gate's demand was served, before its routed experts are touched.
-  virtual void OnGate(const GateEvent& e) {}
-};
-
-class Prefetcher {
- public:
-  virtual ~Prefetcher() = default;
-  virtual std::string name() const = 0;
-  virtual void OnRequestBegin(const RequestBeginEvent& e, Decisions* out) {}
-  virtual void OnIterationBegin(const IterationBeginEvent& e, Decisions* out) {}
-  virtual void OnGate(const GateEvent& e, Decisions* out) {}
-  virtual void OnIterationEnd(Decisions* out) {}
-};
-
 class ComposedPolicy : public Policy {
  public:
-  ComposedPolicy(std::unique_ptr<Prefetcher> prefetcher, std::unique_ptr<Evictor> evictor);
-  std::string name() const override;
+  struct Part {
+    std::string name;  // Canonical: registered name and non-default parameters.
+    std::unique_ptr<Policy> policy;
+  };
+  explicit ComposedPolicy(std::vector<Part> parts);
+
+  std::string name() const override { return name_; }
   void OnRequestBegin(const RequestBeginEvent& e, Decisions* out) override;
   void OnIterationBegin(const IterationBeginEvent& e, Decisions* out) override;
   void OnGate(const GateEvent& e, Decisions* out) override;
+  void OnExpertDone(const ExpertDoneEvent& e, Decisions* out) override;
   void OnIterationEnd(Decisions* out) override;
-  double EvictScore(const ExpertKey& expert) override { return evictor_->Score(expert); }
+  void OnRequestEnd(const RequestEndEvent& e, Decisions* out) override;
+
+  bool evicts() const override { return true; }
+  void OnTouch(const ExpertKey& expert, bool demand) override { evictor().OnTouch(expert, demand); }
+  double EvictScore(const ExpertKey& expert) override { return evictor().EvictScore(expert); }
+  NeuronRange KeepOnMiss(const ExpertKey& expert) override { return evictor().KeepOnMiss(expert); }
+  void ComputeOrder(int layer, std::vector<ExpertKey>* experts) override;
+
+  void OnLearnBegin() override;
+  void OnLearnEnd() override;
+  void SaveState(StateWriter& out) const override;
+  void LoadState(StateReader& in) override;
+
+  size_t num_parts() const { return parts_.size(); }
+  Policy& part(size_t i) { return *parts_[i].policy; }
 
  private:
-  void TouchPrefetches(const Decisions& out, size_t from);
+  Policy& evictor() { return *parts_.back().policy; }
+  // Calls `event` on every part; tells the evictor about the prefetches they asked for.
+  template <typename Fn>
+  void ForEachPart(Decisions* out, Fn event);
 
-  std::unique_ptr<Prefetcher> prefetcher_;  // May be null (on-demand only).
-  std::unique_ptr<Evictor> evictor_;
+  std::vector<Part> parts_;
+  std::string name_;
+  bool learning_ = false;
 };
-
-std::unique_ptr<Evictor> MakeLruEvictor(const ModelConfig& config);
-std::unique_ptr<Evictor> MakeLfuEvictor(const ModelConfig& config);
-std::unique_ptr<Evictor> MakeRandomEvictor(uint64_t seed);
-std::unique_ptr<Evictor> MakeBeladyEvictor(const PolicyContext& context);
-std::unique_ptr<Prefetcher> MakeNextGatePrefetcher(const PolicyContext& context);
 
 }  // namespace moex::policy

@@ -62,7 +62,8 @@ struct RequestEndEvent {
 enum class Tier : uint8_t { kHost, kDevice };
 
 // Fetch (part of) an expert into `tier` ahead of need. Higher priority is served first;
-// any demand fetch beats every prefetch.
+// any demand fetch beats every prefetch. The range is honoured at the cache's chunk
+// granularity (PolicyFacts::chunk_neurons): every chunk it touches is fetched.
 struct Prefetch {
   ExpertKey expert;
   Tier tier = Tier::kHost;
@@ -70,14 +71,47 @@ struct Prefetch {
   NeuronRange range;
 };
 
-// What a policy asks for in answer to an event, applied in order: prefetches, then
-// cancellations (cancel abandons an unused prefetched expert: it leaves the cache).
+// Change the priority of an expert's queued (not yet started) prefetch transfers.
+struct Reprioritize {
+  ExpertKey expert;
+  double priority = 0;
+};
+
+// Keep only `range` of a resident expert (MoEpic's split): chunks outside it leave the
+// cache. Chunks in use by the current layer are not touched.
+struct Retain {
+  ExpertKey expert;
+  NeuronRange range;
+};
+
+// What a policy asks for in answer to an event, applied in this order: per-layer budgets,
+// retains, unpins, prefetches, pins, re-prioritisations, then cancellations (cancel
+// abandons an unused prefetched expert: it leaves the cache and its queued reads stop).
 struct Decisions {
   std::vector<Prefetch> prefetch;
   std::vector<ExpertKey> cancel;
+  std::vector<Reprioritize> reprioritize;
+  // Pinned experts are never evicted (while resident) until unpinned.
+  std::vector<ExpertKey> pin;
+  std::vector<ExpertKey> unpin;
+  std::vector<Retain> retain;
+  // Bytes of cache per decoder layer (size num_layers; dense layers 0), summing to at most
+  // the host budget; empty = no change. Layers shrink at once (evicting by score); a split
+  // that cannot be honoured (pinned pages, sum over budget) is refused and counted.
+  std::vector<int64_t> layer_budgets;
+
+  bool empty() const {
+    return prefetch.empty() && cancel.empty() && reprioritize.empty() && pin.empty() &&
+           unpin.empty() && retain.empty() && layer_budgets.empty();
+  }
   void Clear() {
     prefetch.clear();
     cancel.clear();
+    reprioritize.clear();
+    pin.clear();
+    unpin.clear();
+    retain.clear();
+    layer_budgets.clear();
   }
 };
 

@@ -1,23 +1,23 @@
 // Belady's MIN: evict the expert whose next use lies farthest in the future (never used
 // again: first). With equal-sized experts and demand fetching this minimises misses, so it
 // is the upper bound on hit rate every simulator report shows. It needs the future, which
-// only the trace-replay simulator has (PolicyContext::future).
+// only the trace-replay simulator has (PolicyFacts::future).
 #include <limits>
 #include <vector>
 
 #include "core/error.h"
-#include "policy/composed_policy.h"
+#include "policy/registry.h"
 
 namespace moex::policy {
 namespace {
 
-class BeladyEvictor : public Evictor {
+class BeladyEvictor : public Policy {
  public:
-  explicit BeladyEvictor(const PolicyContext& ctx) : experts_(ctx.config.num_experts) {
+  explicit BeladyEvictor(const PolicyFacts& ctx) : experts_(ctx.num_experts) {
     Check(ctx.future != nullptr,
           "policy belady needs the future demand, which only `moex sim` has (it replays a "
           "recorded trace); the engine cannot run it");
-    const size_t keys = static_cast<size_t>(ctx.config.num_layers) * experts_;
+    const size_t keys = static_cast<size_t>(ctx.num_layers) * experts_;
     uses_.resize(keys);
     next_.assign(keys, 0);
     const auto& gates = ctx.future->gates;
@@ -25,12 +25,15 @@ class BeladyEvictor : public Evictor {
       for (const ExpertKey& k : gates[g]) uses_[Index(k)].push_back(static_cast<int64_t>(g));
   }
   std::string name() const override { return "belady"; }
-  void Touch(const ExpertKey&, bool) override {}
-  void OnGate(const GateEvent&) override { ++cursor_; }
+  bool evicts() const override { return true; }
+  void OnGate(const GateEvent&, Decisions*) override { ++cursor_; }
+  // A learning replay is another stream: its gates are not this replay's.
+  void OnLearnBegin() override { saved_cursor_ = cursor_; }
+  void OnLearnEnd() override { cursor_ = saved_cursor_; }
 
   // Called during gate number `cursor_` (before its OnGate): that gate's experts are pinned,
   // so every candidate's next use is at or after it. Farther next use = lower score.
-  double Score(const ExpertKey& k) override {
+  double EvictScore(const ExpertKey& k) override {
     const size_t i = Index(k);
     const std::vector<int64_t>& uses = uses_[i];
     size_t& n = next_[i];
@@ -47,12 +50,19 @@ class BeladyEvictor : public Evictor {
   std::vector<std::vector<int64_t>> uses_;  // Per expert: gate indices that route to it.
   std::vector<size_t> next_;                // Per expert: first use not yet passed.
   int64_t cursor_ = 0;                      // Gate events seen so far.
+  int64_t saved_cursor_ = 0;
 };
 
+MOEX_REGISTER_POLICY({
+    .name = "belady",
+    .roles = kEvicts,
+    .doc = "Belady's MIN: evict the expert whose next use is farthest (needs the future)",
+    .source = "Belady 1966; the bound for eviction",
+    .needs_future = true,
+    .make = [](const PolicyFacts& f, const Params&) -> std::unique_ptr<Policy> {
+      return std::make_unique<BeladyEvictor>(f);
+    },
+});
+
 }  // namespace
-
-std::unique_ptr<Evictor> MakeBeladyEvictor(const PolicyContext& context) {
-  return std::make_unique<BeladyEvictor>(context);
-}
-
 }  // namespace moex::policy

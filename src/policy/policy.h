@@ -1,55 +1,61 @@
 // The policy interface: pure decision logic over the event stream (DESIGN.md, principle 1).
-// A policy never sees the engine, the cache or the clock; the cache consults EvictScore and
-// ComputeOrder, always in a deterministic order, so a replay of the same events makes the
-// same decisions. Calls are synchronous and must be cheap: the forward pass never waits.
+// A policy never sees the engine, the cache or the clock; it sees events and plain facts
+// (PolicyFacts) and answers with Decisions. The cache consults EvictScore, KeepOnMiss and
+// ComputeOrder in a deterministic order, so a replay of the same events makes the same
+// decisions. Calls are synchronous and must be cheap: heavy work goes to the PolicyWorker.
+//
+// A policy is named by a spec (policy_spec.h) and built by the registry (registry.h); a
+// spec may compose several parts (`nextgate+lfu`), each itself a Policy (ComposedPolicy).
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "io/weight_source.h"
-#include "model/model_config.h"
 #include "policy/events.h"
-#include "policy/future_demand.h"
+#include "policy/policy_facts.h"
+#include "policy/policy_state.h"
 
 namespace moex::policy {
-
-// Static facts a policy may use (never the mutable state of the engine).
-struct PolicyContext {
-  ModelConfig config;
-  int64_t expert_bytes = 0;
-  int64_t capacity_experts = 0;           // Whole experts the host cache can hold.
-  const WeightSource* weights = nullptr;  // For router weights (speculation); may be null.
-  uint64_t seed = 0;
-  const FutureDemand* future = nullptr;  // The simulator's look-ahead (Belady); null in the engine.
-};
 
 class Policy {
  public:
   virtual ~Policy() = default;
+  // The canonical spec: registered name and the parameters that differ from their defaults.
   virtual std::string name() const = 0;
 
+  // The event stream. Decisions go to `out`; the driver applies them after the call.
   virtual void OnRequestBegin(const RequestBeginEvent& e, Decisions* out) {}
   virtual void OnIterationBegin(const IterationBeginEvent& e, Decisions* out) {}
+  // After the gate's demand was served (routed experts pinned, misses inserted).
   virtual void OnGate(const GateEvent& e, Decisions* out) {}
   virtual void OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {}
   virtual void OnIterationEnd(Decisions* out) {}
   virtual void OnRequestEnd(const RequestEndEvent& e, Decisions* out) {}
 
-  // Lower scores are evicted first (ties: lower key). Called once per candidate in
-  // ascending key order each time the cache must free space.
-  virtual double EvictScore(const ExpertKey& expert) = 0;
+  // Eviction. A policy that evicts scores candidates: lower scores are evicted first
+  // (ties: lower key); called once per candidate in ascending key order each time the
+  // cache must free space. OnTouch tells it the cache's use of an expert: routed to
+  // (`demand`, once per gate in ascending id order) or asked for by a prefetch.
+  virtual bool evicts() const { return false; }
+  virtual void OnTouch(const ExpertKey& expert, bool demand) {}
+  virtual double EvictScore(const ExpertKey& expert) { return 0; }
+
+  // The neurons of a demanded, missing expert to keep in the cache; the rest is read for
+  // this use only (streamed past the cache). Default: the whole expert.
+  virtual NeuronRange KeepOnMiss(const ExpertKey& expert) { return {}; }
   // May reorder a layer's demanded experts (given: cached first, then by id). The executor
   // still computes whatever has landed first; this orders fetch issue and ties.
   virtual void ComputeOrder(int layer, std::vector<ExpertKey>* experts) {}
-};
 
-// Names: "lru", "lfu", "random", "ondemand" (= lru), "belady" (simulator only), optionally
-// prefixed by a prefetcher: "nextgate+lru" (or plain "nextgate" = nextgate+lru). Throws
-// Error listing valid names.
-std::unique_ptr<Policy> MakePolicy(const std::string& name, const PolicyContext& context);
-std::vector<std::string> PolicyNames();
+  // Learning from past traces (--learn-from): between these calls the events come from a
+  // recorded trace, with no cache behind them, and decisions are discarded.
+  virtual void OnLearnBegin() {}
+  virtual void OnLearnEnd() {}
+
+  // What the policy learned, for --policy-state. Policies without state write nothing.
+  virtual void SaveState(StateWriter& out) const {}
+  virtual void LoadState(StateReader& in) {}
+};
 
 }  // namespace moex::policy

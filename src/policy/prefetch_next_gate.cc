@@ -3,55 +3,37 @@
 // score first. When layer l+1's real gate arrives, predictions it did not route to are
 // cancelled (early preemption), so their queued chunks stop using the link.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/error.h"
-#include "model/tensor_names.h"
-#include "policy/composed_policy.h"
+#include "policy/registry.h"
 
 namespace moex::policy {
 namespace {
 
-float ToFloat(const TensorView& w, size_t i) {
-  switch (w.dtype) {
-    case DType::kF32: {
-      float f;
-      std::memcpy(&f, w.data + 4 * i, 4);
-      return f;
-    }
-    case DType::kF16:
-    case DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, w.data + 2 * i, 2);
-      return w.dtype == DType::kF16 ? F16ToF32(h) : BF16ToF32(h);
-    }
-    default:
-      Fail("router ", w.name, " has unsupported dtype ", DTypeName(w.dtype));
-  }
-}
-
-class NextGatePrefetcher : public Prefetcher {
+class NextGatePrefetcher : public Policy {
  public:
-  explicit NextGatePrefetcher(const PolicyContext& ctx) : config_(ctx.config) {
-    Check(ctx.weights != nullptr, "policy nextgate needs the model's router weights");
-    const TensorNames names = TensorNamesFor(config_);
-    routers_.resize(static_cast<size_t>(config_.num_layers));
-    for (int l = 0; l < config_.num_layers; ++l) {
-      if (!config_.IsMoeLayer(l)) continue;
-      const TensorView& w = ctx.weights->Get(TensorNames::Layer(l, names.router),
-                                             {config_.num_experts, config_.hidden_size});
-      std::vector<float>& r = routers_[static_cast<size_t>(l)];
-      r.resize(static_cast<size_t>(w.numel()));
-      for (size_t i = 0; i < r.size(); ++i) r[i] = ToFloat(w, i);
+  explicit NextGatePrefetcher(const PolicyFacts& f) : facts_(f) {
+    Check(f.router_weights != nullptr, "policy nextgate needs the model's router weights");
+    routers_.resize(static_cast<size_t>(f.num_layers));
+    for (int l = 0; l < f.num_layers; ++l) {
+      if (!f.IsMoeLayer(l)) continue;
+      routers_[static_cast<size_t>(l)] = f.router_weights(l);
+      Check(routers_[static_cast<size_t>(l)].size() ==
+                static_cast<size_t>(f.num_experts) * static_cast<size_t>(f.hidden_size),
+            "policy nextgate: router of layer ", l, " has the wrong shape");
     }
   }
   std::string name() const override { return "nextgate"; }
 
+  // Nothing to learn: skip the router products while a past trace is replayed.
+  void OnLearnBegin() override { learning_ = true; }
+  void OnLearnEnd() override { learning_ = false; }
+
   void OnGate(const GateEvent& e, Decisions* out) override {
+    if (learning_) return;
     // Early preemption: drop this layer's predictions that the real gate did not pick.
     auto it = predicted_.find(e.layer);
     if (it != predicted_.end()) {
@@ -60,12 +42,13 @@ class NextGatePrefetcher : public Prefetcher {
         if (!routed.count(id)) out->cancel.push_back({e.layer, id});
       predicted_.erase(it);
     }
-    int next = e.layer + 1;
-    while (next < config_.num_layers && !config_.IsMoeLayer(next)) ++next;
-    if (next >= config_.num_layers || e.hidden == nullptr) return;
+    const int next = facts_.NextMoeLayer(e.layer);
+    if (next < 0 || e.hidden == nullptr) return;
+    Check(e.d == facts_.hidden_size, "policy nextgate: gate input of width ", e.d,
+          " where the routers take ", facts_.hidden_size);
     const std::vector<float>& w = routers_[static_cast<size_t>(next)];
-    const int E = config_.num_experts;
-    const int k = config_.num_experts_per_tok;
+    const int E = facts_.num_experts;
+    const int k = facts_.top_k;
     std::vector<float> best(static_cast<size_t>(E), -1e30f);  // Max logit over tokens.
     std::vector<float> logits(static_cast<size_t>(E));
     std::vector<int32_t> order(static_cast<size_t>(E));
@@ -107,15 +90,23 @@ class NextGatePrefetcher : public Prefetcher {
   void OnIterationEnd(Decisions*) override { predicted_.clear(); }
 
  private:
-  ModelConfig config_;
+  PolicyFacts facts_;
+  bool learning_ = false;
   std::vector<std::vector<float>> routers_;  // Per layer [E, d] f32 (empty for dense).
   std::map<int, std::vector<int32_t>> predicted_;
 };
 
+MOEX_REGISTER_POLICY({
+    .name = "nextgate",
+    .roles = kPrefetches,
+    .doc = "feed layer l's gate input to layer l+1's router and prefetch its top-k; cancel "
+           "the predictions the real gate did not pick",
+    .source = "next-layer gate speculation (MoEpic, ProMoE and ExpertFlow baselines)",
+    .trace_needs = kNeedsRouterWeights | kNeedsHidden,
+    .make = [](const PolicyFacts& f, const Params&) -> std::unique_ptr<Policy> {
+      return std::make_unique<NextGatePrefetcher>(f);
+    },
+});
+
 }  // namespace
-
-std::unique_ptr<Prefetcher> MakeNextGatePrefetcher(const PolicyContext& context) {
-  return std::make_unique<NextGatePrefetcher>(context);
-}
-
 }  // namespace moex::policy

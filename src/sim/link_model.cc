@@ -56,22 +56,32 @@ void LinkModel::Release(int32_t page, double now) {
   }
 }
 
-void LinkModel::Promote(const tiers::ExpertKey& key, double now) {
-  AdvanceTo(now);
-  std::vector<Transfer> promoted;
+void LinkModel::Requeue(const tiers::ExpertKey& key, bool demand, const double* priority) {
+  std::vector<Transfer> moved;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->second.key == key && !it->second.demand) {
-      promoted.push_back(it->second);
+      moved.push_back(it->second);
       it = queue_.erase(it);
     } else {
       ++it;
     }
   }
-  // They keep their priority and order within the demand class, as in the FetchEngine.
-  for (Transfer& t : promoted) {
-    t.demand = true;
-    queue_.emplace(QueueKey{0, -t.priority, t.seq}, t);
+  // They keep their order within the new class, as in the FetchEngine.
+  for (Transfer& t : moved) {
+    t.demand = demand;
+    if (priority) t.priority = *priority;
+    queue_.emplace(QueueKey{demand ? 0 : 1, -t.priority, t.seq}, t);
   }
+}
+
+void LinkModel::Promote(const tiers::ExpertKey& key, double now) {
+  AdvanceTo(now);
+  Requeue(key, true, nullptr);
+}
+
+void LinkModel::Reprioritize(const tiers::ExpertKey& key, double priority, double now) {
+  AdvanceTo(now);
+  Requeue(key, false, &priority);
 }
 
 bool LinkModel::Landed(int32_t page, uint32_t generation) const {

@@ -25,6 +25,7 @@ class LinkModel {
                bool demand, double priority, double now);
   void Release(int32_t page, double now);
   void Promote(const tiers::ExpertKey& key, double now);
+  void Reprioritize(const tiers::ExpertKey& key, double priority, double now);
   void AdvanceTo(double t);
 
   bool Landed(int32_t page, uint32_t generation) const;
@@ -48,6 +49,8 @@ class LinkModel {
   };
   using QueueKey = std::tuple<int, double, uint64_t>;  // (!demand, -priority, seq)
   void StartNext(double at);
+  // As FetchEngine::Requeue: queued prefetches of `key` move class and/or priority.
+  void Requeue(const tiers::ExpertKey& key, bool demand, const double* priority);
 
   double ms_per_byte_;
   double latency_ms_;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "io/expert_store_format.h"
 #include "model/random_model.h"
+#include "policy/registry.h"
 #include "sim/cost_model.h"
 #include "sim/link_model.h"
 #include "tiers/cache_plan.h"
@@ -39,8 +40,11 @@ double ReplayResult::decode_bytes_per_token() const {
 }
 
 nlohmann::json ReplayResult::ToJson() const {
-  nlohmann::json j = tiers::CountersJson(total);
+  nlohmann::json j = tiers::CountersJson(total, page_bytes);
   j["policy"] = policy;
+  j["policy_worker"] = worker;
+  j["policy_cpu"] = tiers::PolicyTimingJson(policy_timing);
+  j["predictions"] = predictions;
   j["budget_bytes"] = budget_bytes;
   j["budget_fraction"] = budget_fraction;
   j["capacity_experts"] = capacity_experts;
@@ -73,7 +77,7 @@ nlohmann::json ReplayResult::ToJson() const {
   for (size_t l = 0; l < layers.size(); ++l) {
     const tiers::LayerCounters& c = layers[l];
     if (c.hits + c.misses + c.prefetch_issued == 0) continue;
-    nlohmann::json lj = tiers::CountersJson(c);
+    nlohmann::json lj = tiers::CountersJson(c, page_bytes);
     lj["layer"] = l;
     per_layer.push_back(lj);
   }
@@ -138,6 +142,22 @@ ModelConfig LoadScaleTarget(const std::string& spec) {
 
 namespace {
 
+// The trace must carry what the policy reads (gate inputs, probabilities, embeddings).
+void CheckTraceCarries(const trace::TraceReader& reader, const std::string& spec) {
+  const trace::TraceHeader& h = reader.header();
+  const unsigned needs = policy::SpecTraceNeeds(spec);
+  auto require = [&](unsigned need, bool has, const char* what, const char* flag) {
+    Check(!(needs & need) || has, "policy ", spec, " needs ", what, ", which trace ",
+          reader.path(), " does not carry (record it with ", flag, ")");
+  };
+  require(policy::kNeedsRouterWeights, h.router_weights, "the router weights", "--hidden f32");
+  require(policy::kNeedsHidden, h.hidden != trace::Precision::kNone, "the gate inputs",
+          "--hidden f32");
+  require(policy::kNeedsProbs, h.probs != trace::Precision::kNone, "the gate probabilities",
+          "--probs f16");
+  require(policy::kNeedsPooled, h.pooled, "the pooled prompt embeddings", "--pooled");
+}
+
 // Per request: when it started and when its tokens came out, in simulated time.
 struct RequestClock {
   int64_t prompt_len = 0;
@@ -187,18 +207,23 @@ class Simulation {
     result_.expert_bytes = g.record_bytes * g.neurons;
     record_bytes_ = g.record_bytes;
 
-    policy::PolicyContext ctx =
-        tiers::MakePolicyContext(policy_config_, geometry_, result_.expert_bytes,
-                                 reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
-    ctx.future = future;
-    if (o.policy.starts_with("nextgate"))
-      Check(header_.hidden != trace::Precision::kNone && header_.router_weights, "policy ",
-            o.policy, " needs the gate inputs and router weights, which trace ", reader.path(),
-            " does not carry (record it with --hidden f32)");
-    controller_ =
-        std::make_unique<tiers::OffloadController>(geometry_, policy::MakePolicy(o.policy, ctx));
+    CheckTraceCarries(reader, o.policy);
+    auto worker = std::make_unique<policy::PolicyWorker>(o.worker);
+    worker->set_clock([this] { return t_ * 1e3; });
+    facts_ = tiers::MakePolicyFacts(policy_config_, geometry_, result_.expert_bytes,
+                                    reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
+    facts_.future = future;
+    facts_.worker = worker.get();
+    std::unique_ptr<policy::Policy> policy =
+        o.make_policy ? o.make_policy(facts_) : policy::MakePolicy(o.policy, facts_);
+    controller_ = std::make_unique<tiers::OffloadController>(geometry_, std::move(policy),
+                                                             std::move(worker), facts_.moe_layer);
+    controller_->set_landed_probe([this](const ExpertKey& k) { return Landed(k); });
+    on_finish_ = o.on_finish;
     result_.policy = controller_->policy().name();
-    result_.capacity_experts = ctx.capacity_experts;
+    result_.worker = policy::PolicyWorker::ModeName(o.worker);
+    result_.capacity_experts = facts_.capacity_experts;
+    result_.page_bytes = geometry_.page_bytes;
 
     next_staging_page_ = static_cast<int32_t>(geometry_.capacity_pages);
     link_ = std::make_unique<LinkModel>(o.hardware.link_gb_per_s, o.hardware.link_latency_us);
@@ -248,7 +273,10 @@ class Simulation {
       }
     }
     link_->AdvanceTo(t_);  // Like the engine, count reads that completed, not queued ones.
+    if (on_finish_) on_finish_(controller_->policy(), facts_);
     result_.layers = controller_->Counters();
+    result_.policy_timing = controller_->Timing();
+    result_.predictions = controller_->predictions().ToJson();
     for (const tiers::LayerCounters& c : result_.layers) result_.total.Add(c);
     result_.bytes_read = link_->bytes_moved();
     result_.demand_bytes = link_->demand_bytes();
@@ -275,9 +303,23 @@ class Simulation {
         case CacheCommand::kPromote:
           link_->Promote(c.expert, t_);
           break;
+        case CacheCommand::kReprioritize:
+          link_->Reprioritize(c.expert, c.priority, t_);
+          break;
       }
     }
     commands_.clear();
+  }
+
+  // Every present chunk of the expert has landed by now.
+  bool Landed(const ExpertKey& key) {
+    link_->AdvanceTo(t_);
+    const tiers::ExpertCache& cache = controller_->cache();
+    for (int c = 0; c < geometry_.chunks_per_expert(); ++c) {
+      const int32_t page = cache.PageOf(key, c);
+      if (page >= 0 && !link_->Landed(page, cache.Generation(page))) return false;
+    }
+    return true;
   }
 
   int64_t ChunkBytes(int chunk) const {
@@ -430,6 +472,8 @@ class Simulation {
   const trace::TraceHeader& header_;
   ModelConfig policy_config_;
   tiers::CacheGeometry geometry_;
+  policy::PolicyFacts facts_;
+  std::function<void(const policy::Policy&, const policy::PolicyFacts&)> on_finish_;
   int64_t record_bytes_ = 0;
   int32_t next_staging_page_ = 0;
   std::unique_ptr<tiers::OffloadController> controller_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,13 +15,22 @@
 #include "model/model_config.h"
 #include "policy/future_demand.h"
 #include "sim/hardware_profile.h"
+#include "tiers/host_tier.h"
 #include "tiers/offload_controller.h"
 #include "trace/trace_reader.h"
 
 namespace moex::sim {
 
 struct ReplayOptions {
-  std::string policy = "lru";
+  std::string policy = "lru";  // A policy spec.
+  // Builds the policy from its facts (the CLI's learns from traces and loads state first);
+  // null: policy::MakePolicy(policy, facts).
+  tiers::PolicyMaker make_policy;
+  // kModelled: the policy's worker jobs land after their cost in simulated time; kSync:
+  // at once (what the engine does with --policy-worker sync).
+  policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kModelled;
+  // Called once the replay ended (e.g. to save what the policy learned online).
+  std::function<void(const policy::Policy&, const policy::PolicyFacts&)> on_finish;
   std::string budget = "25%";  // Bytes ("4GiB") or a share of the experts the trace covers.
   HardwareProfile hardware;
   int chunk_neurons = 0;  // 0: as the engine chooses for this expert geometry.
@@ -38,6 +48,7 @@ struct ReplayResult {
   double budget_fraction = 0;  // Of the bytes of every expert the trace covers.
   int64_t capacity_experts = 0;
   int64_t expert_bytes = 0;
+  int64_t page_bytes = 0;
   std::vector<tiers::LayerCounters> layers;  // Per decoder layer (zero for dense layers).
   tiers::LayerCounters total;
   int64_t decode_hits = 0, decode_misses = 0;  // In passes that only decode.
@@ -45,6 +56,10 @@ struct ReplayResult {
   int64_t requests = 0, iterations = 0, prefill_tokens = 0, decode_tokens = 0;
   int64_t bytes_read = 0, demand_bytes = 0;
   int64_t decode_bytes_read = 0;
+
+  std::string worker;  // The policy worker's mode.
+  tiers::PolicyTiming policy_timing;
+  nlohmann::json predictions;  // tiers::PredictionMetrics::ToJson.
 
   bool timed = false;  // False when the trace has no model shape to cost.
   double total_ms = 0, stall_ms = 0, io_busy_ms = 0;

@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "io/expert_store_format.h"
+#include "kernels/ops.h"
+#include "model/tensor_names.h"
 
 namespace moex::tiers {
 
@@ -43,16 +45,34 @@ CacheGeometry PlanCache(const ExpertGeometry& g, int chunk_neurons, int64_t budg
   return c;
 }
 
-policy::PolicyContext MakePolicyContext(const ModelConfig& config, const CacheGeometry& cache,
-                                        int64_t expert_bytes, const WeightSource* weights,
-                                        uint64_t seed) {
-  policy::PolicyContext ctx;
-  ctx.config = config;
-  ctx.expert_bytes = expert_bytes;
-  ctx.capacity_experts = cache.capacity_pages / cache.chunks_per_expert();
-  ctx.weights = weights;
-  ctx.seed = seed;
-  return ctx;
+policy::PolicyFacts MakePolicyFacts(const ModelConfig& config, const CacheGeometry& cache,
+                                    int64_t expert_bytes, const WeightSource* weights,
+                                    uint64_t seed) {
+  policy::PolicyFacts f;
+  f.model_name = ArchName(config.arch);
+  f.num_layers = config.num_layers;
+  for (int l = 0; l < config.num_layers; ++l) f.moe_layer.push_back(config.IsMoeLayer(l) ? 1 : 0);
+  f.num_experts = config.num_experts;
+  f.top_k = config.num_experts_per_tok;
+  f.hidden_size = config.hidden_size;
+  f.neurons = cache.neurons;
+  f.chunk_neurons = cache.chunk_neurons;
+  f.expert_bytes = expert_bytes;
+  f.page_bytes = cache.page_bytes;
+  f.capacity_pages = cache.capacity_pages;
+  f.capacity_experts = cache.capacity_pages / cache.chunks_per_expert();
+  f.seed = seed;
+  if (weights != nullptr) {
+    const std::string router = TensorNamesFor(config).router;
+    const int experts = config.num_experts, d = config.hidden_size;
+    f.router_weights = [weights, router, experts, d](int layer) {
+      const TensorView& w = weights->Get(TensorNames::Layer(layer, router), {experts, d});
+      std::vector<float> out(static_cast<size_t>(w.numel()));
+      kernels::ToF32(w.data, w.dtype, w.numel(), out.data());
+      return out;
+    };
+  }
+  return f;
 }
 
 }  // namespace moex::tiers

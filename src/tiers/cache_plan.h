@@ -7,7 +7,7 @@
 
 #include "io/weight_source.h"
 #include "model/model_config.h"
-#include "policy/policy.h"
+#include "policy/policy_facts.h"
 #include "tiers/expert_cache.h"
 
 namespace moex::tiers {
@@ -29,9 +29,11 @@ int64_t FullFootprint(const ExpertGeometry& g, int chunk_neurons);
 // chunk_neurons 0 = AutoChunkNeurons. The capacity never exceeds the full footprint.
 CacheGeometry PlanCache(const ExpertGeometry& g, int chunk_neurons, int64_t budget_bytes);
 
-// The static facts a policy is built with.
-policy::PolicyContext MakePolicyContext(const ModelConfig& config, const CacheGeometry& cache,
-                                        int64_t expert_bytes, const WeightSource* weights,
-                                        uint64_t seed);
+// The static facts a policy is built with, as plain values. `weights` (may be null) holds
+// the router tensors, converted to f32 when a policy asks for a layer's; it must outlive
+// the facts. The caller sets `future` and `worker`.
+policy::PolicyFacts MakePolicyFacts(const ModelConfig& config, const CacheGeometry& cache,
+                                    int64_t expert_bytes, const WeightSource* weights,
+                                    uint64_t seed);
 
 }  // namespace moex::tiers

@@ -41,8 +41,7 @@ void FetchEngine::Release(int32_t page) {
   stats_.dropped += std::erase_if(queue_, [&](const auto& kv) { return kv.second.page == page; });
 }
 
-void FetchEngine::Promote(const policy::ExpertKey& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void FetchEngine::Requeue(const policy::ExpertKey& key, bool demand, const double* priority) {
   std::vector<std::pair<QueueKey, FetchRequest>> moved;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->second.key == key && !it->second.demand) {
@@ -52,11 +51,23 @@ void FetchEngine::Promote(const policy::ExpertKey& key) {
       ++it;
     }
   }
-  // Keep their relative order (sequence numbers) within the demand class.
+  // Keep their relative order (sequence numbers) within the new class.
   for (auto& [k, r] : moved) {
-    r.demand = true;
-    queue_.emplace(QueueKey{0, -r.priority, std::get<2>(k)}, r);
+    r.demand = demand;
+    if (priority) r.priority = *priority;
+    queue_.emplace(QueueKey{demand ? 0 : 1, -r.priority, std::get<2>(k)}, r);
   }
+}
+
+void FetchEngine::Promote(const policy::ExpertKey& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Requeue(key, true, nullptr);
+  Pump();
+}
+
+void FetchEngine::Reprioritize(const policy::ExpertKey& key, double priority) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Requeue(key, false, &priority);
   Pump();
 }
 

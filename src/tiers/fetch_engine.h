@@ -58,6 +58,8 @@ class FetchEngine {
   void Release(int32_t page);
   // Queued transfers of `key` become demand transfers.
   void Promote(const policy::ExpertKey& key);
+  // Queued prefetch transfers of `key` take a new priority (demand ones keep theirs).
+  void Reprioritize(const policy::ExpertKey& key, double priority);
 
   ChunkState State(int32_t page, uint32_t generation, std::string* error) const;
   // Number of completions so far; WaitForCompletion blocks until it exceeds `seen`.
@@ -70,6 +72,9 @@ class FetchEngine {
  private:
   using QueueKey = std::tuple<int, double, uint64_t>;  // (!demand, -priority, seq).
   void Pump();                                         // Requires mutex_.
+  // Re-queues the queued prefetch transfers of `key` as `demand` with `priority`, keeping
+  // their order of arrival. Requires mutex_.
+  void Requeue(const policy::ExpertKey& key, bool demand, const double* priority);
   void OnComplete(uint64_t tag, int result, const std::string& message);
 
   std::unique_ptr<TransferLink> link_;

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/expert_store_packer.h"
+#include "policy/registry.h"
 #include "tiers/cache_plan.h"
 #include "tiers/storage_link.h"
 
@@ -80,11 +81,15 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
         " bytes for the host expert cache: ", std::strerror(errno));
   arena_ = static_cast<std::byte*>(mem);
 
-  const policy::PolicyContext ctx =
-      MakePolicyContext(config, geometry_, static_cast<int64_t>(store_.expert_bytes()),
-                        options.weights, options.seed);
-  controller_ =
-      std::make_unique<OffloadController>(geometry_, policy::MakePolicy(options.policy, ctx));
+  auto worker = std::make_unique<policy::PolicyWorker>(options.worker);
+  facts_ = MakePolicyFacts(config, geometry_, static_cast<int64_t>(store_.expert_bytes()),
+                           options.weights, options.seed);
+  facts_.worker = worker.get();
+  std::unique_ptr<policy::Policy> policy = options.make_policy
+                                               ? options.make_policy(facts_)
+                                               : policy::MakePolicy(options.policy, facts_);
+  controller_ = std::make_unique<OffloadController>(geometry_, std::move(policy), std::move(worker),
+                                                    facts_.moe_layer);
 
   auto link = std::make_unique<StorageLink>(store_.path(), options.queue_depth, options.direct_io);
   storage_ = link.get();
@@ -93,6 +98,7 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
                                     std::max(1, options.queue_depth * 3 / 4),
                                     [this](const FetchRequest& r) { return Verify(r); });
   staging_gen_.assign(static_cast<size_t>(staging_pages_), 0);
+  controller_->set_landed_probe([this](const ExpertKey& k) { return Landed(k); });
   stall_ms_.assign(static_cast<size_t>(config.num_layers), 0);
   Log(LogLevel::kInfo, "host expert cache: ", geometry_.capacity_pages, " pages of ",
       geometry_.page_bytes, " bytes (", geometry_.chunk_neurons, " neurons), budget ",
@@ -154,6 +160,9 @@ void HostTier::Execute(std::vector<CacheCommand>& commands) {
       case CacheCommand::kPromote:
         fetch_->Promote(c.expert);
         break;
+      case CacheCommand::kReprioritize:
+        fetch_->Reprioritize(c.expert, c.priority);
+        break;
     }
   }
   commands.clear();
@@ -187,6 +196,16 @@ void HostTier::RequestEnd(const policy::RequestEndEvent& e) {
 void HostTier::Abandon(const ExpertKey& key, bool drop) {
   controller_->Abandon(key, drop, &commands_);
   Execute(commands_);
+}
+
+bool HostTier::Landed(const ExpertKey& key) const {
+  const ExpertCache& cache = controller_->cache();
+  for (int c = 0; c < geometry_.chunks_per_expert(); ++c) {
+    const int32_t page = cache.PageOf(key, c);
+    if (page >= 0 && fetch_->State(page, cache.Generation(page), nullptr) != ChunkState::kLanded)
+      return false;
+  }
+  return true;
 }
 
 int32_t HostTier::PageOf(const ExpertKey& key, int chunk) const {
@@ -227,6 +246,9 @@ void HostTier::InjectReadError(int64_t after) {
 OffloadMetrics HostTier::Metrics() const {
   OffloadMetrics m;
   m.policy = controller_->policy().name();
+  m.policy_worker = policy::PolicyWorker::ModeName(controller_->worker().mode());
+  m.policy_timing = controller_->Timing();
+  m.predictions = controller_->predictions().ToJson();
   m.direct_io = storage_->direct();
   m.budget_bytes = options_.budget_bytes;
   m.capacity_bytes = geometry_.capacity_pages * geometry_.page_bytes;

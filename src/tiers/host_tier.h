@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "io/weight_source.h"
 #include "model/model_config.h"
 #include "policy/policy.h"
+#include "policy/policy_worker.h"
 #include "tiers/fetch_engine.h"
 #include "tiers/offload_controller.h"
 #include "tiers/offload_metrics.h"
@@ -20,9 +22,15 @@
 
 namespace moex::tiers {
 
+// Builds the policy from its facts. The CLI's maker also learns from traces and loads a
+// saved state (src/cli/policy_setup.h); the default is policy::MakePolicy(spec, facts).
+using PolicyMaker = std::function<std::unique_ptr<policy::Policy>(const policy::PolicyFacts&)>;
+
 struct HostTierOptions {
   int64_t budget_bytes = 0;  // Hard limit on cached expert pages.
   std::string policy = "lru";
+  PolicyMaker make_policy;  // Null: policy::MakePolicy(policy, facts).
+  policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kAsync;
   const WeightSource* weights = nullptr;  // Router weights for predicting policies.
   uint64_t seed = 0;
   int chunk_neurons = 0;  // 0: largest power-of-two multiple of the store block <= 1 MiB.
@@ -71,12 +79,15 @@ class HostTier {
 
   const ExpertStore& store() const { return store_; }
   OffloadController& controller() { return *controller_; }
+  // The facts the policy was built with (for saving its state).
+  const policy::PolicyFacts& policy_facts() const { return facts_; }
   OffloadMetrics Metrics() const;
   // Test hook: the read completing `after` reads from now fails with EIO.
   void InjectReadError(int64_t after);
 
  private:
   void Execute(std::vector<CacheCommand>& commands);
+  bool Landed(const ExpertKey& key) const;
   FetchRequest Request(const ExpertKey& key, int chunk, int32_t page, uint32_t generation,
                        bool demand, double priority) const;
   std::string Verify(const FetchRequest& r) const;
@@ -85,6 +96,7 @@ class HostTier {
   ModelConfig config_;
   HostTierOptions options_;
   CacheGeometry geometry_;
+  policy::PolicyFacts facts_;
   int staging_pages_ = 0;
   std::byte* arena_ = nullptr;
   size_t arena_bytes_ = 0;

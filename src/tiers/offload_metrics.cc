@@ -1,15 +1,17 @@
 #include "tiers/offload_metrics.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace moex::tiers {
 
 namespace {
 
-nlohmann::json LayerJson(const LayerOffloadMetrics& m) {
+nlohmann::json LayerJson(const LayerOffloadMetrics& m, int64_t page_bytes) {
   const LayerCounters& c = m.counters;
   const int64_t demand = c.hits + c.misses;
-  nlohmann::json j = CountersJson(c);
+  nlohmann::json j = CountersJson(c, page_bytes);
   j["hit_rate"] = demand ? static_cast<double>(c.hits) / demand : 0.0;
   j["bytes_read"] = m.bytes_read;
   j["stall_ms"] = m.stall_ms;
@@ -18,16 +20,31 @@ nlohmann::json LayerJson(const LayerOffloadMetrics& m) {
 
 }  // namespace
 
-nlohmann::json CountersJson(const LayerCounters& c) {
+nlohmann::json CountersJson(const LayerCounters& c, int64_t page_bytes) {
   return {{"hits", c.hits},
           {"misses", c.misses},
+          {"partial_hits", c.partial_hits},
           {"streamed", c.streamed},
+          {"chunks_streamed", c.chunks_streamed},
           {"prefetch_issued", c.prefetch_issued},
           {"prefetch_used", c.prefetch_used},
+          {"prefetch_late", c.prefetch_late},
           {"prefetch_wasted", c.prefetch_wasted},
+          {"prefetch_wasted_bytes", c.prefetch_wasted_chunks * page_bytes},
           {"prefetch_cancelled", c.prefetch_cancelled},
           {"prefetch_dropped", c.prefetch_dropped},
           {"evictions", c.evictions}};
+}
+
+nlohmann::json PolicyTimingJson(const PolicyTiming& t) {
+  const double passes = static_cast<double>(std::max<int64_t>(t.passes, 1));
+  return {{"hook_us", t.hook_us},
+          {"worker_us", t.worker_us},
+          {"worker_jobs", t.worker_jobs},
+          {"passes", t.passes},
+          {"cpu_us_per_pass", (t.hook_us + t.worker_us) / passes},
+          {"hook_us_per_pass", t.hook_us / passes},
+          {"budget_refused", t.budget_refused}};
 }
 
 double OffloadMetrics::hit_rate() const {
@@ -36,8 +53,11 @@ double OffloadMetrics::hit_rate() const {
 }
 
 nlohmann::json OffloadMetrics::ToJson() const {
-  nlohmann::json j = LayerJson(total);
+  nlohmann::json j = LayerJson(total, page_bytes);
   j["policy"] = policy;
+  j["policy_worker"] = policy_worker;
+  j["policy_cpu"] = PolicyTimingJson(policy_timing);
+  j["predictions"] = predictions;
   j["direct_io"] = direct_io;
   j["budget_bytes"] = budget_bytes;
   j["capacity_bytes"] = capacity_bytes;
@@ -51,7 +71,7 @@ nlohmann::json OffloadMetrics::ToJson() const {
   j["overlap_ms"] = overlap_ms;
   nlohmann::json per_layer = nlohmann::json::array();
   for (const auto& l : layers) {
-    nlohmann::json lj = LayerJson(l);
+    nlohmann::json lj = LayerJson(l, page_bytes);
     lj["layer"] = l.layer;
     per_layer.push_back(lj);
   }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tiers/offload_controller.h"
 
@@ -13,7 +13,9 @@ namespace moex::tiers {
 
 // The counters of one layer (or the total) as JSON: hits, misses, streamed, prefetch_*,
 // evictions. Shared by the engine's metrics and the simulator's results.
-nlohmann::json CountersJson(const LayerCounters& c);
+nlohmann::json CountersJson(const LayerCounters& c, int64_t page_bytes);
+// Policy CPU time: on the forward pass (hooks) and on its worker, per pass.
+nlohmann::json PolicyTimingJson(const PolicyTiming& t);
 
 struct LayerOffloadMetrics {
   int layer = 0;
@@ -24,6 +26,9 @@ struct LayerOffloadMetrics {
 
 struct OffloadMetrics {
   std::string policy;
+  std::string policy_worker;  // sync or async.
+  PolicyTiming policy_timing;
+  nlohmann::json predictions;  // PredictionMetrics::ToJson.
   bool direct_io = false;
   int64_t budget_bytes = 0;
   int64_t capacity_bytes = 0;    // Pages that fit the budget.

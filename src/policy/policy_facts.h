@@ -1,0 +1,65 @@
+// The static facts a policy is built with, as plain values: the model's MoE shape, the
+// cache's geometry, and the router weights as f32 arrays. A policy never sees the engine,
+// the model loader or the cache itself, so the live engine and the trace-replay simulator
+// can build the same facts and get the same decisions.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "policy/future_demand.h"
+
+namespace moex::policy {
+
+class PolicyWorker;
+
+struct PolicyFacts {
+  // Model shape. Keys index layer * num_experts + expert over every decoder layer.
+  std::string model_name;
+  int num_layers = 0;
+  std::vector<char> moe_layer;  // [num_layers] 1 where the layer has routed experts.
+  int num_experts = 0;
+  int top_k = 0;
+  int hidden_size = 0;  // d of gate inputs and pooled embeddings.
+  int neurons = 0;      // F of one routed expert.
+
+  // Cache geometry.
+  int chunk_neurons = 0;  // Unit of transfer and residency; ranges round out to chunks.
+  int64_t expert_bytes = 0;
+  int64_t page_bytes = 0;  // One chunk's page.
+  int64_t capacity_pages = 0;
+  int64_t capacity_experts = 0;  // Whole experts the cache can hold.
+
+  uint64_t seed = 0;
+
+  // Row-major [num_experts, hidden_size] router weights of a MoE layer, converted to f32.
+  // Null when the driver has none (e.g. a trace recorded without router tensors).
+  std::function<std::vector<float>(int layer)> router_weights;
+  // Every future gate of the replay: only the simulator has it (belady, oracle).
+  const FutureDemand* future = nullptr;
+  // Where a policy runs heavy work off the forward pass. Owned by the driver; never null
+  // once the driver built the facts.
+  PolicyWorker* worker = nullptr;
+
+  bool IsMoeLayer(int layer) const {
+    return layer >= 0 && layer < num_layers && moe_layer[static_cast<size_t>(layer)] != 0;
+  }
+  // The next MoE layer after `layer`, or -1.
+  int NextMoeLayer(int layer) const {
+    for (int l = layer + 1; l < num_layers; ++l)
+      if (IsMoeLayer(l)) return l;
+    return -1;
+  }
+  int num_moe_layers() const {
+    int n = 0;
+    for (char m : moe_layer) n += m != 0;
+    return n;
+  }
+  int chunks_per_expert() const {
+    return chunk_neurons > 0 ? (neurons + chunk_neurons - 1) / chunk_neurons : 1;
+  }
+};
+
+}  // namespace moex::policy

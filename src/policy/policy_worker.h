@@ -1,0 +1,85 @@
+// Heavy policy work off the forward pass (DESIGN.md, "Policies"): matching against a
+// collection of past requests, predictor inference. A policy submits a Job that computes on
+// a snapshot it captured by value and returns an Apply step; the driver runs the Apply
+// steps of finished jobs, in submission order, on its own thread at the next event, where
+// they may update the policy and emit decisions. The forward pass never waits for a job.
+//
+// Modes:
+//  - kSync: the job runs inside Submit; its Apply runs at the next poll (deterministic;
+//    engine and simulator agree exactly).
+//  - kAsync: the engine's mode: one worker thread; a job's Apply runs at the first poll
+//    after it finished.
+//  - kModelled: the simulator's mode: the job runs inside Submit (deterministic result),
+//    and its Apply is released once simulated time has passed its submission time plus
+//    its cost: the declared cost when given (deterministic), else the measured run time.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "policy/events.h"
+
+namespace moex::policy {
+
+class PolicyWorker {
+ public:
+  using Apply = std::function<void(Decisions*)>;
+  using Job = std::function<Apply()>;
+  enum class Mode { kSync, kAsync, kModelled };
+
+  explicit PolicyWorker(Mode mode);
+  ~PolicyWorker();
+  PolicyWorker(const PolicyWorker&) = delete;
+  PolicyWorker& operator=(const PolicyWorker&) = delete;
+
+  Mode mode() const { return mode_; }
+  // `modelled_us`: the job's cost for the simulator (< 0: use its measured time).
+  void Submit(Job job, double modelled_us = -1);
+  // kModelled: the simulated clock (µs) that decides when a job's Apply is released.
+  void set_clock(std::function<double()> now_us) { clock_ = std::move(now_us); }
+  // Runs the Apply steps that are ready, oldest first, stopping at the first job that is
+  // not ready yet (so Apply steps always run in submission order).
+  void Poll(Decisions* out);
+  // Blocks until every submitted job has finished (tests, end of a run).
+  void Drain();
+  // Drain, then run every Apply step whatever its modelled time (end of learning).
+  void Flush(Decisions* out);
+
+  // Measured CPU time of jobs, and how many ran.
+  double job_us() const;
+  int64_t jobs_run() const;
+  int64_t pending() const;
+
+  static Mode ParseMode(const std::string& text);
+  static const char* ModeName(Mode mode);
+
+ private:
+  struct Entry {
+    Job job;
+    Apply apply;
+    bool done = false;
+    double ready_us = 0;  // kModelled: when Apply may run.
+  };
+  void RunLoop();
+  void PollUpTo(Decisions* out, bool ignore_time);
+  double Run(Entry& entry);  // Runs the job, returns its measured time (µs).
+
+  Mode mode_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::deque<Entry> entries_;  // Submission order.
+  size_t next_to_run_ = 0;     // kAsync: index of the first entry not started.
+  bool stop_ = false;
+  double job_us_ = 0;
+  int64_t jobs_run_ = 0;
+  std::function<double()> clock_;
+  double busy_until_us_ = 0;  // kModelled: jobs run one after another on one worker.
+  std::thread thread_;
+};
+
+}  // namespace moex::policy

@@ -122,7 +122,8 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   host.weights = model.weights.get();
   host.seed = options.seed;
   host.queue_depth = options.queue_depth;
-  const int chunk = tiers::HostTier::AutoChunkNeurons(store);
+  const int chunk = options.chunk_neurons > 0 ? options.chunk_neurons
+                                              : tiers::HostTier::AutoChunkNeurons(store);
   host.chunk_neurons = chunk;
   host.budget_bytes =
       tiers::ParseBudget(options.host_budget, tiers::HostTier::FullFootprint(store, chunk));

@@ -87,6 +87,7 @@ struct OffloadOptions {
   uint64_t seed = 0;                // For randomised policies.
   bool progress = true;             // Progress bar when the store must be packed.
   int queue_depth = 32;             // Reads in flight.
+  int chunk_neurons = 0;            // Transfer and residency unit; 0: the store's choice.
 };
 
 // Routed experts stream from the expert store through a budgeted host cache. After the

@@ -103,6 +103,7 @@ MOEX_REGISTER_POLICY({
            "the predictions the real gate did not pick",
     .source = "next-layer gate speculation (MoEpic, ProMoE and ExpertFlow baselines)",
     .trace_needs = kNeedsRouterWeights | kNeedsHidden,
+    .test_specs = {"nextgate+lfu"},
     .make = [](const PolicyFacts& f, const Params&) -> std::unique_ptr<Policy> {
       return std::make_unique<NextGatePrefetcher>(f);
     },

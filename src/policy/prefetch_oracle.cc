@@ -83,6 +83,7 @@ MOEX_REGISTER_POLICY({
                 .max = 1e9,
                 .doc = "most experts kept on their way at once (0: as many as the cache holds)"}},
     .needs_future = true,
+    .test_specs = {"oracle+belady", "oracle:lookahead=4+belady"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
       return std::make_unique<OraclePrefetcher>(f, p);
     },

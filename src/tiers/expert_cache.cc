@@ -128,6 +128,8 @@ bool ExpertCache::Insert(const ExpertKey& key, NeuronRange range, bool demand, d
     out->push_back(cmd);
   }
   used_per_layer_[l] += missing;
+  Check(budget < 0 || used_per_layer_[l] <= budget, "expert cache: layer ", key.layer,
+        " holds ", used_per_layer_[l], " pages over its budget of ", budget);
   peak_per_layer_[l] = std::max(peak_per_layer_[l], used_per_layer_[l]);
   peak_used_ = std::max(peak_used_, used_pages());
   return true;

@@ -10,22 +10,35 @@
 
 namespace moex::testing {
 
-std::string TinyModelPath(Arch arch, DType dtype, uint64_t seed) {
+namespace {
+
+std::string WriteOnce(Arch arch, DType dtype, uint64_t seed, int expert_neurons) {
   static std::mutex mutex;
   static TempDir* root = new TempDir();  // Lives for the whole test process.
-  static std::map<std::tuple<Arch, DType, uint64_t>, std::string> written;
+  static std::map<std::tuple<Arch, DType, uint64_t, int>, std::string> written;
   std::lock_guard<std::mutex> lock(mutex);
-  auto key = std::make_tuple(arch, dtype, seed);
+  auto key = std::make_tuple(arch, dtype, seed, expert_neurons);
   if (auto it = written.find(key); it != written.end()) return it->second;
   RandomModelOptions options;
   options.config = RandomModelConfig(arch, ModelSize::kTiny);
+  if (expert_neurons > 0) options.config.moe_intermediate_size = expert_neurons;
   options.dtype = dtype;
   options.seed = seed;
   options.out = *root / (std::string(ArchName(arch)) + "-" + DTypeName(dtype) + "-" +
-                         std::to_string(seed));
+                         std::to_string(seed) + "-" + std::to_string(expert_neurons));
   WriteRandomModel(options);
   written[key] = options.out;
   return options.out;
+}
+
+}  // namespace
+
+std::string TinyModelPath(Arch arch, DType dtype, uint64_t seed) {
+  return WriteOnce(arch, dtype, seed, 0);
+}
+
+std::string ChunkedTinyModelPath(Arch arch) {
+  return WriteOnce(arch, DType::kBF16, 7, kChunkedExpertNeurons);
 }
 
 }  // namespace moex::testing

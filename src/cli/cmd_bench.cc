@@ -115,6 +115,7 @@ int RunBench(const BenchOptions& o) {
   out["decode_weight_bytes_per_step"] = bytes_per_step;
   out["decode_weight_gb_per_s"] = gbps;
   out["offload"] = session->executor->MetricsJson();
+  session->AddRoutingReplayJson(out);
   out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
                    {"host_cache_bytes", session->executor->HostCacheBytes()}};
   session->SavePolicyState();

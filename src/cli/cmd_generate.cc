@@ -80,6 +80,7 @@ int RunGenerate(const GenerateOptions& o) {
        t.decode_ms > 0 ? 1000.0 * (t.generated_tokens - o.batch) / t.decode_ms : 0.0},
   };
   out["offload"] = session->executor->MetricsJson();
+  session->AddRoutingReplayJson(out);
   out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
                    {"host_cache_bytes", session->executor->HostCacheBytes()},
                    {"device_cache_bytes", 0}};

@@ -134,6 +134,7 @@ int RunRecord(const RecordOptions& o) {
         {"ms_per_decode_step",
          total.decode_steps ? total.decode_ms / static_cast<double>(total.decode_steps) : 0.0}}},
       {"offload", session->executor->MetricsJson()}};
+  session->AddRoutingReplayJson(out);
   session->SavePolicyState();
   if (o.json)
     std::cout << out.dump(2) << "\n";

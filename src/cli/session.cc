@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <cstdio>
+
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -40,6 +42,9 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"sync", "async"}));
   cmd.add_option("--store", o.store, "expert store path (default: next to the model)");
+  cmd.add_option("--replay-routing", o.replay_routing,
+                 "MoE layers follow this trace's recorded routes instead of the router (same "
+                 "topology; outputs become meaningless, timing and I/O stay real)");
 }
 
 std::string DefaultModelPath() {
@@ -123,6 +128,10 @@ void Session::SavePolicyState() const {
                        offload->tier().policy_facts());
 }
 
+void Session::AddRoutingReplayJson(nlohmann::json& out) const {
+  if (routing_replay) out["routing_replay"] = routing_replay->ToJson();
+}
+
 std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
@@ -130,6 +139,18 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   auto session = std::make_unique<Session>();
   session->model = LoadModel(path);
   session->tokenizer = LoadTokenizerIfPresent(path);
+  if (!options.replay_routing.empty()) {
+    session->routing_replay =
+        std::make_unique<sim::TraceRouting>(options.replay_routing, session->model->config);
+    std::fprintf(stderr,
+                 "moex: routing replayed from %s: the model's outputs are meaningless; timing, "
+                 "I/O and cache behaviour are real%s\n",
+                 options.replay_routing.c_str(),
+                 session->routing_replay->carries_gate_inputs()
+                     ? ""
+                     : " (the trace has no gate inputs: policies that predict from them "
+                       "cannot run; record it with --hidden f32)");
+  }
   if (options.host_budget.empty()) {
     Check(options.learn_from.empty() && options.policy_state.empty(),
           "--learn-from and --policy-state need offloading (--host-budget): a fully resident "
@@ -143,9 +164,14 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
     offload.make_policy = MakePolicyMaker(PolicySetupOf(options));
     offload.worker = policy::PolicyWorker::ParseMode(options.policy_worker);
     offload.seed = options.seed;
+    if (session->routing_replay)
+      offload.adjust_facts = [replay = session->routing_replay.get()](policy::PolicyFacts& f) {
+        replay->AdjustFacts(f);
+      };
     session->executor = std::make_unique<OffloadMoeExecutor>(*session->model, offload);
   }
   session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
+  session->transformer->set_routing_source(session->routing_replay.get());
   session->options = options;
   session->load_ms = watch.ElapsedMs();
   return session;

@@ -13,6 +13,7 @@
 #include "engine/transformer.h"
 #include "io/tokenizer.h"
 #include "model/model.h"
+#include "sim/routing_replay.h"
 
 namespace moex::cli {
 
@@ -25,6 +26,7 @@ struct ModelOptions {
   std::vector<std::string> learn_from;  // --learn-from traces.
   std::string policy_state;             // --policy-state file.
   std::string policy_worker = "async";
+  std::string replay_routing;  // --replay-routing trace: MoE layers follow its routes.
   std::string store;  // Empty: next to the model.
   uint64_t seed = 0;  // For randomised policies.
 };
@@ -49,6 +51,8 @@ void AddPromptOptions(CLI::App& cmd, PromptOptions& options, bool with_chat);
 struct Session {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;  // Null when the model ships none.
+  // --replay-routing; declared before the executor, whose policy reads its router weights.
+  std::unique_ptr<sim::TraceRouting> routing_replay;
   std::unique_ptr<MoeExecutor> executor;
   std::unique_ptr<Transformer> transformer;
   double load_ms = 0;
@@ -61,6 +65,8 @@ struct Session {
   std::vector<int32_t> StopIds() const;
   // Saves what the offload policy learned to --policy-state, if given (end of a run).
   void SavePolicyState() const;
+  // Adds "routing_replay" to a command's JSON report when the routes were replayed.
+  void AddRoutingReplayJson(nlohmann::json& out) const;
 
   ModelOptions options;
 };

@@ -119,6 +119,7 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   host.policy = options.policy;
   host.make_policy = options.make_policy;
   host.worker = options.worker;
+  host.adjust_facts = options.adjust_facts;
   host.weights = model.weights.get();
   host.seed = options.seed;
   host.queue_depth = options.queue_depth;

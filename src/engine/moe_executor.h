@@ -88,6 +88,7 @@ struct OffloadOptions {
   bool progress = true;             // Progress bar when the store must be packed.
   int queue_depth = 32;             // Reads in flight.
   int chunk_neurons = 0;            // Transfer and residency unit; 0: the store's choice.
+  std::function<void(policy::PolicyFacts&)> adjust_facts;  // See tiers::HostTierOptions.
 };
 
 // Routed experts stream from the expert store through a budgeted host cache. After the

@@ -64,6 +64,8 @@ int ArgMax(const float* s, int E) {
 }  // namespace
 
 void Route(const float* logits, int64_t n, const ModelConfig& config, Routing* routing) {
+  routing->gate_input = nullptr;
+  routing->gate_input_d = 0;
   switch (config.router) {
     case RouterKind::kSoftmaxTopK:
       return RouteTopK(logits, n, config, routing);
@@ -111,8 +113,8 @@ policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hi
   e.ids = routing.ids.data();
   e.weights = routing.weights.data();
   e.probs = routing.probs.empty() ? nullptr : routing.probs.data();
-  e.hidden = hidden;
-  e.d = d;
+  e.hidden = routing.gate_input != nullptr ? routing.gate_input : hidden;
+  e.d = routing.gate_input != nullptr ? routing.gate_input_d : d;
   return e;
 }
 

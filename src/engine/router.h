@@ -26,6 +26,10 @@ struct Routing {
   std::vector<int32_t> ids;
   std::vector<float> weights;  // [n_tokens, top_k] combine weights.
   std::vector<float> probs;    // [n_tokens, num_experts] full softmax of the logits.
+  // Routing replay only (RoutingSource): the gate input policies see instead of the layer's,
+  // [n_tokens, gate_input_d]. Null: the layer's own input. Route() clears it.
+  const float* gate_input = nullptr;
+  int64_t gate_input_d = 0;
 };
 
 // logits: [n, E] router outputs. Fills `routing` (reusing its storage) as config.router says.

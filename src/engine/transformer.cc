@@ -135,6 +135,7 @@ void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t t
   iteration_requests_.clear();
   iteration_token_counts_.clear();
   iteration_tokens_.clear();
+  decode_tokens_.clear();
   pooled_.assign(items.size() * static_cast<size_t>(d), 0.0f);
   int64_t row = 0;
   for (size_t b = 0; b < items.size(); ++b) {
@@ -142,6 +143,7 @@ void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t t
     iteration_requests_.push_back(item.request);
     iteration_token_counts_.push_back(static_cast<int64_t>(item.tokens.size()));
     iteration_tokens_.insert(iteration_tokens_.end(), item.tokens.begin(), item.tokens.end());
+    decode_tokens_.insert(decode_tokens_.end(), item.tokens.size(), item.tokens.size() == 1);
     float* pooled = &pooled_[b * static_cast<size_t>(d)];
     const int64_t n = static_cast<int64_t>(item.tokens.size());
     for (int64_t i = 0; i < n; ++i, ++row)
@@ -246,6 +248,7 @@ void Transformer::FeedForward(int layer, int64_t total) {
   Grow(router_logits_, T * c.num_experts);
   kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
   Route(router_logits_.data(), total, c, &routing_);
+  if (routing_source_ != nullptr) routing_source_->Override(layer, decode_tokens_, &routing_);
   if (observer_ != nullptr) observer_->OnGate(GateEventOf(layer, routing_, normed_.data(), d));
 
   std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);

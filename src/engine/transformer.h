@@ -12,6 +12,7 @@
 #include "engine/moe_executor.h"
 #include "engine/rope.h"
 #include "engine/router.h"
+#include "engine/routing_source.h"
 #include "model/model.h"
 
 namespace moex {
@@ -42,6 +43,8 @@ class Transformer {
   void EndRequest(int64_t request);
 
   void set_observer(EventObserver* observer) { observer_ = observer; }
+  // Routing replay: MoE layers follow `source` instead of the router (null: the router).
+  void set_routing_source(RoutingSource* source) { routing_source_ = source; }
   const Model& model() const { return model_; }
 
  private:
@@ -58,6 +61,7 @@ class Transformer {
   MoeExecutor& executor_;
   RopeTable rope_;
   EventObserver* observer_ = nullptr;
+  RoutingSource* routing_source_ = nullptr;
   int64_t next_request_ = 0;
   int64_t next_iteration_ = 0;
 
@@ -66,6 +70,7 @@ class Transformer {
   std::vector<float> router_logits_, cos_, sin_, pooled_;
   std::vector<int64_t> iteration_requests_, iteration_token_counts_;
   std::vector<int32_t> iteration_tokens_;
+  std::vector<char> decode_tokens_;  // Per token of the pass: its request's only token.
   std::vector<int64_t> positions_;
   Routing routing_;
 };

@@ -85,6 +85,7 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
   facts_ = MakePolicyFacts(config, geometry_, static_cast<int64_t>(store_.expert_bytes()),
                            options.weights, options.seed);
   facts_.worker = worker.get();
+  if (options.adjust_facts) options.adjust_facts(facts_);
   std::unique_ptr<policy::Policy> policy = options.make_policy
                                                ? options.make_policy(facts_)
                                                : policy::MakePolicy(options.policy, facts_);

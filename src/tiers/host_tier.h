@@ -32,6 +32,9 @@ struct HostTierOptions {
   PolicyMaker make_policy;  // Null: policy::MakePolicy(policy, facts).
   policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kAsync;
   const WeightSource* weights = nullptr;  // Router weights for predicting policies.
+  // Changes the facts before the policy is built (routing replay: the trace's gate width
+  // and router weights).
+  std::function<void(policy::PolicyFacts&)> adjust_facts;
   uint64_t seed = 0;
   int chunk_neurons = 0;  // 0: largest power-of-two multiple of the store block <= 1 MiB.
   int queue_depth = 32;   // Reads in flight; a quarter is reserved for demand.

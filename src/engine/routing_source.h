@@ -1,0 +1,24 @@
+// Where a MoE layer's routing may come from instead of the model's router. The transformer
+// consults it after the router has run, so a model with the same topology as a recorded
+// trace follows the trace's choices (`--replay-routing`, sim/routing_replay.h): a measured
+// offload run on real expert sizes and the real disk then sees learned routing instead of
+// the near-uniform routing of random weights. The model's outputs are meaningless then.
+#pragma once
+
+#include <span>
+
+#include "engine/router.h"
+
+namespace moex {
+
+class RoutingSource {
+ public:
+  virtual ~RoutingSource() = default;
+  // Replaces the chosen experts and their combine weights (and the full probabilities when
+  // it has them) of MoE `layer` for this pass's tokens. decode[t] != 0 when token t is a
+  // decode step (its request's only token in the pass). May set routing->gate_input: the
+  // gate input policies then see in place of the layer's.
+  virtual void Override(int layer, std::span<const char> decode, Routing* routing) = 0;
+};
+
+}  // namespace moex

@@ -209,7 +209,7 @@ TEST(ChatTemplateTest, AgreesWithHuggingFaceJinja) {
   if (!fs::exists(dir / "node_modules" / "@huggingface" / "jinja" / "package.json")) {
     // Installed by TokenizerReference tests; install here too so this test stands alone.
     fs::create_directories(dir);
-    const fs::path src = fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference";
+    const fs::path src = testing::SourceDir() / "tests" / "tokenizer_reference";
     CopyIfChanged(src / "package.json", dir / "package.json");
     const std::string cmd = "command -v npm >/dev/null 2>&1 && cd '" + dir.string() +
                             "' && flock .install.lock timeout 300 npm install --no-audit "
@@ -220,7 +220,7 @@ TEST(ChatTemplateTest, AgreesWithHuggingFaceJinja) {
                    << (dir / "npm-install.log") << ")";
     }
   }
-  CopyIfChanged(fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference" / "reference.cjs",
+  CopyIfChanged(testing::SourceDir() / "tests" / "tokenizer_reference" / "reference.cjs",
                 dir / "reference.cjs");
 
   struct Named {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/shared_data.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 
@@ -20,7 +21,7 @@ using testing::RunCommand;
 std::string Moex(const std::string& args) {
   return MoexBinary() + " " + args;
 }
-const std::string kDemo = MOEX_SOURCE_DIR "/models/olmoe-demo";
+const std::string kDemo = (testing::SourceDir() / "models/olmoe-demo").string();
 
 std::string WritePrompts(const testing::TempDir& dir) {
   std::ofstream out(dir / "prompts.txt");

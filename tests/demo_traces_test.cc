@@ -10,6 +10,7 @@
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "sim/replay.h"
+#include "support/shared_data.h"
 #include "support/temp_dir.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_recorder.h"
@@ -17,7 +18,7 @@
 namespace moex {
 namespace {
 
-const std::string kDemo = MOEX_SOURCE_DIR "/models/olmoe-demo";
+const std::string kDemo = (testing::SourceDir() / "models/olmoe-demo").string();
 
 TEST(DemoTraces, MatchTheShippedWeights) {
   const std::string shipped = kDemo + "/traces/gsm8k.trace";

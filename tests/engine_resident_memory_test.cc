@@ -8,6 +8,7 @@
 
 #include "engine/moe_executor.h"
 #include "model/model.h"
+#include "support/shared_data.h"
 
 namespace moex {
 namespace {
@@ -21,7 +22,7 @@ int64_t ResidentBytes() {
 }
 
 TEST(ResidentMemory, PackingDoesNotKeepTheSourcePages) {
-  auto model = LoadModel(MOEX_SOURCE_DIR "/models/olmoe-demo");
+  auto model = LoadModel((testing::SourceDir() / "models/olmoe-demo").string());
   const int64_t before = ResidentBytes();
   ASSERT_GT(before, 0);
   ResidentMoeExecutor executor(*model);

@@ -16,6 +16,7 @@
 #include "io/tokenizer.h"
 #include "engine/transformer.h"
 #include "model/model.h"
+#include "support/shared_data.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
@@ -37,8 +38,8 @@ std::vector<float> TorchLogits(const std::string& dir, const std::vector<int32_t
   std::string id_list;
   for (int32_t id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
   testing::TempDir tmp;
-  const auto r = testing::RunCommand(std::string(kPython) + " " MOEX_SOURCE_DIR
-                                     "/tools/reference/logits.py --model " + dir + " --ids " +
+  const auto r = testing::RunCommand(std::string(kPython) + " " +
+                                     (testing::SourceDir() / "tools/reference/logits.py").string() + " --model " + dir + " --ids " +
                                      id_list + " --out " + (tmp / "ref.bin"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<float> ref(ids.size() * static_cast<size_t>(vocab));
@@ -102,7 +103,7 @@ TEST(TorchReferencePhiMoeTest, LongRopeBeyondTheOriginalContextMatchesPyTorch) {
 // greedy generation picks, at every position, the reference's argmax.
 TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
   if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
-  const std::string dir = MOEX_SOURCE_DIR "/models/olmoe-demo";
+  const std::string dir = (testing::SourceDir() / "models/olmoe-demo").string();
   auto model = LoadModel(dir);
   auto tokenizer = LoadTokenizer(dir);
   std::vector<int32_t> prompt =

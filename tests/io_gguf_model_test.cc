@@ -18,6 +18,7 @@
 #include "io/gguf_writer.h"
 #include "model/random_model.h"
 
+#include "support/shared_data.h"
 #include "support/temp_dir.h"
 
 namespace moex {
@@ -384,7 +385,7 @@ TEST_F(GgufModelTest, CopiesTokenizerAndFitsItToTheVocabulary) {
 }
 
 TEST_F(GgufModelTest, CopiesRealVocabulary) {
-  const fs::path vocab = fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data" / "gguf-vocab" /
+  const fs::path vocab = testing::SharedDataDir() / "gguf-vocab" /
                          "ggml-vocab-gpt-neox.gguf";
   if (!fs::exists(vocab)) GTEST_SKIP() << "no " << vocab;
   GgufFile tok(vocab.string());

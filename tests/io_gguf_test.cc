@@ -15,6 +15,7 @@
 #include "io/gguf_writer.h"
 #include "io/mapped_file.h"
 
+#include "support/shared_data.h"
 #include "support/temp_dir.h"
 
 namespace moex {
@@ -333,7 +334,7 @@ TEST_F(GgufTest, UnsupportedTensorTypeFailsOnAccessOnly) {
 }
 
 TEST_F(GgufTest, ReadsRealVocabFiles) {
-  const fs::path vocab_dir = fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data" / "gguf-vocab";
+  const fs::path vocab_dir = testing::SharedDataDir() / "gguf-vocab";
   if (!fs::exists(vocab_dir)) GTEST_SKIP() << "no vocab GGUFs at " << vocab_dir;
   int files = 0;
   for (const auto& entry : fs::directory_iterator(vocab_dir)) {

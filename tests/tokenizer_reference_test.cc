@@ -129,7 +129,7 @@ std::vector<std::string> TestStrings() {
 
 // Installs the reference packages once; returns an empty string on success, else the reason.
 std::string InstallReference(const fs::path& dir) {
-  const fs::path src = fs::path(MOEX_SOURCE_DIR) / "tests" / "tokenizer_reference";
+  const fs::path src = testing::SourceDir() / "tests" / "tokenizer_reference";
   fs::create_directories(dir);
   CopyIfChanged(src / "package.json", dir / "package.json");
   CopyIfChanged(src / "reference.cjs", dir / "reference.cjs");

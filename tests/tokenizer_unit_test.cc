@@ -15,6 +15,7 @@
 #include "io/tokenizer_regex.h"
 #include "io/tokenizer_stream.h"
 #include "io/tokenizer_utf8.h"
+#include "support/shared_data.h"
 
 namespace moex {
 namespace {
@@ -168,7 +169,7 @@ TEST(TokenizerTest, StreamDecoderHoldsPartialCharacters) {
 }
 
 TEST(TokenizerTest, LoadsCheckpointDirectory) {
-  const fs::path data = fs::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data" / "tokenizers";
+  const fs::path data = testing::SharedDataDir() / "tokenizers";
   if (!fs::exists(data)) GTEST_SKIP() << "shared data not found: " << data;
   const fs::path dir = fs::temp_directory_path() / ("moex-tok-" + std::to_string(getpid()));
   fs::create_directories(dir);

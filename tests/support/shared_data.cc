@@ -7,9 +7,9 @@
 
 namespace moex::testing {
 
-std::filesystem::path SharedDataDir() {
-  return std::filesystem::path(MOEX_SOURCE_DIR) / ".." / "shared" / "data";
-}
+std::filesystem::path SourceDir() { return std::filesystem::path(MOEX_SOURCE_DIR); }
+
+std::filesystem::path SharedDataDir() { return SourceDir() / ".." / "shared" / "data"; }
 
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

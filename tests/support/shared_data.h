@@ -6,7 +6,11 @@
 
 namespace moex::testing {
 
-// MOEX_SOURCE_DIR/../shared/data; tests GTEST_SKIP when it is absent.
+// The repository root this test binary was built from. Only shared_data.cc is compiled
+// with the path, so the other test objects do not depend on where the checkout lives.
+std::filesystem::path SourceDir();
+
+// SourceDir()/../shared/data; tests GTEST_SKIP when it is absent.
 std::filesystem::path SharedDataDir();
 
 // The whole file as bytes; empty if it cannot be read.

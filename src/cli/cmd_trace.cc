@@ -1,6 +1,7 @@
 // `moex trace record`: runs a prompt set through the engine and writes the routing trace
 // the simulator replays (docs/trace-format.md). `moex trace info`: what a trace holds.
-// `moex trace import`: a routing log captured elsewhere, as a trace.
+// `moex trace import`: a routing log captured elsewhere, as a trace. `moex trace split`: a
+// learning part and a test part by request (EVALUATION.md's 70/30).
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "trace/trace_import.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_recorder.h"
+#include "trace/trace_split.h"
 
 namespace moex::cli {
 
@@ -219,6 +221,32 @@ int RunImport(const trace::ImportOptions& o, bool json) {
   return 0;
 }
 
+int RunSplit(const trace::SplitOptions& o, bool json) {
+  const trace::SplitSummary s = trace::SplitTrace(o);
+  auto part = [](const std::string& path, const trace::SplitPart& p) {
+    return nlohmann::json{{"trace", path},
+                          {"requests", p.requests},
+                          {"first_request", p.first_request},
+                          {"last_request", p.last_request},
+                          {"iterations", p.iterations}};
+  };
+  if (json) {
+    nlohmann::json out = {{"input", o.input},
+                          {"learn_fraction", o.learn_fraction},
+                          {"learn", part(o.learn_out, s.learn)},
+                          {"test", part(o.test_out, s.test)}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "wrote " << o.learn_out << ": requests " << s.learn.first_request << ".."
+            << s.learn.last_request << " (" << s.learn.requests << ", " << s.learn.iterations
+            << " iterations)\n"
+            << "wrote " << o.test_out << ": requests " << s.test.first_request << ".."
+            << s.test.last_request << " (" << s.test.requests << ", " << s.test.iterations
+            << " iterations)\n";
+  return 0;
+}
+
 }  // namespace
 
 Runner AddTraceCommand(CLI::App& app) {
@@ -274,8 +302,23 @@ Runner AddTraceCommand(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30));
   import->add_flag("--json", *im_json, "print one JSON object");
 
+  auto sp = std::make_shared<trace::SplitOptions>();
+  auto sp_json = std::make_shared<bool>(false);
+  CLI::App* split =
+      cmd->add_subcommand("split", "split a trace by request into learning and test parts");
+  split->add_option("trace", sp->input, "trace file")->required();
+  split->add_option("--learn", sp->learn_out, "trace of the first requests (for --learn-from)")
+      ->required();
+  split->add_option("--test", sp->test_out, "trace of the remaining requests")->required();
+  split
+      ->add_option("--fraction", sp->learn_fraction,
+                   "share of requests, in the order they began, that go to --learn")
+      ->capture_default_str();
+  split->add_flag("--json", *sp_json, "print one JSON object");
+
   return [=] {
     if (record->parsed()) return RunRecord(*r);
+    if (split->parsed()) return RunSplit(*sp, *sp_json);
     if (import->parsed()) return RunImport(*im, *im_json);
     return RunInfo(*info_path, *info_json);
   };

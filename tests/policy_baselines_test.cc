@@ -118,5 +118,62 @@ TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
   EXPECT_EQ(d.cancel[0], (ExpertKey{1, s[1].second}));
 }
 
+// Belady's MIN at 4 slots over gates {A,B} {C,D} {E,F} {A,G} (layer:expert A=0:0 B=0:1
+// C=1:0 D=1:1 E=2:0 F=2:1 G=0:2): A-D fill free slots; E evicts B (never used again, the
+// lowest such key), F evicts C, G evicts D. The oracle fetches exactly these, each once its
+// victim's last use is computed: E after B's compute in gate 0, F after C's and G after D's
+// in gate 1.
+TEST(PolicyTest, OracleIssuesMinsFetchesOnceTheirVictimIsDead) {
+  PolicyFacts f = Facts();
+  ASSERT_EQ(f.capacity_experts, 4);
+  FutureDemand future;
+  future.gates = {{{0, 0}, {0, 1}}, {{1, 0}, {1, 1}}, {{2, 0}, {2, 1}}, {{0, 0}, {0, 2}}};
+  f.future = &future;
+  auto p = MakePolicy("oracle", f);
+  Decisions d;
+  auto fetched = [&d] {
+    std::vector<std::pair<ExpertKey, double>> out;
+    for (const Prefetch& x : d.prefetch) out.push_back({x.expert, x.priority});
+    d.Clear();
+    return out;
+  };
+  using Fetches = std::vector<std::pair<ExpertKey, double>>;
+  p->OnIterationBegin({}, &d);
+  EXPECT_EQ(fetched(), (Fetches{{{0, 0}, -0.0}, {{0, 1}, -0.0}, {{1, 0}, -1}, {{1, 1}, -1}}));
+  std::vector<int32_t> ids{0, 1};
+  p->OnGate(Gate(0, ids), &d);
+  EXPECT_TRUE(fetched().empty());  // B is still being computed.
+  p->OnExpertDone({0, 0}, &d);
+  EXPECT_TRUE(fetched().empty());
+  p->OnExpertDone({0, 1}, &d);
+  EXPECT_EQ(fetched(), (Fetches{{{2, 0}, -2}}));
+  p->OnGate(Gate(1, ids), &d);
+  EXPECT_TRUE(fetched().empty());
+  p->OnExpertDone({1, 0}, &d);
+  EXPECT_EQ(fetched(), (Fetches{{{2, 1}, -2}}));
+  p->OnExpertDone({1, 1}, &d);
+  EXPECT_EQ(fetched(), (Fetches{{{0, 2}, -3}}));
+  p->OnGate(Gate(2, ids), &d);
+  p->OnExpertDone({2, 0}, &d);
+  p->OnExpertDone({2, 1}, &d);
+  EXPECT_TRUE(fetched().empty());  // Nothing more to fetch: A is still cached for gate 3.
+}
+
+TEST(PolicyTest, OracleLookaheadBoundsFetchesOnTheirWay) {
+  PolicyFacts f = Facts();
+  FutureDemand future;
+  future.gates = {{{0, 0}, {0, 1}}, {{1, 0}, {1, 1}}};
+  f.future = &future;
+  auto p = MakePolicy("oracle:lookahead=3", f);
+  Decisions d;
+  p->OnIterationBegin({}, &d);
+  ASSERT_EQ(d.prefetch.size(), 3u);  // The fourth waits until gate 0 is in compute.
+  d.Clear();
+  std::vector<int32_t> ids{0, 1};
+  p->OnGate(Gate(0, ids), &d);
+  ASSERT_EQ(d.prefetch.size(), 1u);
+  EXPECT_EQ(d.prefetch[0].expert, (ExpertKey{1, 1}));
+}
+
 }  // namespace
 }  // namespace moex::policy

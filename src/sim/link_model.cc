@@ -11,10 +11,31 @@ LinkModel::LinkModel(double gb_per_s, double latency_us)
   Check(gb_per_s > 0, "link bandwidth must be positive");
 }
 
+void LinkModel::Push(const Transfer& t) {
+  const QueueKey q{t.demand ? 0 : 1, -t.priority, t.seq};
+  queue_.emplace(q, t);
+  by_page_[t.page].push_back(q);
+  by_expert_[KeyIndex(t.key)].push_back(q);
+}
+
+void LinkModel::Erase(const QueueKey& q) {
+  auto it = queue_.find(q);
+  Check(it != queue_.end(), "link model: erasing a transfer that is not queued");
+  auto drop = [&q](auto& index, auto key) {
+    auto found = index.find(key);
+    std::vector<QueueKey>& list = found->second;
+    list.erase(std::find(list.begin(), list.end(), q));
+    if (list.empty()) index.erase(found);
+  };
+  drop(by_page_, it->second.page);
+  drop(by_expert_, KeyIndex(it->second.key));
+  queue_.erase(it);
+}
+
 void LinkModel::StartNext(double at) {
   if (queue_.empty()) return;
   current_ = queue_.begin()->second;
-  queue_.erase(queue_.begin());
+  Erase(queue_.begin()->first);
   const double duration = latency_ms_ + static_cast<double>(current_->bytes) * ms_per_byte_;
   current_end_ = at + duration;
   busy_ms_ += duration;
@@ -39,38 +60,36 @@ void LinkModel::Enqueue(const tiers::ExpertKey& key, int32_t page, uint32_t gene
   if (static_cast<size_t>(page) >= landed_.size())
     landed_.resize(static_cast<size_t>(page) + 1, -1);
   const uint64_t seq = seq_++;
-  queue_.emplace(QueueKey{demand ? 0 : 1, -priority, seq},
-                 Transfer{key, page, generation, bytes, demand, priority, seq});
+  Push(Transfer{key, page, generation, bytes, demand, priority, seq});
   if (!current_) StartNext(now_);
 }
 
 void LinkModel::Release(int32_t page, double now) {
   AdvanceTo(now);
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (it->second.page == page) {
-      it = queue_.erase(it);
-      ++dropped_;
-    } else {
-      ++it;
-    }
-  }
+  auto found = by_page_.find(page);
+  if (found == by_page_.end()) return;
+  const std::vector<QueueKey> queued = found->second;
+  for (const QueueKey& q : queued) Erase(q);
+  dropped_ += static_cast<int64_t>(queued.size());
 }
 
 void LinkModel::Requeue(const tiers::ExpertKey& key, bool demand, const double* priority) {
+  auto found = by_expert_.find(KeyIndex(key));
+  if (found == by_expert_.end()) return;
+  std::vector<QueueKey> keys;
+  for (const QueueKey& q : found->second)
+    if (std::get<0>(q) == 1) keys.push_back(q);  // Prefetches only.
+  std::sort(keys.begin(), keys.end());           // Queue order.
   std::vector<Transfer> moved;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (it->second.key == key && !it->second.demand) {
-      moved.push_back(it->second);
-      it = queue_.erase(it);
-    } else {
-      ++it;
-    }
+  for (const QueueKey& q : keys) {
+    moved.push_back(queue_.at(q));
+    Erase(q);
   }
   // They keep their order within the new class, as in the FetchEngine.
   for (Transfer& t : moved) {
     t.demand = demand;
     if (priority) t.priority = *priority;
-    queue_.emplace(QueueKey{demand ? 0 : 1, -t.priority, t.seq}, t);
+    Push(t);
   }
 }
 

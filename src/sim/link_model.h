@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "tiers/expert_cache.h"
@@ -51,10 +52,20 @@ class LinkModel {
   void StartNext(double at);
   // As FetchEngine::Requeue: queued prefetches of `key` move class and/or priority.
   void Requeue(const tiers::ExpertKey& key, bool demand, const double* priority);
+  void Push(const Transfer& t);
+  void Erase(const QueueKey& q);
+  static uint64_t KeyIndex(const tiers::ExpertKey& k) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(k.layer)) << 32) |
+           static_cast<uint32_t>(k.expert);
+  }
 
   double ms_per_byte_;
   double latency_ms_;
   std::map<QueueKey, Transfer> queue_;
+  // The queue's entries by page and by expert: releases and requeues touch only their own
+  // transfers instead of scanning a queue that holds thousands of prefetched chunks.
+  std::unordered_map<int32_t, std::vector<QueueKey>> by_page_;
+  std::unordered_map<uint64_t, std::vector<QueueKey>> by_expert_;
   std::optional<Transfer> current_;
   double current_end_ = 0;
   double now_ = 0;

@@ -68,6 +68,8 @@ nlohmann::json ReplayResult::ToJson() const {
         {"tpot_ms", tpot_ms},
         {"decode_tokens_per_s", tpot_ms > 0 ? 1e3 / tpot_ms : 0},
         {"stall_ms", stall_ms},
+        {"decode_stall_ms_per_token",
+         decode_tokens ? decode_stall_ms / static_cast<double>(decode_tokens) : 0},
         {"io_busy_ms", io_busy_ms},
         {"io_hidden_share", io_busy_ms > 0 ? std::max(0.0, 1 - stall_ms / io_busy_ms) : 1}};
   } else {
@@ -147,8 +149,8 @@ void CheckTraceCarries(const trace::TraceReader& reader, const std::string& spec
   const trace::TraceHeader& h = reader.header();
   const unsigned needs = policy::SpecTraceNeeds(spec);
   auto require = [&](unsigned need, bool has, const char* what, const char* flag) {
-    Check(!(needs & need) || has, "policy ", spec, " needs ", what, ", which trace ",
-          reader.path(), " does not carry (record it with ", flag, ")");
+    Check(!(needs & need) || has, "policy ", spec, " needs ", what, ", which trace ", reader.path(),
+          " does not carry (record it with ", flag, ")");
   };
   require(policy::kNeedsRouterWeights, h.router_weights, "the router weights", "--hidden f32");
   require(policy::kNeedsHidden, h.hidden != trace::Precision::kNone, "the gate inputs",
@@ -285,7 +287,8 @@ class Simulation {
     result_.io_busy_ms = link_->busy_ms();
     result_.ttft_ms = ttft_n ? ttft_sum / static_cast<double>(ttft_n) : 0;
     result_.tpot_ms = tpot_n ? tpot_sum / static_cast<double>(tpot_n) : 0;
-    if (!result_.timed) result_.total_ms = result_.stall_ms = result_.io_busy_ms = 0;
+    if (!result_.timed)
+      result_.total_ms = result_.stall_ms = result_.decode_stall_ms = result_.io_busy_ms = 0;
     return result_;
   }
 
@@ -353,6 +356,7 @@ class Simulation {
     Apply();
 
     const int64_t bytes_before = link_->bytes_moved();
+    const double stall_before = stall_ms_;
     const tiers::LayerCounters before = Totals();
     size_t next_gate = 0;
     for (int layer = 0; layer < header_.model.num_layers; ++layer) {
@@ -389,6 +393,7 @@ class Simulation {
       // Reads landing during a decode pass (prefetches issued earlier included).
       link_->AdvanceTo(t_);
       result_.decode_bytes_read += link_->bytes_moved() - bytes_before;
+      result_.decode_stall_ms += stall_ms_ - stall_before;
     }
   }
 

@@ -63,6 +63,7 @@ struct ReplayResult {
 
   bool timed = false;  // False when the trace has no model shape to cost.
   double total_ms = 0, stall_ms = 0, io_busy_ms = 0;
+  double decode_stall_ms = 0;       // Stalls within decode-only passes.
   double ttft_ms = 0, tpot_ms = 0;  // Means over requests.
 
   double hit_rate() const;

@@ -1,6 +1,7 @@
 #include "tiers/expert_cache.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "core/error.h"
 
@@ -56,7 +57,10 @@ bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t g
   if (layer_need <= 0 && global_need <= 0) return true;
   // Every candidate is scored once, in ascending key order, before anything changes.
   std::erase_if(holders_, [&](size_t i) { return entries_[i].present == 0; });
-  std::sort(holders_.begin(), holders_.end());
+  // Holders stay sorted but for the few added since the last call: merge those in.
+  const auto tail = std::is_sorted_until(holders_.begin(), holders_.end());
+  std::sort(tail, holders_.end());
+  std::inplace_merge(holders_.begin(), tail, holders_.end());
   holders_.erase(std::unique(holders_.begin(), holders_.end()), holders_.end());
   std::vector<std::pair<double, size_t>> candidates;
   int64_t available = 0, available_in_layer = 0;
@@ -68,6 +72,24 @@ bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t g
     if (LayerOf(i) == layer) available_in_layer += e.present;
   }
   if (available < global_need || available_in_layer < layer_need) return false;
+  auto evict = [&](size_t i) {
+    FreeAll(i, out);
+    ++evictions_[static_cast<size_t>(LayerOf(i))];
+  };
+  if (layer_need <= 0) {
+    // The usual case: the lowest scores until enough is free, taken from a heap so that a
+    // large cache is not sorted whole for each eviction (same victims, same order).
+    auto above = std::greater<std::pair<double, size_t>>();
+    std::make_heap(candidates.begin(), candidates.end(), above);
+    int64_t freed = 0;
+    for (auto end = candidates.end(); freed < global_need; --end) {
+      std::pop_heap(candidates.begin(), end, above);
+      const size_t i = (end - 1)->second;
+      freed += entries_[i].present;
+      evict(i);
+    }
+    return true;
+  }
   std::sort(candidates.begin(), candidates.end());
   std::vector<char> chosen(candidates.size(), 0);
   int64_t freed = 0, freed_in_layer = 0;
@@ -84,12 +106,8 @@ bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t g
     chosen[c] = 1;
     freed += entries_[candidates[c].second].present;
   }
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    if (!chosen[c]) continue;
-    const size_t i = candidates[c].second;
-    FreeAll(i, out);
-    ++evictions_[static_cast<size_t>(LayerOf(i))];
-  }
+  for (size_t c = 0; c < candidates.size(); ++c)
+    if (chosen[c]) evict(candidates[c].second);
   return true;
 }
 
@@ -128,8 +146,8 @@ bool ExpertCache::Insert(const ExpertKey& key, NeuronRange range, bool demand, d
     out->push_back(cmd);
   }
   used_per_layer_[l] += missing;
-  Check(budget < 0 || used_per_layer_[l] <= budget, "expert cache: layer ", key.layer,
-        " holds ", used_per_layer_[l], " pages over its budget of ", budget);
+  Check(budget < 0 || used_per_layer_[l] <= budget, "expert cache: layer ", key.layer, " holds ",
+        used_per_layer_[l], " pages over its budget of ", budget);
   peak_per_layer_[l] = std::max(peak_per_layer_[l], used_per_layer_[l]);
   peak_used_ = std::max(peak_used_, used_pages());
   return true;

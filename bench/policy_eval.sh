@@ -1,0 +1,61 @@
+#!/bin/bash
+# EVALUATION.md's protocol for every offloading policy, from scratch: records the demo
+# model's ShareGPT (500), GSM8K (first 500) and MT-Bench (80) traces with everything a
+# policy may read, splits each 70/30 by request, then replays the test parts through the
+# baselines and the given policies at 10/25/50 % budgets, costed as OLMoE-1B-7B on a CPU
+# profile and on the RTX 4090 profile. Policies learn (--learn-from) from the same set's
+# first 70 %, and across sets from all of ShareGPT.
+#
+#   bench/policy_eval.sh BUILD_DIR OUT_DIR [EXTRA_POLICY_SPECS]
+#
+# EXTRA_POLICY_SPECS: comma-separated specs added to the baselines ("moe-infinity,moepic").
+# CPU_PROFILE: built-in name or profile JSON measured on this host (default
+# bench/hardware/amd-epyc-zen5-2vcpu.json); BUDGETS (default 10%,25%,50%); PROMPTS (the
+# prompt sets' directory, default ../shared/data/prompts beside the repository).
+# Traces are kept in OUT_DIR/traces and reused; tables go to OUT_DIR/tables.md.
+set -euo pipefail
+usage="usage: policy_eval.sh BUILD_DIR OUT_DIR [EXTRA_POLICY_SPECS]"
+build=${1:?$usage}
+out=${2:?$usage}
+extra=${3:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+prompts=${PROMPTS:-$root/../shared/data/prompts}
+cpu_profile=${CPU_PROFILE:-$root/bench/hardware/amd-epyc-zen5-2vcpu.json}
+budgets=${BUDGETS:-10%,25%,50%}
+moex="$build/moex"
+# `ondemand` is `lru` here (on-demand fetching, LRU eviction), so it is not replayed twice.
+policies=lru,lfu,nextgate+lru,belady,oracle+belady${extra:+,$extra}
+traces="$out/traces"
+mkdir -p "$traces" "$out/results"
+
+for set in sharegpt:sharegpt_v3_filtered_500.json:500 gsm8k:gsm8k_test.jsonl:500 \
+  mtbench:mt_bench_question.jsonl:80; do
+  IFS=: read -r name file count <<<"$set"
+  if [ ! -f "$traces/$name.trace" ]; then
+    echo "recording $name ($count prompts)" >&2
+    "$moex" trace record --model "$root/models/olmoe-demo" --prompts "$prompts/$file" \
+      --limit "$count" --max-prompt-tokens 256 --max-tokens 32 --probs f16 --hidden f32 \
+      --pooled --out "$traces/$name.trace" --json >"$traces/$name-record.json"
+  fi
+  if [ ! -f "$traces/$name.test.trace" ]; then
+    "$moex" trace split "$traces/$name.trace" --learn "$traces/$name.learn.trace" \
+      --test "$traces/$name.test.trace" --json >"$traces/$name-split.json"
+  fi
+done
+
+# case name : test trace : learning trace
+cases="sharegpt:sharegpt.test:sharegpt.learn gsm8k:gsm8k.test:gsm8k.learn
+mtbench:mtbench.test:mtbench.learn gsm8k-from-sharegpt:gsm8k.test:sharegpt
+mtbench-from-sharegpt:mtbench.test:sharegpt"
+for c in $cases; do
+  IFS=: read -r name test learn <<<"$c"
+  for hw in cpu:"$cpu_profile" rtx4090:rtx4090; do
+    label=${hw%%:*}
+    echo "replaying $name on $label" >&2
+    "$moex" sim --trace "$traces/$test.trace" --learn-from "$traces/$learn.trace" \
+      --policy "$policies" --budget "$budgets" --hardware "${hw#*:}" --scale-to olmoe:full \
+      --json >"$out/results/$name-$label.json"
+  done
+done
+python3 "$root/tools/bench/policy_eval_table.py" "$out" >"$out/tables.md"
+echo "tables: $out/tables.md" >&2

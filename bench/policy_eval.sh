@@ -57,5 +57,6 @@ for c in $cases; do
       --json >"$out/results/$name-$label.json"
   done
 done
-python3 "$root/tools/bench/policy_eval_table.py" "$out" >"$out/tables.md"
+python3 "$root/tools/bench/policy_eval_table.py" "$out" --summary >"$out/tables.md"
+python3 "$root/tools/bench/policy_eval_table.py" "$out" >>"$out/tables.md"
 echo "tables: $out/tables.md" >&2

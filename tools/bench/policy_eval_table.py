@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Markdown tables of a bench/policy_eval.sh output directory (EVALUATION.md's columns).
 
-    policy_eval_table.py OUT_DIR [CASE ...]
+    policy_eval_table.py OUT_DIR [--summary] [CASE ...]
 
 For each case (default: every results/*.json) and profile, one row per policy and budget:
 decode hit rate, bytes moved per decoded token, stall per decoded token (decode passes),
 modelled TPOT and TTFT, prefetch precision and recall at look-ahead distance 1 (and the
 farthest distance predicted), wasted prefetch bytes per decoded token, policy CPU µs per
 pass, and the share of the way from lru to oracle+belady the policy closes in TPOT.
+--summary prints one compact table per case instead: modelled TPOT and gap closed per
+policy and budget, both profiles side by side.
 """
 import glob, json, os, sys
 
@@ -71,9 +73,42 @@ def table(path):
     return j, "\n".join(out)
 
 
+def summary(out_dir, case):
+    cells = {}
+    budgets, policies, hws = [], [], []
+    for hw in ORDER:
+        f = os.path.join(out_dir, "results", f"{case}-{hw}.json")
+        if not os.path.exists(f):
+            continue
+        j = json.load(open(f))
+        hws.append((hw, j["hardware"]["name"]))
+        by = {(r["policy"], round(r["budget_fraction"], 4)): r for r in j["results"]}
+        for (p, b), r in by.items():
+            if b not in budgets:
+                budgets.append(b)
+            if p not in policies:
+                policies.append(p)
+            lru, bound = by.get(("lru", b)), by.get(("oracle+belady", b))
+            t = r["modelled"]["tpot_ms"]
+            gap = gap_closed(t, lru and lru["modelled"]["tpot_ms"],
+                             bound and bound["modelled"]["tpot_ms"])
+            cells[(hw, p, b)] = f"{r['decode_hit_rate']:.2f} / {t:.1f} ms / {gap}"
+    budgets.sort()
+    head = [f"{name} {b * 100:.0f} %" for _, name in hws for b in budgets]
+    print(f"**{case}**: decode hit rate / modelled TPOT / gap closed\n")
+    print("| policy | " + " | ".join(head) + " |")
+    print("|---|" + "---|" * len(head))
+    for p in policies:
+        row = [cells.get((hw, p, b), "–") for hw, _ in hws for b in budgets]
+        print(f"| {p} | " + " | ".join(row) + " |")
+    print()
+
+
 def main():
     out_dir = sys.argv[1]
-    cases = sys.argv[2:]
+    args = sys.argv[2:]
+    compact = "--summary" in args
+    cases = [a for a in args if a != "--summary"]
     files = sorted(glob.glob(os.path.join(out_dir, "results", "*.json")))
     names = []
     for f in files:
@@ -81,6 +116,9 @@ def main():
         if case not in names:
             names.append(case)
     for case in cases or names:
+        if compact:
+            summary(out_dir, case)
+            continue
         for hw in ORDER:
             f = os.path.join(out_dir, "results", f"{case}-{hw}.json")
             if not os.path.exists(f):

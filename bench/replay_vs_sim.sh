@@ -1,0 +1,43 @@
+#!/bin/bash
+# Measured against modelled: decode tok/s of the engine on an OLMoE-1B-7B-shaped model whose
+# MoE layers follow a recorded trace's routing (--replay-routing), next to the simulator's
+# modelled figure for the same trace, policy, budget and a hardware profile measured on this
+# host (EVALUATION.md, "Then measured, not modelled").
+#
+#   bench/replay_vs_sim.sh BUILD_DIR MODEL_DIR TRACE PROFILE OUT_DIR [BUDGETS] [POLICIES]
+#
+# MODEL_DIR: `moex random-model --arch olmoe --size full --out MODEL_DIR` (its expert store is
+# packed on the first run). BUDGETS default "10% 25%", POLICIES "lru nextgate+lru".
+# Writes OUT_DIR/<policy>-<budget>.{engine,sim}.json and prints one line per run.
+set -euo pipefail
+usage="usage: replay_vs_sim.sh BUILD_DIR MODEL_DIR TRACE PROFILE OUT_DIR [BUDGETS] [POLICIES]"
+build=${1:?$usage}
+model=${2:?$usage}
+trace=${3:?$usage}
+profile=${4:?$usage}
+out=${5:?$usage}
+budgets=${6:-10% 25%}
+policies=${7:-lru nextgate+lru}
+prompt_tokens=${PROMPT_TOKENS:-32}
+gen_tokens=${GEN_TOKENS:-48}
+mkdir -p "$out"
+printf '%-14s %6s %12s %12s %8s\n' policy budget "engine tok/s" "model tok/s" ratio
+for policy in $policies; do
+  for budget in $budgets; do
+    name="$policy-${budget%\%}"
+    "$build/moex" bench --model "$model" --host-budget "$budget" --policy "$policy" \
+      --replay-routing "$trace" --prompt-tokens "$prompt_tokens" --gen-tokens "$gen_tokens" \
+      --json >"$out/$name.engine.json"
+    "$build/moex" sim --trace "$trace" --policy "$policy" --budget "$budget" \
+      --hardware "$profile" --scale-to olmoe:full --json >"$out/$name.sim.json"
+    python3 - "$out/$name.engine.json" "$out/$name.sim.json" "$policy" "$budget" <<'PY'
+import json, sys
+engine = json.load(open(sys.argv[1]))
+sim = json.load(open(sys.argv[2]))
+sim = sim["results"][0] if "results" in sim else sim
+measured = engine["decode_tokens_per_s"]
+modelled = sim["modelled"]["decode_tokens_per_s"]
+print(f"{sys.argv[3]:<14} {sys.argv[4]:>6} {measured:12.2f} {modelled:12.2f} {measured / modelled:8.2f}")
+PY
+  done
+done

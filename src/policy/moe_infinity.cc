@@ -10,15 +10,16 @@
 
 namespace moex::policy {
 
-// Modelled cost of the worker's jobs for the simulator (µs), from bench/eamc_query on the
-// AMD EPYC Zen 5 VM (docs/policies/moe-infinity.md): a fixed part, one multiply-add per
-// query cell and stored EAM, one similarity per stored EAM, and the aggregation and sort
-// of the later layers' cells.
+// Modelled cost of the worker's jobs for the simulator (µs), fitted to bench/eamc_query on
+// the AMD EPYC Zen 5 VM (docs/policies/moe-infinity.md: a per-gate job on the OLMoE shape
+// took 45 µs with 1K stored EAMs and 216 µs with 10K): a fixed part, one multiply-add per
+// query cell and stored EAM, one similarity per stored EAM, and the ranking of the later
+// layers' cells.
 namespace cost {
-constexpr double kJobUs = 1.0;
-constexpr double kCellEntryUs = 0.00008;
-constexpr double kEntryUs = 0.002;
-constexpr double kFutureCellUs = 0.004;
+constexpr double kJobUs = 2.0;
+constexpr double kCellEntryUs = 0.001;
+constexpr double kEntryUs = 0.01;
+constexpr double kFutureCellUs = 0.05;
 }  // namespace cost
 
 struct MoeInfinityPolicy::Matching {
@@ -173,9 +174,8 @@ double MoeInfinityPolicy::QueryCostUs(int ordinal, int nonzero, Phase phase) con
       opt_.tracing == "request" ? eamc_size_[phase == Phase::kPrefill ? 0 : 1] : 0;
   const int future = opt_.lookahead > 0 ? std::min(opt_.lookahead, moe_layers_ - 1 - ordinal)
                                         : moe_layers_ - 1 - ordinal;
-  const double matched = opt_.tracing == "request" ? std::min<double>(opt_.matches, entries) : 1;
   return cost::kJobUs + cost::kCellEntryUs * nonzero * entries + cost::kEntryUs * entries +
-         cost::kFutureCellUs * future * facts_.num_experts * std::max(matched, 1.0);
+         cost::kFutureCellUs * future * facts_.num_experts;
 }
 
 void MoeInfinityPolicy::SubmitPrefetch(int ordinal, std::vector<float> row, int slots_free) {

@@ -1,6 +1,7 @@
 // `moex sim`: replays a routing trace through offloading policies at cache budgets and
 // reports hit rates, bytes moved and modelled latency (docs/simulator.md). Lists of
 // policies and budgets give a sweep; --html draws it.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -137,6 +138,11 @@ int RunSim(const SimOptions& o) {
     for (const sim::ReplayResult& r : results)
       report.points.push_back({r.policy, r.budget_fraction, r.budget_bytes, r.hit_rate(),
                                r.decode_bytes_per_token(), r.tpot_ms, r.ttft_ms});
+    for (const sim::ReplayResult& r : results)
+      for (sim::LayerProfile& p : sim::LayerProfilesOf(
+               r.policy_report, r.policy + " at " +
+                                    std::to_string(static_cast<int>(std::lround(r.budget_fraction * 100))) + " %"))
+        report.layer_profiles.push_back(std::move(p));
     const std::string page = sim::RenderSweepHtml(report);
     OutputFile file(o.html);
     file.Write(page.data(), page.size());

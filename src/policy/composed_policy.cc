@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace moex::policy {
@@ -100,6 +102,11 @@ void ComposedPolicy::LoadState(StateReader& in) {
     p.policy->LoadState(part);
     part.ExpectEnd();
   }
+}
+
+// Every part adds its fields to the same object (parts report under their own keys).
+void ComposedPolicy::ReportJson(nlohmann::json* report) const {
+  for (const Part& p : parts_) p.policy->ReportJson(report);
 }
 
 }  // namespace moex::policy

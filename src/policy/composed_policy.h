@@ -39,6 +39,7 @@ class ComposedPolicy : public Policy {
   void OnLearnEnd() override;
   void SaveState(StateWriter& out) const override;
   void LoadState(StateReader& in) override;
+  void ReportJson(nlohmann::json* report) const override;
 
   size_t num_parts() const { return parts_.size(); }
   Policy& part(size_t i) { return *parts_[i].policy; }

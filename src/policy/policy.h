@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "policy/events.h"
 #include "policy/policy_facts.h"
 #include "policy/policy_state.h"
@@ -56,6 +58,10 @@ class Policy {
   // What the policy learned, for --policy-state. Policies without state write nothing.
   virtual void SaveState(StateWriter& out) const {}
   virtual void LoadState(StateReader& in) {}
+
+  // What the policy wants shown in a run's report (`policy_report`, e.g. MoEpic's per-layer
+  // budgets and splits): fields added to the object `report`. Default: nothing.
+  virtual void ReportJson(nlohmann::json* report) const {}
 };
 
 }  // namespace moex::policy

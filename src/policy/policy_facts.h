@@ -15,6 +15,16 @@ namespace moex::policy {
 
 class PolicyWorker;
 
+// Modelled or measured cost of one decode step's pieces (ms), for policies that plan
+// against time (MoEpic's configurator, Eqs. 5-7). Zero where the driver knows none.
+struct StepCosts {
+  double attention_ms = 0;    // One layer's attention block for one token.
+  double expert_ms = 0;       // One whole routed expert for one token.
+  double head_ms = 0;         // Final norm and LM head for one token.
+  double load_expert_ms = 0;  // One whole expert over the link into the cache tier.
+  bool known() const { return expert_ms > 0 && load_expert_ms > 0; }
+};
+
 struct PolicyFacts {
   // Model shape. Keys index layer * num_experts + expert over every decoder layer.
   std::string model_name;
@@ -33,6 +43,8 @@ struct PolicyFacts {
   int64_t capacity_experts = 0;  // Whole experts the cache can hold.
 
   uint64_t seed = 0;
+  // The simulator's cost model on its hardware profile; the engine leaves it zero.
+  StepCosts step_costs;
 
   // Row-major [num_experts, hidden_size] router weights of a MoE layer, converted to f32.
   // Null when the driver has none (e.g. a trace recorded without router tensors).

@@ -45,6 +45,7 @@ nlohmann::json ReplayResult::ToJson() const {
   j["policy_worker"] = worker;
   j["policy_cpu"] = tiers::PolicyTimingJson(policy_timing);
   j["predictions"] = predictions;
+  if (!policy_report.is_null()) j["policy_report"] = policy_report;
   j["budget_bytes"] = budget_bytes;
   j["budget_fraction"] = budget_fraction;
   j["capacity_experts"] = capacity_experts;
@@ -160,6 +161,25 @@ void CheckTraceCarries(const trace::TraceReader& reader, const std::string& spec
   require(policy::kNeedsPooled, h.pooled, "the pooled prompt embeddings", "--pooled");
 }
 
+// The costs a planning policy sees (MoEpic's configurator): one decode token's pieces on
+// the profile, with attention read over 256 cached positions (the evaluation's prompts are
+// cut at 256 tokens), and one whole expert over the link chunk by chunk.
+policy::StepCosts StepCostsOf(const HardwareProfile& hw, const ModelConfig& config,
+                              const tiers::ExpertGeometry& g, int chunks) {
+  if (hw.link_gb_per_s <= 0) return {};
+  const CostModel cost(hw, config, 2.0, hw.cache_tier == "device" ? 2.0 : 4.0);
+  int first_moe = 0;
+  while (first_moe < config.num_layers && !config.IsMoeLayer(first_moe)) ++first_moe;
+  policy::StepCosts c;
+  c.attention_ms = cost.AttentionMs(1, 256) + cost.LayerOverheadMs() +
+                   (first_moe < config.num_layers ? cost.DenseFfnMs(first_moe, 1) : 0);
+  c.expert_ms = cost.ExpertOverheadMs() + cost.ExpertMs(1, g.neurons);
+  c.head_ms = cost.HeadMs(1);
+  c.load_expert_ms = chunks * hw.link_latency_us / 1e3 +
+                     static_cast<double>(g.record_bytes) * g.neurons / (hw.link_gb_per_s * 1e6);
+  return c;
+}
+
 // Per request: when it started and when its tokens came out, in simulated time.
 struct RequestClock {
   int64_t prompt_len = 0;
@@ -216,6 +236,7 @@ class Simulation {
                                     reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
     facts_.future = future;
     facts_.worker = worker.get();
+    if (cost_config) facts_.step_costs = StepCostsOf(o.hardware, *cost_config, g, geometry_.chunks_per_expert());
     std::unique_ptr<policy::Policy> policy =
         o.make_policy ? o.make_policy(facts_) : policy::MakePolicy(o.policy, facts_);
     controller_ = std::make_unique<tiers::OffloadController>(geometry_, std::move(policy),
@@ -279,6 +300,7 @@ class Simulation {
     result_.layers = controller_->Counters();
     result_.policy_timing = controller_->Timing();
     result_.predictions = controller_->predictions().ToJson();
+    controller_->policy().ReportJson(&result_.policy_report);
     for (const tiers::LayerCounters& c : result_.layers) result_.total.Add(c);
     result_.bytes_read = link_->bytes_moved();
     result_.demand_bytes = link_->demand_bytes();

@@ -457,6 +457,7 @@ std::string RenderSweepHtml(const SweepReport& report) {
       "<p class=\"note\">Values are rounded to three significant digits; hover over a marker "
       "to read its value.</p>\n";
   out += "<h2>All points</h2>\n" + RenderTable(series);
+  out += RenderLayerProfiles(report.layer_profiles);
   out += "</body>\n</html>\n";
   return out;
 }

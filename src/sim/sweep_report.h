@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/layer_profile_chart.h"
+
 namespace moex::sim {
 
 // One simulated run: one policy at one cache budget.
@@ -26,6 +28,7 @@ struct SweepReport {
                          // scaled to, if any)
   std::string hardware;  // hardware profile name and description
   std::vector<SweepPoint> points;
+  std::vector<LayerProfile> layer_profiles;  // Per-layer policy configuration (bar charts).
 };
 
 // A complete, self-contained HTML document (no scripts or external resources): a header

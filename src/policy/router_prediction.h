@@ -1,0 +1,40 @@
+// Next-layer gate speculation, shared by `nextgate` and `moepic` (MoEpic §3.2, Eq. 3):
+// a layer's gate input is fed to a later MoE layer's router. Residual connections keep
+// consecutive layers' hidden states close, so the later router's scores on this layer's
+// input predict which experts it will pick. One computation serves both policies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "policy/policy_facts.h"
+
+namespace moex::policy {
+
+struct RouterPrediction {
+  // Per expert, the largest router logit over the tokens (the descending order of these is
+  // the descending order of the softmax scores for a single token).
+  std::vector<float> best_logit;
+  // Every expert, descending best_logit (ties: lower id first).
+  std::vector<int32_t> ranking;
+  // The union over tokens of each token's top-k, descending by the best logit an expert
+  // had among the tokens that picked it (ties: lower id first).
+  std::vector<int32_t> topk;
+};
+
+// The routers of every MoE layer, read once as f32 from the facts.
+class RouterTable {
+ public:
+  // `policy` names the policy in errors (it needs the router weights).
+  RouterTable(const PolicyFacts& facts, const std::string& policy);
+  // Layer `layer`'s router applied to `n_tokens` rows of `hidden` ([n_tokens, d]).
+  RouterPrediction Predict(int layer, const float* hidden, int64_t n_tokens, int64_t d) const;
+
+ private:
+  std::string policy_;
+  int num_experts_ = 0, top_k_ = 0, hidden_size_ = 0;
+  std::vector<std::vector<float>> routers_;  // Per layer [E, d] (empty for dense layers).
+};
+
+}  // namespace moex::policy

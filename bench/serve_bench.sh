@@ -6,7 +6,8 @@
 # closed loop at 1, 4 and 16 concurrent clients, and open loop on the Azure conversation
 # arrival trace. Environment: REQUESTS (per closed-loop run, default 32), MAX_TOKENS
 # (default 64), TRACE_REQUESTS (default 64), TIME_SCALE (default 1), PORT (default 18080),
-# PROMPTS, ARRIVALS (default ../shared/data/...).
+# PROMPTS, ARRIVALS (default ../shared/data/...), SERVE_ARGS (more `moex serve` options,
+# e.g. "--store /tmp/demo.store --policy nextgate+lru").
 set -euo pipefail
 build=${1:?usage: serve_bench.sh BUILD_DIR [MODEL] [HOST_BUDGET] [OUT.jsonl]}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +26,7 @@ budget_args=()
 if [ -n "$budget" ] && [ "$budget" != resident ]; then budget_args=(--host-budget "$budget"); fi
 log=$(mktemp)
 "$build/moex" serve --model "$model" --port "$port" --max-running 32 --max-queue 256 \
-  "${budget_args[@]}" >"$log" 2>&1 &
+  "${budget_args[@]}" ${SERVE_ARGS:-} >"$log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 600); do

@@ -135,11 +135,17 @@ TEST(ServeCli, BadSchedulerOptionsAreRefused) {
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
   const testing::CommandResult r =
       testing::RunCommand(testing::MoexBinary() + " serve --model " + model +
-                          " --port 0 --max-batch-tokens 8 --prefill-chunk 64");
+                          " --port 0 --max-batch-tokens 8 --max-running 4 --prefill-chunk 64");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--max-batch-tokens (8) must be at least --prefill-chunk (64)"),
             std::string::npos)
       << r.err;
+  const testing::CommandResult running = testing::RunCommand(
+      testing::MoexBinary() + " serve --model " + model + " --port 0 --max-running 600");
+  EXPECT_EQ(running.exit_code, 1);
+  EXPECT_NE(running.err.find("--max-batch-tokens (512) must be at least --max-running (600)"),
+            std::string::npos)
+      << running.err;
 }
 
 }  // namespace

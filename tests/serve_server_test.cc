@@ -4,6 +4,7 @@
 // disconnects free their slot, shutdown drains the running requests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -57,10 +58,11 @@ struct RunningServer {
   int port = 0;
 };
 
-cli::ModelOptions TinyModel(const std::string& budget = "") {
+cli::ModelOptions TinyModel(const std::string& budget = "", const std::string& policy = "lru") {
   cli::ModelOptions m;
   m.model = testing::TinyModelPath(Arch::kOlmoe);
   m.host_budget = budget;
+  m.policy = policy;
   m.policy_worker = "sync";
   return m;
 }
@@ -100,10 +102,14 @@ const std::vector<json>& Requests() {
   return requests;
 }
 
-class ServeBatchInvariance : public ::testing::TestWithParam<std::string> {};
+struct Offload {
+  std::string budget, policy, name;
+};
+
+class ServeBatchInvariance : public ::testing::TestWithParam<Offload> {};
 
 TEST_P(ServeBatchInvariance, ConcurrentRequestsGetTheTokensTheyGetAlone) {
-  RunningServer s(TinyModel(GetParam()), SmallBatches());
+  RunningServer s(TinyModel(GetParam().budget, GetParam().policy), SmallBatches());
   std::vector<std::vector<int32_t>> alone;
   for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
 
@@ -133,11 +139,42 @@ TEST_P(ServeBatchInvariance, ConcurrentRequestsGetTheTokensTheyGetAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Budgets, ServeBatchInvariance, ::testing::Values("", "25%"),
-                         [](const auto& info) {
-                           return info.param.empty() ? std::string("Resident")
-                                                     : std::string("Offload25");
-                         });
+INSTANTIATE_TEST_SUITE_P(Budgets, ServeBatchInvariance,
+                         ::testing::Values(Offload{"", "lru", "Resident"},
+                                           Offload{"25%", "lru", "Offload25Lru"},
+                                           Offload{"10%", "nextgate+lfu", "Offload10NextGateLfu"}),
+                         [](const auto& info) { return info.param.name; });
+
+// The pass-forming hook sees every candidate and may reorder them or hold some back; a
+// reversed order that also holds prefills back every other pass changes no request's tokens.
+TEST(ServeServer, PassHookRegroupsWithoutChangingTokens) {
+  RunningServer s(TinyModel("25%"), SmallBatches());
+  std::vector<std::vector<int32_t>> alone;
+  for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
+  std::atomic<int> calls{0}, max_candidates{0}, held_back{0};
+  s.server->scheduler().set_pass_hook([&](std::vector<Scheduler::Candidate>& candidates) {
+    const int n = static_cast<int>(candidates.size());
+    if (n > max_candidates) max_candidates = n;
+    std::reverse(candidates.begin(), candidates.end());
+    if (calls++ % 2 == 1) {
+      const auto prefill = [](const Scheduler::Candidate& c) { return !c.decoding; };
+      const auto kept = std::remove_if(candidates.begin(), candidates.end(), prefill);
+      held_back += static_cast<int>(candidates.end() - kept);
+      if (kept != candidates.begin()) candidates.erase(kept, candidates.end());
+    }
+  });
+  std::vector<std::vector<int32_t>> together(Requests().size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < Requests().size(); ++i)
+    clients.emplace_back(
+        [&, i] { together[i] = TokenIds(s.Post("/v1/completions", Requests()[i])); });
+  for (auto& c : clients) c.join();
+  for (size_t i = 0; i < Requests().size(); ++i)
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  EXPECT_GT(calls, 0);
+  EXPECT_GT(max_candidates, 1);  // Requests did share passes.
+  EXPECT_GT(held_back, 0);
+}
 
 TEST(ServeServer, StreamCarriesTheSameTokensThenDone) {
   RunningServer s(TinyModel("25%"), SmallBatches());

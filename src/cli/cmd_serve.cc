@@ -31,7 +31,7 @@ struct ServeOptions {
 int RunServe(ServeOptions o) {
   auto session = OpenSession(o.model);
   if (o.server.model_name.empty()) {
-    std::filesystem::path path(session->model->path);
+    std::filesystem::path path(o.model.model.empty() ? DefaultModelPath() : o.model.model);
     if (path.filename().empty()) path = path.parent_path();
     o.server.model_name = path.filename().string();
   }
@@ -69,6 +69,7 @@ Runner AddServeCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
   AddModelOptions(*cmd, o->model);
   serve::ServerOptions& s = o->server;
+  s.model_name.clear();  // Default: the model's directory name.
   cmd->add_option("--host", s.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "port to listen on (0: any free port)")
       ->capture_default_str()

@@ -86,6 +86,9 @@ Scheduler::Scheduler(Transformer& transformer, const Tokenizer* tokenizer, Sched
   Check(options_.max_running >= 1, "--max-running must be at least 1");
   Check(options_.max_queue >= 0, "--max-queue must be at least 0");
   Check(options_.prefill_chunk >= 1, "--prefill-chunk must be at least 1");
+  Check(options_.max_batch_tokens >= options_.max_running, "--max-batch-tokens (",
+        options_.max_batch_tokens, ") must be at least --max-running (", options_.max_running,
+        "): every running request's next token must fit one pass");
   Check(options_.max_batch_tokens >= options_.prefill_chunk, "--max-batch-tokens (",
         options_.max_batch_tokens, ") must be at least --prefill-chunk (", options_.prefill_chunk,
         ")");
@@ -180,7 +183,11 @@ void Scheduler::Loop() {
       if (draining_ && queue_.empty() && running_.empty()) break;
     }
     Admit();
-    if (!running_.empty()) RunPass();
+    if (!running_.empty() && !RunPass()) {
+      // The hook held every request back: wait a little rather than spin.
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1));
+    }
     RefreshSnapshot(running_.empty());
   }
   RefreshSnapshot(true);
@@ -256,7 +263,7 @@ void Scheduler::Emit(Sequence& s, int32_t token) {
   }
 }
 
-void Scheduler::RunPass() {
+bool Scheduler::RunPass() {
   // Requests that left since the last pass.
   const auto now = Clock::now();
   for (auto& s : running_) {
@@ -268,7 +275,7 @@ void Scheduler::RunPass() {
   auto gone = [](const std::unique_ptr<Sequence>& s) { return s->done; };
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
   running_count_ = static_cast<int>(running_.size());
-  if (running_.empty()) return;
+  if (running_.empty()) return true;
 
   std::vector<Candidate> candidates;
   for (const auto& s : running_) {
@@ -305,7 +312,7 @@ void Scheduler::RunPass() {
     owners.push_back(&s);
     budget -= static_cast<int64_t>(batch.back().tokens.size());
   }
-  if (batch.empty()) return;  // The hook held everything back this time.
+  if (batch.empty()) return false;  // The hook held everything back this time.
 
   std::vector<float> logits;
   try {
@@ -314,7 +321,9 @@ void Scheduler::RunPass() {
     // A failed pass (an expert-store read error, say) fails the requests in it; the
     // others and the server go on.
     for (Sequence* s : owners) Retire(*s, "error", e.what());
-    return;
+    running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+    running_count_ = static_cast<int>(running_.size());
+    return true;
   }
   if (metrics_)
     metrics_->ObservePass(static_cast<int64_t>(batch.size()), options_.max_batch_tokens - budget);
@@ -330,6 +339,7 @@ void Scheduler::RunPass() {
   }
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
   running_count_ = static_cast<int>(running_.size());
+  return true;
 }
 
 }  // namespace moex::serve

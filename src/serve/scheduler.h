@@ -123,7 +123,7 @@ class Scheduler {
   struct Sequence;
   void Loop();
   void Admit();
-  void RunPass();
+  bool RunPass();  // False when the hook left the pass empty.
   void Emit(Sequence& s, int32_t token);
   void Retire(Sequence& s, const std::string& reason, const std::string& error = "");
   void RefreshSnapshot(bool force);

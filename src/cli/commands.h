@@ -18,5 +18,6 @@ Runner AddPackCommand(CLI::App& app);
 Runner AddTraceCommand(CLI::App& app);
 Runner AddSimCommand(CLI::App& app);
 Runner AddPoliciesCommand(CLI::App& app);
+Runner AddServeCommand(CLI::App& app);
 
 }  // namespace moex::cli

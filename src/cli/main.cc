@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(moex::cli::AddTraceCommand);
   add(moex::cli::AddSimCommand);
   add(moex::cli::AddPoliciesCommand);
+  add(moex::cli::AddServeCommand);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

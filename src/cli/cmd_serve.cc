@@ -1,0 +1,114 @@
+// `moex serve`: the engine behind an OpenAI-compatible HTTP API with continuous batching
+// (docs/serving.md). SIGINT/SIGTERM drain the running and queued requests, then the server
+// exits 0, saving --policy-state when asked.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/session.h"
+#include "core/error.h"
+#include "serve/server.h"
+
+namespace moex::cli {
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void OnStopSignal(int signal) {
+  g_signal = signal;
+}
+
+struct ServeOptions {
+  ModelOptions model;
+  serve::ServerOptions server;
+  double drain_s = 60;
+};
+
+int RunServe(ServeOptions o) {
+  auto session = OpenSession(o.model);
+  if (o.server.model_name.empty()) {
+    std::filesystem::path path(o.model.model.empty() ? DefaultModelPath() : o.model.model);
+    if (path.filename().empty()) path = path.parent_path();
+    o.server.model_name = path.filename().string();
+  }
+  if (o.server.model_name.empty()) o.server.model_name = "moex";
+  serve::Server server(*session->transformer, session->tokenizer.get(), session->executor.get(),
+                       o.server);
+  const int port = server.Bind();
+  std::signal(SIGPIPE, SIG_IGN);  // A client that hangs up is a failed write, not a death.
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  std::printf("moex: serving %s at http://%s:%d (OpenAI API under /v1; Ctrl-C stops)\n",
+              o.server.model_name.c_str(), o.server.host.c_str(), port);
+  std::fflush(stdout);
+
+  std::atomic<bool> stopped{false};
+  std::thread watcher([&] {
+    while (g_signal == 0 && !stopped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (g_signal != 0) {
+      std::fprintf(stderr, "moex: signal %d: finishing the running requests\n", g_signal.load());
+      server.Shutdown(o.drain_s);
+    }
+  });
+  server.Run();
+  stopped = true;
+  watcher.join();
+  session->SavePolicyState();
+  std::fprintf(stderr, "moex: server stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+Runner AddServeCommand(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
+  AddModelOptions(*cmd, o->model);
+  serve::ServerOptions& s = o->server;
+  s.model_name.clear();  // Default: the model's directory name.
+  cmd->add_option("--host", s.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "port to listen on (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", s.api_key,
+                  "require 'Authorization: Bearer KEY' on every endpoint but /health");
+  cmd->add_option("--model-name", s.model_name,
+                  "model id reported by /v1/models (default: the model's directory name)");
+  cmd->add_option("--max-running", s.scheduler.max_running,
+                  "requests decoded together (each holds a KV cache)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-queue", s.scheduler.max_queue, "requests waiting for a slot; more get 429")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--max-batch-tokens", s.scheduler.max_batch_tokens,
+                  "tokens in one forward pass (decodes plus prefill chunks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--prefill-chunk", s.scheduler.prefill_chunk,
+                  "prompt tokens of one request per pass, so long prompts do not stall decodes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--timeout", s.scheduler.timeout_s,
+                  "seconds a request may take from arrival (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--default-max-tokens", s.default_max_tokens,
+                  "max_tokens of chat requests that give none")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-body", s.max_body_bytes, "largest request body, bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(1024, 1 << 30));
+  cmd->add_option("--drain-timeout", o->drain_s,
+                  "on SIGINT/SIGTERM, seconds to wait for responses to be written")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  return [o] { return RunServe(*o); };
+}
+
+}  // namespace moex::cli

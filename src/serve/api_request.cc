@@ -1,0 +1,325 @@
+#include "serve/api_request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "serve/api_error.h"
+
+namespace moex::serve {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxNesting = 64;  // Deeper JSON is no request of ours (and bounds recursion).
+
+[[noreturn]] void Bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, param);
+}
+
+// Rejects absurd nesting before the parser recurses into it.
+void CheckNesting(std::string_view body) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) Bad("", "the JSON body is nested more than 64 levels deep");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
+bool Present(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it != body.end() && !it->is_null();
+}
+
+bool GetBool(const json& body, const char* key, bool fallback) {
+  if (!Present(body, key)) return fallback;
+  const json& v = body[key];
+  if (!v.is_boolean()) Bad(key, std::string("'") + key + "' must be a boolean");
+  return v.get<bool>();
+}
+
+double GetNumber(const json& body, const char* key, double fallback, double lo, double hi) {
+  if (!Present(body, key)) return fallback;
+  const json& v = body[key];
+  if (!v.is_number()) Bad(key, std::string("'") + key + "' must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    Bad(key, std::string("'") + key + "' must be between " + json(lo).dump() + " and " +
+                 json(hi).dump() + ", got " + v.dump());
+  return x;
+}
+
+// An integer (a float with an integral value is accepted, as JSON does not tell them apart).
+int64_t GetInteger(const json& body, const char* key, int64_t fallback, int64_t lo, int64_t hi) {
+  if (!Present(body, key)) return fallback;
+  const json& v = body[key];
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+            ? std::numeric_limits<int64_t>::max()
+            : static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d))
+      Bad(key, std::string("'") + key + "' must be an integer, got " + v.dump());
+    x = d >= 9.2e18    ? std::numeric_limits<int64_t>::max()
+        : d <= -9.2e18 ? std::numeric_limits<int64_t>::min()
+                       : static_cast<int64_t>(d);
+  } else {
+    Bad(key, std::string("'") + key + "' must be an integer");
+  }
+  if (x < lo || x > hi)
+    Bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
+                 std::to_string(hi) + ", got " + v.dump());
+  return x;
+}
+
+void Refuse(const std::string& param, const std::string& what) {
+  Bad(param, what + " is not supported by this server");
+}
+
+std::string TextContent(const json& content, size_t index) {
+  const std::string param = "messages[" + std::to_string(index) + "].content";
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) Bad(param, "'" + param + "' must be a string or an array of parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      Bad(param, "every part of '" + param + "' must be an object with a 'type'");
+    if (part["type"] != "text")
+      Bad(param, "'" + param + "' has a part of type " + part["type"].dump() +
+                     ": this model accepts text only");
+    if (!part.contains("text") || !part["text"].is_string())
+      Bad(param, "a text part of '" + param + "' must have a string 'text'");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void ParseMessages(const json& body, const ApiLimits& limits, ApiRequest& r) {
+  if (!body.contains("messages")) Bad("messages", "'messages' is required");
+  const json& messages = body["messages"];
+  if (!messages.is_array()) Bad("messages", "'messages' must be an array");
+  if (messages.empty()) Bad("messages", "'messages' must contain at least one message");
+  if (messages.size() > limits.max_messages)
+    Bad("messages",
+        "'messages' has more than " + std::to_string(limits.max_messages) + " messages");
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) Bad(param, "'" + param + "' must be an object");
+    if (!m.contains("role") || !m["role"].is_string())
+      Bad(param + ".role", "'" + param + ".role' must be a string");
+    std::string role = m["role"].get<std::string>();
+    if (!kRoles.count(role))
+      Bad(param + ".role", "'" + param +
+                               ".role' must be one of system, developer, user, "
+                               "assistant, tool; got " +
+                               m["role"].dump());
+    if (role == "developer") role = "system";
+    if (!m.contains("content") && role != "assistant")
+      Bad(param + ".content", "'" + param + ".content' is required");
+    if (Present(m, "tool_calls")) Refuse(param + ".tool_calls", "tool calling");
+    r.messages.push_back({role, TextContent(m.contains("content") ? m["content"] : json(), i)});
+  }
+}
+
+void ParsePrompt(const json& body, const ApiLimits& limits, ApiRequest& r) {
+  if (!body.contains("prompt")) Bad("prompt", "'prompt' is required");
+  json prompt = body["prompt"];
+  // A batch of one prompt is the prompt; several are refused (one choice per request).
+  if (prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array())) {
+    if (prompt.size() != 1) Refuse("prompt", "more than one prompt per request");
+    prompt = json(prompt[0]);
+  }
+  if (prompt.is_string()) {
+    r.prompt_text = prompt.get<std::string>();
+    return;
+  }
+  if (!prompt.is_array())
+    Bad("prompt",
+        "'prompt' must be a string, an array of token ids, or an array of one of "
+        "those");
+  if (prompt.empty()) Bad("prompt", "'prompt' is empty");
+  for (const json& id : prompt) {
+    if (!id.is_number_integer())
+      Bad("prompt", "a token-id 'prompt' must hold integers only, got " + id.dump());
+    const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > (1ull << 62)
+                          ? std::numeric_limits<int64_t>::max()
+                          : id.get<int64_t>();
+    if (v < 0 || v >= limits.vocab_size)
+      Bad("prompt", "token id " + id.dump() + " is outside the vocabulary (" +
+                        std::to_string(limits.vocab_size) + " tokens)");
+    r.prompt_ids.push_back(static_cast<int32_t>(v));
+  }
+  r.prompt_is_ids = true;
+}
+
+void ParseStop(const json& body, const ApiLimits& limits, ApiRequest& r) {
+  if (!Present(body, "stop")) return;
+  const json& stop = body["stop"];
+  std::vector<json> items;
+  if (stop.is_string()) {
+    items.push_back(stop);
+  } else if (stop.is_array()) {
+    if (stop.size() > limits.max_stop)
+      Bad("stop", "'stop' has " + std::to_string(stop.size()) + " sequences; at most " +
+                      std::to_string(limits.max_stop) + " are allowed");
+    items.assign(stop.begin(), stop.end());
+  } else {
+    Bad("stop", "'stop' must be a string or an array of strings");
+  }
+  for (const json& s : items) {
+    if (!s.is_string()) Bad("stop", "every 'stop' sequence must be a string");
+    const std::string text = s.get<std::string>();
+    if (text.empty()) Bad("stop", "a 'stop' sequence is empty");
+    if (text.size() > limits.max_stop_bytes)
+      Bad("stop",
+          "a 'stop' sequence is longer than " + std::to_string(limits.max_stop_bytes) + " bytes");
+    r.stop.push_back(text);
+  }
+}
+
+// Fields OpenAI defines that change the output in ways moex does not implement.
+void RefuseUnsupported(const json& body, Endpoint endpoint) {
+  if (GetInteger(body, "n", 1, 1, 128) != 1) Refuse("n", "'n' other than 1");
+  if (endpoint == Endpoint::kChat) {
+    if (GetBool(body, "logprobs", false)) Refuse("logprobs", "'logprobs'");
+  } else if (Present(body, "logprobs")) {
+    if (GetInteger(body, "logprobs", 0, 0, 5) != 0) Refuse("logprobs", "'logprobs'");
+  }
+  if (Present(body, "top_logprobs")) Refuse("top_logprobs", "'top_logprobs'");
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (GetNumber(body, key, 0.0, -2.0, 2.0) != 0.0)
+      Refuse(key, std::string("a non-zero '") + key + "'");
+  if (Present(body, "logit_bias")) {
+    if (!body["logit_bias"].is_object()) Bad("logit_bias", "'logit_bias' must be an object");
+    if (!body["logit_bias"].empty()) Refuse("logit_bias", "'logit_bias'");
+  }
+  for (const char* key :
+       {"tools", "functions", "tool_choice", "function_call", "audio", "prediction", "modalities"})
+    if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
+  if (Present(body, "response_format")) {
+    const json& f = body["response_format"];
+    if (!f.is_object() || f.value("type", json()) != "text")
+      Refuse("response_format", "a 'response_format' other than {\"type\": \"text\"}");
+  }
+  if (endpoint == Endpoint::kCompletion) {
+    if (GetBool(body, "echo", false)) Refuse("echo", "'echo'");
+    if (GetInteger(body, "best_of", 1, 1, 20) != 1) Refuse("best_of", "'best_of' other than 1");
+    if (Present(body, "suffix")) {
+      if (!body["suffix"].is_string()) Bad("suffix", "'suffix' must be a string");
+      if (!body["suffix"].get<std::string>().empty()) Refuse("suffix", "'suffix'");
+    }
+  }
+}
+
+// Every argument OpenAI's two endpoints define plus moex's extensions; anything else is
+// refused as OpenAI refuses it ("Unrecognized request argument supplied").
+const std::set<std::string>& KnownKeys(Endpoint endpoint) {
+  static const std::set<std::string> kCommon = {"model",
+                                                "max_tokens",
+                                                "temperature",
+                                                "top_p",
+                                                "top_k",
+                                                "seed",
+                                                "stop",
+                                                "stream",
+                                                "stream_options",
+                                                "n",
+                                                "logprobs",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "logit_bias",
+                                                "user",
+                                                "ignore_eos"};
+  static const std::set<std::string> kChat = [] {
+    std::set<std::string> s = kCommon;
+    for (const char* k :
+         {"messages", "max_completion_tokens", "top_logprobs", "tools", "functions", "tool_choice",
+          "function_call", "response_format", "parallel_tool_calls", "metadata", "store",
+          "service_tier", "audio", "prediction", "modalities", "reasoning_effort"})
+      s.insert(k);
+    return s;
+  }();
+  static const std::set<std::string> kCompletion = [] {
+    std::set<std::string> s = kCommon;
+    for (const char* k : {"prompt", "echo", "best_of", "suffix"}) s.insert(k);
+    return s;
+  }();
+  return endpoint == Endpoint::kChat ? kChat : kCompletion;
+}
+
+}  // namespace
+
+ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLimits& limits) {
+  CheckNesting(text);
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& e) {
+    Bad("", std::string("the request body is not valid JSON (") + e.what() + ")");
+  }
+  if (!body.is_object()) Bad("", "the request body must be a JSON object");
+  const auto& known = KnownKeys(endpoint);
+  for (const auto& [key, value] : body.items())
+    if (!known.count(key)) Bad(key, "Unrecognized request argument supplied: " + key);
+
+  ApiRequest r;
+  r.endpoint = endpoint;
+  if (Present(body, "model")) {
+    if (!body["model"].is_string()) Bad("model", "'model' must be a string");
+    r.model = body["model"].get<std::string>();
+  }
+  if (endpoint == Endpoint::kChat) {
+    ParseMessages(body, limits, r);
+  } else {
+    ParsePrompt(body, limits, r);
+  }
+  RefuseUnsupported(body, endpoint);
+
+  const int64_t fallback = endpoint == Endpoint::kChat ? limits.default_max_tokens : 16;
+  const char* max_key = endpoint == Endpoint::kChat && Present(body, "max_completion_tokens")
+                            ? "max_completion_tokens"
+                            : "max_tokens";
+  r.max_tokens = static_cast<int>(
+      GetInteger(body, max_key, std::min<int64_t>(fallback, limits.context), 1, limits.context));
+  r.temperature = static_cast<float>(GetNumber(body, "temperature", 1.0, 0.0, 2.0));
+  r.top_p = static_cast<float>(GetNumber(body, "top_p", 1.0, 0.0, 1.0));
+  if (r.top_p <= 0.0f) Bad("top_p", "'top_p' must be greater than 0");
+  r.top_k = static_cast<int>(GetInteger(body, "top_k", 0, 0, 1 << 30));
+  if (Present(body, "seed"))
+    r.seed = static_cast<uint64_t>(GetInteger(body, "seed", 0, std::numeric_limits<int64_t>::min(),
+                                              std::numeric_limits<int64_t>::max()));
+  ParseStop(body, limits, r);
+  r.stream = GetBool(body, "stream", false);
+  if (Present(body, "stream_options")) {
+    const json& o = body["stream_options"];
+    if (!o.is_object()) Bad("stream_options", "'stream_options' must be an object");
+    if (!r.stream) Bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    r.include_usage = GetBool(o, "include_usage", false);
+  }
+  r.ignore_eos = GetBool(body, "ignore_eos", false);
+  return r;
+}
+
+}  // namespace moex::serve

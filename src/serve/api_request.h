@@ -1,0 +1,56 @@
+// The OpenAI request bodies moex serves, parsed and checked: POST /v1/chat/completions and
+// POST /v1/completions. Parsing is a pure function of the body text, so it is fuzzed on its
+// own; every malformed body, wrong type or absurd value throws ApiError (400) naming the
+// field, and features moex cannot honour (n > 1, logprobs, tools, penalties, ...) are refused
+// rather than silently ignored. Harmless fields (user, metadata, ...) are ignored as OpenAI
+// ignores fields it does not need.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moex::serve {
+
+enum class Endpoint { kChat, kCompletion };
+
+struct ApiLimits {
+  int64_t context = 4096;        // The model's context: prompt + max_tokens must fit.
+  int64_t vocab_size = 1 << 30;  // Token-id prompts are checked against it.
+  int default_max_tokens = 256;  // When the request gives none (chat; completions: 16).
+  size_t max_stop = 4;           // OpenAI allows up to 4 stop sequences.
+  size_t max_stop_bytes = 256;
+  size_t max_messages = 4096;
+};
+
+struct ChatTurn {
+  std::string role;  // system, user, assistant, tool ("developer" is read as system).
+  std::string content;
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::kCompletion;
+  std::string model;                // Echoed; any value is accepted (one model is served).
+  std::vector<ChatTurn> messages;   // Chat.
+  std::string prompt_text;          // Completions with a text prompt.
+  std::vector<int32_t> prompt_ids;  // Completions with a token-id prompt.
+  bool prompt_is_ids = false;
+  int max_tokens = 16;
+  float temperature = 1.0f;  // OpenAI's default; 0 is greedy.
+  float top_p = 1.0f;
+  int top_k = 0;  // Extension (llama.cpp, vLLM): 0 = no limit.
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage.
+  bool ignore_eos = false;     // Extension (vLLM): keep going past end-of-sequence.
+};
+
+// Parses and checks a request body; throws ApiError (status 400) with the offending param.
+ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view body, const ApiLimits& limits);
+
+}  // namespace moex::serve

@@ -1,0 +1,345 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/kv_cache.h"
+#include "io/tokenizer_stream.h"
+#include "serve/api_error.h"
+#include "serve/stop_text.h"
+
+namespace moex::serve {
+
+// --- JobHandle ---
+
+JobHandle::Update JobHandle::Wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_for(lock, timeout, [this] {
+    return !text_.empty() || !tokens_.empty() || (finished_ && !finish_reported_);
+  });
+  Update u;
+  u.text.swap(text_);
+  u.tokens.swap(tokens_);
+  if (finished_ && !finish_reported_) {
+    finish_reported_ = true;
+    u.finished = true;
+    u.finish_reason = finish_reason_;
+    u.error = error_;
+  }
+  return u;
+}
+
+int64_t JobHandle::completion_tokens() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completion_tokens_;
+}
+
+void JobHandle::Append(const std::string& text, int32_t token) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    text_ += text;
+    if (token >= 0) {
+      tokens_.push_back(token);
+      ++completion_tokens_;
+    }
+  }
+  cv_.notify_all();
+}
+
+void JobHandle::Finish(const std::string& reason, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) return;
+    finished_ = true;
+    finish_reason_ = reason;
+    error_ = error;
+  }
+  cv_.notify_all();
+}
+
+// --- Scheduler ---
+
+// A request holding a KV cache.
+struct Scheduler::Sequence {
+  Job job;
+  std::shared_ptr<JobHandle> handle;
+  int64_t id = -1;  // Event-stream request id.
+  std::unique_ptr<KvCache> cache;
+  Sampler sampler;
+  std::unique_ptr<StreamDecoder> decoder;
+  StopText stop_text;
+  size_t prefilled = 0;  // Prompt tokens in the cache.
+  int32_t next = -1;     // Sampled, not yet fed back (decoding).
+  int generated = 0;
+  bool done = false;
+  Clock::time_point deadline = Clock::time_point::max();
+  Clock::time_point first_token{};
+
+  Sequence(Job j, std::shared_ptr<JobHandle> h)
+      : job(std::move(j)), handle(std::move(h)), sampler(job.sampling), stop_text(job.stop_texts) {}
+  bool decoding() const { return prefilled == job.prompt.size(); }
+};
+
+Scheduler::Scheduler(Transformer& transformer, const Tokenizer* tokenizer, SchedulerOptions options,
+                     ServeMetrics* metrics)
+    : transformer_(transformer), tokenizer_(tokenizer), options_(options), metrics_(metrics) {
+  Check(options_.max_running >= 1, "--max-running must be at least 1");
+  Check(options_.max_queue >= 0, "--max-queue must be at least 0");
+  Check(options_.prefill_chunk >= 1, "--prefill-chunk must be at least 1");
+  Check(options_.max_batch_tokens >= options_.max_running, "--max-batch-tokens (",
+        options_.max_batch_tokens, ") must be at least --max-running (", options_.max_running,
+        "): every running request's next token must fit one pass");
+  Check(options_.max_batch_tokens >= options_.prefill_chunk, "--max-batch-tokens (",
+        options_.max_batch_tokens, ") must be at least --prefill-chunk (", options_.prefill_chunk,
+        ")");
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() {
+  Drain();
+}
+
+std::shared_ptr<JobHandle> Scheduler::Submit(Job job) {
+  const int64_t context = transformer_.model().config.max_position_embeddings;
+  if (job.prompt.empty()) throw ApiError(400, "the prompt encodes to no tokens", "prompt");
+  if (static_cast<int64_t>(job.prompt.size()) + job.max_tokens > context)
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(context) +
+                       " tokens. However, you requested " +
+                       std::to_string(job.prompt.size() + job.max_tokens) + " tokens (" +
+                       std::to_string(job.prompt.size()) + " in the prompt, " +
+                       std::to_string(job.max_tokens) +
+                       " for the completion). Please reduce the prompt or max_tokens.",
+                   "messages", "context_length_exceeded");
+  const int32_t vocab = static_cast<int32_t>(transformer_.model().config.vocab_size);
+  for (int32_t id : job.prompt)
+    if (id < 0 || id >= vocab)
+      throw ApiError(400, "prompt token id " + std::to_string(id) + " is outside the vocabulary",
+                     "prompt");
+  auto handle = std::make_shared<JobHandle>();
+  handle->prompt_tokens_ = static_cast<int64_t>(job.prompt.size());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (draining_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    // Requests beyond the free slots wait in the queue, at most max_queue of them.
+    const int free_slots = std::max(0, options_.max_running - running_count_.load());
+    if (static_cast<int>(queue_.size()) >= options_.max_queue + free_slots)
+      throw ApiError(429, "the request queue is full (" + std::to_string(options_.max_queue) +
+                              " waiting); retry later");
+    queue_.emplace_back(std::move(job), handle);
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void Scheduler::set_pass_hook(PassHook hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  hook_ = std::move(hook);
+}
+
+void Scheduler::Drain() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int Scheduler::queued() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(queue_.size());
+}
+
+int Scheduler::running() const {
+  return running_count_;
+}
+
+void Scheduler::set_offload_source(std::function<nlohmann::json()> source) {
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  offload_source_ = std::move(source);
+  if (offload_source_) snapshot_ = offload_source_();
+}
+
+nlohmann::json Scheduler::OffloadSnapshot() const {
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  return snapshot_;
+}
+
+void Scheduler::RefreshSnapshot(bool force) {
+  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  if (!offload_source_) return;
+  const auto now = Clock::now();
+  if (!force && now - snapshot_time_ < std::chrono::milliseconds(250)) return;
+  snapshot_ = offload_source_();
+  snapshot_time_ = now;
+}
+
+void Scheduler::Loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [this] { return !queue_.empty() || !running_.empty() || draining_; });
+      if (draining_ && queue_.empty() && running_.empty()) break;
+    }
+    Admit();
+    if (!running_.empty() && !RunPass()) {
+      // The hook held every request back: wait a little rather than spin.
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    RefreshSnapshot(running_.empty());
+  }
+  RefreshSnapshot(true);
+}
+
+void Scheduler::Admit() {
+  for (;;) {
+    std::pair<Job, std::shared_ptr<JobHandle>> item;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty() || static_cast<int>(running_.size()) >= options_.max_running) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto& [job, handle] = item;
+    if (handle->cancelled()) {
+      handle->Finish("cancelled");
+      continue;
+    }
+    auto s = std::make_unique<Sequence>(std::move(job), std::move(handle));
+    if (options_.timeout_s > 0)
+      s->deadline = s->handle->arrival() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(options_.timeout_s));
+    try {
+      s->cache =
+          std::make_unique<KvCache>(transformer_.model().config,
+                                    static_cast<int64_t>(s->job.prompt.size()) + s->job.max_tokens);
+    } catch (const std::bad_alloc&) {
+      s->handle->Finish("error", "out of memory for the request's KV cache");
+      continue;
+    }
+    if (tokenizer_) s->decoder = std::make_unique<StreamDecoder>(*tokenizer_, true);
+    s->id = transformer_.BeginRequest(s->job.prompt);
+    running_.push_back(std::move(s));
+    running_count_ = static_cast<int>(running_.size());
+  }
+}
+
+void Scheduler::Retire(Sequence& s, const std::string& reason, const std::string& error) {
+  if (s.done) return;
+  s.done = true;
+  if (s.decoder && reason != "cancelled") {
+    const std::string rest = s.stop_text.Push(s.decoder->Flush());
+    s.handle->Append(rest + s.stop_text.Flush(), -1);
+  }
+  transformer_.EndRequest(s.id);
+  if (metrics_ && s.generated > 0) {
+    metrics_->CountTokens(static_cast<int64_t>(s.job.prompt.size()), s.generated);
+    if (s.generated > 1)
+      metrics_->ObserveTpot(std::chrono::duration<double>(Clock::now() - s.first_token).count() /
+                            (s.generated - 1));
+  }
+  s.handle->Finish(reason, error);
+}
+
+void Scheduler::Emit(Sequence& s, int32_t token) {
+  if (s.generated == 0) {
+    s.first_token = Clock::now();
+    if (metrics_)
+      metrics_->ObserveTtft(
+          std::chrono::duration<double>(s.first_token - s.handle->arrival()).count());
+  }
+  ++s.generated;
+  const auto& stops = s.job.stop_ids;
+  const bool stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
+  std::string text;
+  if (s.decoder && !stop_token) text = s.stop_text.Push(s.decoder->Push(token));
+  s.handle->Append(text, token);
+  if (stop_token || s.stop_text.stopped()) {
+    Retire(s, "stop");
+  } else if (s.generated >= s.job.max_tokens) {
+    Retire(s, "length");
+  }
+}
+
+bool Scheduler::RunPass() {
+  // Requests that left since the last pass.
+  const auto now = Clock::now();
+  for (auto& s : running_) {
+    if (s->handle->cancelled())
+      Retire(*s, "cancelled");
+    else if (now >= s->deadline)
+      Retire(*s, "timeout", "the request timed out");
+  }
+  auto gone = [](const std::unique_ptr<Sequence>& s) { return s->done; };
+  running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+  running_count_ = static_cast<int>(running_.size());
+  if (running_.empty()) return true;
+
+  std::vector<Candidate> candidates;
+  for (const auto& s : running_) {
+    const int64_t left = static_cast<int64_t>(s->job.prompt.size() - s->prefilled);
+    candidates.push_back({s->id, s->decoding(),
+                          s->decoding() ? 1 : std::min(left, options_.prefill_chunk),
+                          s->cache->length()});
+  }
+  PassHook hook;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hook = hook_;
+  }
+  if (hook) hook(candidates);
+
+  std::vector<BatchItem> batch;
+  std::vector<Sequence*> owners;
+  int64_t budget = options_.max_batch_tokens;
+  for (const Candidate& c : candidates) {
+    auto it = std::find_if(running_.begin(), running_.end(),
+                           [&](const auto& s) { return s->id == c.request; });
+    if (it == running_.end() || c.tokens > budget) continue;
+    if (std::find(owners.begin(), owners.end(), it->get()) != owners.end()) continue;
+    Sequence& s = **it;
+    if (s.decoding()) {
+      batch.push_back({s.cache.get(), std::span<const int32_t>(&s.next, 1), false, s.id});
+    } else {
+      const size_t take = std::min<size_t>(s.job.prompt.size() - s.prefilled,
+                                           static_cast<size_t>(options_.prefill_chunk));
+      batch.push_back({s.cache.get(),
+                       std::span<const int32_t>(s.job.prompt).subspan(s.prefilled, take), false,
+                       s.id, static_cast<int64_t>(s.job.prompt.size())});
+    }
+    owners.push_back(&s);
+    budget -= static_cast<int64_t>(batch.back().tokens.size());
+  }
+  if (batch.empty()) return false;  // The hook held everything back this time.
+
+  std::vector<float> logits;
+  try {
+    logits = transformer_.Forward(batch);
+  } catch (const std::exception& e) {
+    // A failed pass (an expert-store read error, say) fails the requests in it; the
+    // others and the server go on.
+    for (Sequence* s : owners) Retire(*s, "error", e.what());
+    running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+    running_count_ = static_cast<int>(running_.size());
+    return true;
+  }
+  if (metrics_)
+    metrics_->ObservePass(static_cast<int64_t>(batch.size()), options_.max_batch_tokens - budget);
+  const size_t vocab = static_cast<size_t>(transformer_.model().config.vocab_size);
+  for (size_t b = 0; b < owners.size(); ++b) {
+    Sequence& s = *owners[b];
+    if (!s.decoding()) {
+      s.prefilled += batch[b].tokens.size();
+      if (!s.decoding()) continue;  // More prompt to go.
+    }
+    s.next = s.sampler.Sample(std::span<const float>(&logits[b * vocab], vocab));
+    Emit(s, s.next);
+  }
+  running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+  running_count_ = static_cast<int>(running_.size());
+  return true;
+}
+
+}  // namespace moex::serve

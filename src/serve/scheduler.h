@@ -1,0 +1,153 @@
+// Continuous batching (iteration-level scheduling, as in Orca): one thread owns the engine
+// and runs forward passes back to back; between passes, finished, cancelled and timed-out
+// requests leave and queued ones join (first come, first served, bounded queue). Each pass
+// holds every decoding request's next token and prefill chunks of the others, up to a token
+// budget. A prompt is prefilled in chunks of exactly --prefill-chunk tokens at fixed
+// offsets, whatever else runs, so a long prompt cannot stall the decodes for long and a
+// greedy request's tokens do not depend on its neighbours (the kernels are batch-invariant).
+// One transformer, one expert cache and one policy serve every request.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "engine/sampler.h"
+#include "engine/transformer.h"
+#include "io/tokenizer.h"
+#include "serve/serve_metrics.h"
+
+namespace moex::serve {
+
+struct SchedulerOptions {
+  int max_running = 16;            // Requests holding a KV cache at once.
+  int max_queue = 64;              // Requests waiting for a slot; more are refused (429).
+  int64_t max_batch_tokens = 512;  // Tokens in one forward pass.
+  int64_t prefill_chunk = 256;     // Prompt tokens of one request in one pass.
+  double timeout_s = 600;          // Per request, from arrival; 0 = none.
+};
+
+// What the scheduler runs for one request.
+struct Job {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;        // Generation ends after one of these (not returned).
+  std::vector<std::string> stop_texts;  // OpenAI `stop`.
+};
+
+// Shared by the scheduler, which fills it, and the HTTP thread, which drains it.
+class JobHandle {
+ public:
+  struct Update {
+    std::string text;             // New text (may be empty).
+    std::vector<int32_t> tokens;  // New token ids.
+    bool finished = false;
+    std::string finish_reason;  // stop, length, cancelled, timeout, error.
+    std::string error;          // With finish_reason "error".
+  };
+
+  // Waits until there is news or `timeout` passes; returns everything new since the last call.
+  Update Wait(std::chrono::milliseconds timeout);
+  // Asks the scheduler to drop the request (client gone); safe to call at any time.
+  void Cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t completion_tokens() const;
+  Clock::time_point arrival() const { return arrival_; }
+
+ private:
+  friend class Scheduler;
+  void Append(const std::string& text, int32_t token);
+  void Finish(const std::string& reason, const std::string& error = "");
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string text_;
+  std::vector<int32_t> tokens_;
+  int64_t completion_tokens_ = 0;
+  bool finished_ = false;
+  bool finish_reported_ = false;
+  std::string finish_reason_, error_;
+  std::atomic<bool> cancelled_{false};
+  int64_t prompt_tokens_ = 0;
+  Clock::time_point arrival_ = Clock::now();
+};
+
+class Scheduler {
+ public:
+  // A request as the pass-forming hook sees it.
+  struct Candidate {
+    int64_t request = -1;   // Event-stream request id.
+    bool decoding = false;  // Else prefilling.
+    int64_t tokens = 0;     // Tokens it would put in the pass.
+    int64_t position = 0;   // Tokens already in its KV cache.
+  };
+  // May reorder (or drop from this pass) the candidates of the next pass, which are then
+  // taken in order while the token budget lasts: the place where a policy regroups requests
+  // (ExpertFlow's token regrouping). Runs on the scheduler thread, between passes.
+  using PassHook = std::function<void(std::vector<Candidate>&)>;
+
+  // `tokenizer` may be null (token ids only, no text).
+  Scheduler(Transformer& transformer, const Tokenizer* tokenizer, SchedulerOptions options,
+            ServeMetrics* metrics = nullptr);
+  ~Scheduler();
+
+  // Queues a job; throws ApiError 429 when the queue is full, 503 when draining.
+  std::shared_ptr<JobHandle> Submit(Job job);
+  void set_pass_hook(PassHook hook);
+
+  // Stops admitting new requests, lets every queued and running one finish, then stops the
+  // thread. Idempotent.
+  void Drain();
+  // Offload counters, refreshed between passes (the engine is not read while it runs).
+  nlohmann::json OffloadSnapshot() const;
+  void set_offload_source(std::function<nlohmann::json()> source);
+
+  int queued() const;
+  int running() const;
+
+ private:
+  struct Sequence;
+  void Loop();
+  void Admit();
+  bool RunPass();  // False when the hook left the pass empty.
+  void Emit(Sequence& s, int32_t token);
+  void Retire(Sequence& s, const std::string& reason, const std::string& error = "");
+  void RefreshSnapshot(bool force);
+
+  Transformer& transformer_;
+  const Tokenizer* tokenizer_;
+  SchedulerOptions options_;
+  ServeMetrics* metrics_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<Job, std::shared_ptr<JobHandle>>> queue_;
+  bool draining_ = false;
+  std::atomic<int> running_count_{0};
+  PassHook hook_;
+
+  std::vector<std::unique_ptr<Sequence>> running_;  // Scheduler thread only.
+
+  mutable std::mutex snapshot_mutex_;
+  nlohmann::json snapshot_;
+  std::function<nlohmann::json()> offload_source_;
+  Clock::time_point snapshot_time_{};
+
+  std::thread thread_;
+};
+
+}  // namespace moex::serve

@@ -1,0 +1,144 @@
+#include "serve/serve_metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace moex::serve {
+
+namespace {
+
+std::string Number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void Header(std::string& out, const std::string& name, const std::string& help, const char* type) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void Gauge(std::string& out, const std::string& name, const std::string& help, double v) {
+  Header(out, name, help, "gauge");
+  out += name + " " + Number(v) + "\n";
+}
+
+void Counter(std::string& out, const std::string& name, const std::string& help, double v) {
+  Header(out, name, help, "counter");
+  out += name + " " + Number(v) + "\n";
+}
+
+double Field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+}  // namespace
+
+void Histogram::Observe(double value) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::Write(const std::string& name, const std::string& help, std::string& out) const {
+  Header(out, name, help, "histogram");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name + "_bucket{le=\"" + Number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + Number(sum_) + "\n";
+  out += name + "_count " + std::to_string(count_) + "\n";
+}
+
+ServeMetrics::ServeMetrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      tpot_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      batch_requests_({1, 2, 4, 8, 16, 32, 64, 128}),
+      batch_tokens_({1, 4, 16, 64, 256, 1024, 4096}) {}
+
+void ServeMetrics::CountRequest(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++requests_[{endpoint, status}];
+}
+
+void ServeMetrics::CountTokens(int64_t prompt, int64_t completion) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prompt_tokens_ += static_cast<uint64_t>(prompt);
+  completion_tokens_ += static_cast<uint64_t>(completion);
+}
+
+void ServeMetrics::ObserveTtft(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ttft_.Observe(seconds);
+}
+
+void ServeMetrics::ObserveTpot(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  tpot_.Observe(seconds);
+}
+
+void ServeMetrics::ObservePass(int64_t requests, int64_t tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++passes_;
+  batch_requests_.Observe(static_cast<double>(requests));
+  batch_tokens_.Observe(static_cast<double>(tokens));
+}
+
+std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& offload) const {
+  std::string out;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Header(out, "moex_requests_total", "HTTP API requests by endpoint and status code", "counter");
+    for (const auto& [key, n] : requests_)
+      out += "moex_requests_total{endpoint=\"" + key.first + "\",status=\"" +
+             std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+    Counter(out, "moex_prompt_tokens_total", "prompt tokens of finished requests",
+            static_cast<double>(prompt_tokens_));
+    Counter(out, "moex_completion_tokens_total", "tokens generated for finished requests",
+            static_cast<double>(completion_tokens_));
+    Counter(out, "moex_forward_passes_total", "forward passes run by the scheduler",
+            static_cast<double>(passes_));
+    ttft_.Write("moex_time_to_first_token_seconds", "arrival to first generated token", out);
+    tpot_.Write("moex_time_per_output_token_seconds",
+                "mean time between generated tokens, per request", out);
+    batch_requests_.Write("moex_batch_requests", "requests in one forward pass", out);
+    batch_tokens_.Write("moex_batch_tokens", "tokens in one forward pass", out);
+  }
+  Gauge(out, "moex_queue_length", "requests waiting for a slot", queued);
+  Gauge(out, "moex_running_requests", "requests holding a KV cache", running);
+  if (!offload.is_object() || !offload.contains("layers")) return out;
+
+  struct Series {
+    const char* key;
+    const char* name;
+    const char* help;
+    double scale;
+  };
+  static const Series kLayerSeries[] = {
+      {"hits", "moex_offload_hits_total", "expert accesses served from the cache", 1},
+      {"misses", "moex_offload_misses_total", "expert accesses that had to be read", 1},
+      {"prefetch_issued", "moex_offload_prefetch_issued_total", "prefetches issued", 1},
+      {"prefetch_used", "moex_offload_prefetch_used_total", "prefetches used before eviction", 1},
+      {"prefetch_wasted", "moex_offload_prefetch_wasted_total", "prefetches evicted without use",
+       1},
+      {"bytes_read", "moex_offload_read_bytes_total", "bytes read from the expert store", 1},
+      {"stall_ms", "moex_offload_stall_seconds_total", "time the compute waited for experts", 1e-3},
+  };
+  for (const Series& s : kLayerSeries) {
+    Header(out, s.name, s.help, "counter");
+    for (const nlohmann::json& layer : offload["layers"])
+      out += std::string(s.name) + "{layer=\"" + Number(Field(layer, "layer")) + "\"} " +
+             Number(Field(layer, s.key) * s.scale) + "\n";
+  }
+  Gauge(out, "moex_offload_resident_bytes", "expert bytes held in the host cache",
+        Field(offload, "host_cache_bytes"));
+  Gauge(out, "moex_offload_budget_bytes", "host cache budget", Field(offload, "budget_bytes"));
+  Gauge(out, "moex_offload_hit_rate", "demand hits / demand accesses since start",
+        Field(offload, "hit_rate"));
+  return out;
+}
+
+}  // namespace moex::serve

@@ -1,0 +1,50 @@
+// What the server measures, exported at GET /metrics in Prometheus' text format: requests by
+// endpoint and status, tokens in and out, TTFT / TPOT / batch-size histograms, the queue and
+// the running requests, and the offload counters per MoE layer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moex::serve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  void Observe(double value);
+  // Lines of a Prometheus histogram named `name` (with _bucket, _sum, _count).
+  void Write(const std::string& name, const std::string& help, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // Non-cumulative; the last is +Inf.
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class ServeMetrics {
+ public:
+  ServeMetrics();
+  void CountRequest(const std::string& endpoint, int status);
+  void CountTokens(int64_t prompt, int64_t completion);
+  void ObserveTtft(double seconds);
+  void ObserveTpot(double seconds);
+  void ObservePass(int64_t requests, int64_t tokens);
+
+  // The whole exposition; `offload` is MoeExecutor::MetricsJson (null when resident).
+  std::string Render(int queued, int running, const nlohmann::json& offload) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;
+  Histogram ttft_, tpot_, batch_requests_, batch_tokens_;
+};
+
+}  // namespace moex::serve

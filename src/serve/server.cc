@@ -1,0 +1,366 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "serve/api_error.h"
+
+namespace moex::serve {
+
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// Messages may quote a client's invalid UTF-8: replace it rather than fail to answer.
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void SendError(httplib::Response& res, int status, const std::string& message,
+               const std::string& param = "", const std::string& code = "") {
+  res.status = status;
+  res.set_content(Dump(ApiError::ErrorBody(status, message, param, code)), "application/json");
+}
+
+void SendError(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(Dump(e.Body()), "application/json");
+}
+
+std::string SseEvent(const json& j) {
+  return "data: " + Dump(j) + "\n\n";
+}
+
+// The format used when a checkpoint has no chat template (the demo model): plain turns
+// ending with an open assistant turn.
+std::string PlainChatPrompt(const std::vector<ChatTurn>& messages) {
+  std::string text;
+  for (const ChatTurn& m : messages) {
+    std::string role = m.role;
+    if (!role.empty())
+      role[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(role[0])));
+    text += role + ": " + m.content + "\n\n";
+  }
+  return text + "Assistant:";
+}
+
+}  // namespace
+
+Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
+               ServerOptions options)
+    : transformer_(transformer),
+      tokenizer_(tokenizer),
+      executor_(executor),
+      options_(std::move(options)),
+      http_(std::make_unique<httplib::Server>()) {
+  const ModelConfig& config = transformer_.model().config;
+  limits_.context = config.max_position_embeddings;
+  limits_.vocab_size = config.vocab_size;
+  limits_.default_max_tokens = options_.default_max_tokens;
+  if (tokenizer_ && !tokenizer_->chat_template().empty())
+    chat_template_.emplace(ChatTemplate::FromTokenizer(*tokenizer_));
+  scheduler_ = std::make_unique<Scheduler>(transformer_, tokenizer_, options_.scheduler, &metrics_);
+  if (executor_)
+    scheduler_->set_offload_source([executor = executor_] { return executor->MetricsJson(); });
+  // Every connection holds a thread while it streams: enough for every running and queued
+  // request plus a few for /metrics and /health.
+  const int threads = options_.scheduler.max_running + options_.scheduler.max_queue + 8;
+  http_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  // Not httplib's default SO_REUSEPORT, under which a second server on a busy port would
+  // bind too and share its connections.
+  http_->set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_read_timeout(30, 0);
+  http_->set_write_timeout(30, 0);
+  Routes();
+}
+
+Server::~Server() {
+  Shutdown(0);
+}
+
+int Server::Bind() {
+  int port = options_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(options_.host);
+    Check(port > 0, "cannot listen on ", options_.host, " (any port)");
+  } else {
+    Check(http_->bind_to_port(options_.host, port), "cannot listen on ", options_.host, ":", port,
+          " (in use, or not an address of this machine)");
+  }
+  return port;
+}
+
+void Server::Run() {
+  running_ = true;
+  http_->listen_after_bind();
+}
+
+void Server::Shutdown(double grace_s) {
+  if (shutting_down_.exchange(true)) return;
+  scheduler_->Drain();
+  // The last chunks of finished streams are still being written: give them time.
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(grace_s));
+  while (open_streams_ > 0 && Clock::now() < until) std::this_thread::sleep_for(milliseconds(10));
+  // Run() on another thread may not be listening yet; stop() only stops a running listener.
+  for (int i = 0; i < 500 && running_ && !http_->is_running(); ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  http_->stop();
+}
+
+std::vector<int32_t> Server::PromptTokens(const ApiRequest& r) const {
+  std::vector<int32_t> ids;
+  if (r.endpoint == Endpoint::kCompletion && r.prompt_is_ids) return r.prompt_ids;
+  if (!tokenizer_)
+    throw ApiError(400,
+                   "the model ships no tokenizer: send /v1/completions with a prompt of token ids",
+                   r.endpoint == Endpoint::kChat ? "messages" : "prompt");
+  try {
+    if (r.endpoint == Endpoint::kChat) {
+      if (chat_template_) {
+        std::vector<ChatMessage> messages;
+        for (const ChatTurn& m : r.messages) messages.push_back({m.role, m.content});
+        // The template writes any BOS itself.
+        ids = tokenizer_->Encode(ApplyChatTemplate(*chat_template_, messages, true), false);
+      } else {
+        ids = tokenizer_->Encode(PlainChatPrompt(r.messages), tokenizer_->add_bos_default());
+      }
+    } else {
+      ids = tokenizer_->Encode(r.prompt_text, tokenizer_->add_bos_default());
+    }
+  } catch (const Error& e) {
+    // A template's raise_exception (e.g. roles that do not alternate) is the client's fault.
+    throw ApiError(400, e.what(), r.endpoint == Endpoint::kChat ? "messages" : "prompt");
+  }
+  if (ids.empty())
+    throw ApiError(400, "the prompt is empty",
+                   r.endpoint == Endpoint::kChat ? "messages" : "prompt");
+  return ids;
+}
+
+Job Server::MakeJob(const ApiRequest& r) const {
+  Job job;
+  job.prompt = PromptTokens(r);
+  job.max_tokens = r.max_tokens;
+  job.sampling.temperature = r.temperature;
+  job.sampling.top_p = r.top_p;
+  job.sampling.top_k = r.top_k;
+  job.sampling.seed = r.seed ? *r.seed : std::random_device{}();
+  if (!r.ignore_eos) {
+    const ModelConfig& config = transformer_.model().config;
+    job.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
+    if (tokenizer_)
+      for (int32_t id : tokenizer_->eos_ids()) job.stop_ids.push_back(id);
+  }
+  job.stop_texts = r.stop;
+  return job;
+}
+
+void Server::Routes() {
+  // Statuses httplib sets itself (404, 413, 400 for a broken request line, ...) get an
+  // OpenAI error body too.
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "HTTP error " + std::to_string(res.status);
+    if (res.status == 404) message = "Unknown request URL: " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is too large";
+    if (res.status == 405) message = "method not allowed for " + req.path;
+    SendError(res, res.status, message);
+  });
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const ApiError& e) {
+          SendError(res, e);
+        } catch (const std::exception& e) {
+          SendError(res, 500, std::string("internal error: ") + e.what());
+        } catch (...) {
+          SendError(res, 500, "internal error");
+        }
+      });
+
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = shutting_down_ ? 503 : 200;
+    res.set_content(json{{"status", shutting_down_ ? "shutting down" : "ok"}}.dump(),
+                    "application/json");
+  });
+  // The key is checked in the handlers, after httplib has read the body: refusing before
+  // that (pre-routing) closes the socket on unread data, and the client sees a reset.
+  auto guarded = [this](httplib::Server::Handler handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      if (!options_.api_key.empty() &&
+          req.get_header_value("Authorization") != "Bearer " + options_.api_key)
+        return SendError(res, 401,
+                         "Incorrect API key provided: pass it as 'Authorization: Bearer <key>'", "",
+                         "invalid_api_key");
+      handler(req, res);
+    };
+  };
+  auto model_json = [this] {
+    return json{{"id", options_.model_name},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "moex"},
+                {"max_model_len", limits_.context}};
+  };
+  http_->Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
+               res.set_content(json{{"object", "list"}, {"data", {model_json()}}}.dump(),
+                               "application/json");
+             }));
+  http_->Get("/v1/models/(.+)",
+             guarded([this, model_json](const httplib::Request& req, httplib::Response& res) {
+               if (req.matches[1] != options_.model_name)
+                 return SendError(res, 404,
+                                  "The model '" + std::string(req.matches[1]) + "' does not exist",
+                                  "model", "model_not_found");
+               res.set_content(model_json().dump(), "application/json");
+             }));
+  http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+               res.set_content(metrics_.Render(scheduler_->queued(), scheduler_->running(),
+                                               scheduler_->OffloadSnapshot()),
+                               "text/plain; version=0.0.4");
+             }));
+  http_->Post("/v1/chat/completions",
+              guarded([this](const httplib::Request& req, httplib::Response& res) {
+                Complete(Endpoint::kChat, req, res);
+              }));
+  http_->Post("/v1/completions",
+              guarded([this](const httplib::Request& req, httplib::Response& res) {
+                Complete(Endpoint::kCompletion, req, res);
+              }));
+}
+
+void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  const bool chat = endpoint == Endpoint::kChat;
+  const std::string endpoint_name = chat ? "chat" : "completions";
+  std::shared_ptr<JobHandle> handle;
+  ApiRequest request;
+  try {
+    request = ParseApiRequest(endpoint, req.body, limits_);
+    handle = scheduler_->Submit(MakeJob(request));
+  } catch (const ApiError& e) {
+    metrics_.CountRequest(endpoint_name, e.status());
+    return SendError(res, e);
+  }
+  const std::string id =
+      (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const std::string object = chat ? "chat.completion" : "text_completion";
+  auto usage = [handle] {
+    const int64_t completion = handle->completion_tokens();
+    return json{{"prompt_tokens", handle->prompt_tokens()},
+                {"completion_tokens", completion},
+                {"total_tokens", handle->prompt_tokens() + completion}};
+  };
+  auto choice = [chat](const std::string& text, const std::vector<int32_t>& tokens,
+                       const json& finish, bool delta) {
+    json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    if (chat) {
+      c[delta ? "delta" : "message"] =
+          delta ? (text.empty() ? json::object() : json{{"content", text}})
+                : json{{"role", "assistant"}, {"content", text}};
+    } else {
+      c["text"] = text;
+    }
+    c["token_ids"] = tokens;  // Extension: the generated token ids.
+    return c;
+  };
+
+  if (!request.stream) {
+    std::string text;
+    std::vector<int32_t> tokens;
+    JobHandle::Update u;
+    do {
+      u = handle->Wait(milliseconds(1000));
+      text += u.text;
+      tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+    } while (!u.finished);
+    if (u.finish_reason == "timeout" || u.finish_reason == "error") {
+      const int status = u.finish_reason == "timeout" ? 504 : 500;
+      metrics_.CountRequest(endpoint_name, status);
+      return SendError(res, status, u.error);
+    }
+    metrics_.CountRequest(endpoint_name, 200);
+    json body = {{"id", id},
+                 {"object", object},
+                 {"created", created},
+                 {"model", options_.model_name},
+                 {"choices", {choice(text, tokens, u.finish_reason, false)}},
+                 {"usage", usage()}};
+    res.set_content(Dump(body), "application/json");
+    return;
+  }
+
+  metrics_.CountRequest(endpoint_name, 200);
+  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const bool include_usage = request.include_usage;
+  auto chunk = [=, this](json choices) {
+    json c = {{"id", id},
+              {"object", chunk_object},
+              {"created", created},
+              {"model", options_.model_name},
+              {"choices", std::move(choices)}};
+    if (include_usage) c["usage"] = nullptr;
+    return c;
+  };
+  ++open_streams_;
+  auto started = std::make_shared<bool>(false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [=](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) {
+          if (sink.write(s.data(), s.size())) return true;
+          handle->Cancel();  // The client is gone.
+          return false;
+        };
+        if (!*started) {
+          *started = true;
+          if (chat) {
+            json first = choice("", {}, nullptr, true);
+            first["delta"] = {{"role", "assistant"}, {"content", ""}};
+            if (!write(SseEvent(chunk({first})))) return false;
+          }
+        }
+        const JobHandle::Update u = handle->Wait(milliseconds(200));
+        if (!u.text.empty() || !u.tokens.empty())
+          if (!write(SseEvent(chunk({choice(u.text, u.tokens, nullptr, true)})))) return false;
+        if (!u.finished) return true;
+        if (u.finish_reason == "timeout" || u.finish_reason == "error") {
+          if (!write(
+                  SseEvent(ApiError::ErrorBody(u.finish_reason == "timeout" ? 504 : 500, u.error))))
+            return false;
+        } else {
+          if (!write(SseEvent(chunk({choice("", {}, u.finish_reason, true)})))) return false;
+          if (include_usage) {
+            json last = chunk(json::array());
+            last["usage"] = usage();
+            if (!write(SseEvent(last))) return false;
+          }
+        }
+        if (!write("data: [DONE]\n\n")) return false;
+        sink.done();
+        return true;
+      },
+      [handle, this](bool) {
+        handle->Cancel();  // No effect once finished; frees the slot when the client left.
+        --open_streams_;
+      });
+}
+
+}  // namespace moex::serve

@@ -1,0 +1,79 @@
+// The OpenAI-compatible HTTP API over the scheduler (cpp-httplib): POST /v1/chat/completions
+// and /v1/completions (streaming as server-sent events), GET /v1/models, /health and
+// /metrics. Every error is OpenAI's error JSON with its 4xx/5xx status.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/moe_executor.h"
+#include "engine/transformer.h"
+#include "io/chat_template.h"
+#include "io/tokenizer.h"
+#include "serve/api_request.h"
+#include "serve/scheduler.h"
+#include "serve/serve_metrics.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace moex::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (tests).
+  std::string model_name = "moex";
+  std::string api_key;  // Non-empty: every endpoint but /health needs it.
+  size_t max_body_bytes = 8u << 20;
+  int default_max_tokens = 256;  // Chat requests without max_tokens.
+  SchedulerOptions scheduler;
+};
+
+class Server {
+ public:
+  // The transformer, tokenizer (may be null) and executor (may be null) outlive the server.
+  Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
+         ServerOptions options);
+  ~Server();
+
+  // Binds the listening socket; returns the port (the chosen one for port 0). Throws Error.
+  int Bind();
+  // Serves until Shutdown(); returns when the listener has stopped.
+  void Run();
+  // Refuses new requests (503), lets the running and queued ones finish, waits for their
+  // responses to be written (at most `grace_s`), then stops the listener. Thread-safe.
+  void Shutdown(double grace_s = 10);
+
+  Scheduler& scheduler() { return *scheduler_; }
+  // The token ids a request's prompt becomes (chat template or plain text); ApiError 400
+  // when it cannot be built.
+  std::vector<int32_t> PromptTokens(const ApiRequest& request) const;
+
+ private:
+  void Routes();
+  void Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  Job MakeJob(const ApiRequest& request) const;
+
+  Transformer& transformer_;
+  const Tokenizer* tokenizer_;
+  const MoeExecutor* executor_;
+  ServerOptions options_;
+  ApiLimits limits_;
+  std::optional<ChatTemplate> chat_template_;
+  ServeMetrics metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<int64_t> next_id_{0};
+  std::atomic<int> open_streams_{0};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> running_{false};  // Run() was called.
+};
+
+}  // namespace moex::serve

@@ -1,0 +1,187 @@
+// The request parser of the OpenAI API: defaults, every accepted form, and a 400 naming the
+// field for each malformed body, wrong type, absurd value or unsupported feature.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "serve/api_error.h"
+#include "serve/api_request.h"
+#include "serve/stop_text.h"
+
+namespace moex::serve {
+namespace {
+
+ApiLimits Limits() {
+  ApiLimits l;
+  l.context = 128;
+  l.vocab_size = 1000;
+  l.default_max_tokens = 50;
+  return l;
+}
+
+ApiRequest Chat(const std::string& body) {
+  return ParseApiRequest(Endpoint::kChat, body, Limits());
+}
+ApiRequest Completion(const std::string& body) {
+  return ParseApiRequest(Endpoint::kCompletion, body, Limits());
+}
+
+TEST(ServeApiRequest, ChatDefaultsFollowOpenAi) {
+  const ApiRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_EQ(r.max_tokens, 50);  // The server's default for chat.
+  EXPECT_EQ(r.temperature, 1.0f);
+  EXPECT_EQ(r.top_p, 1.0f);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(ServeApiRequest, CompletionDefaultsTo16Tokens) {
+  const ApiRequest r = Completion(R"({"prompt":"abc"})");
+  EXPECT_EQ(r.prompt_text, "abc");
+  EXPECT_FALSE(r.prompt_is_ids);
+  EXPECT_EQ(r.max_tokens, 16);
+}
+
+TEST(ServeApiRequest, ReadsEverySupportedField) {
+  const ApiRequest r = Chat(
+      R"({"messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+          {"role":"user","content":"q"},{"role":"assistant","content":null}],
+          "max_completion_tokens":7,"temperature":0,"top_p":0.5,"top_k":3,"seed":-5,
+          "stop":["x","yz"],"stream":true,"stream_options":{"include_usage":true},
+          "n":1,"presence_penalty":0,"logit_bias":{},"user":"u","ignore_eos":true,
+          "response_format":{"type":"text"}})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");  // developer is the system role.
+  EXPECT_EQ(r.messages[0].content, "ab");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_EQ(r.top_p, 0.5f);
+  EXPECT_EQ(r.top_k, 3);
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, static_cast<uint64_t>(-5));
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(ServeApiRequest, TokenIdPromptsInEveryForm) {
+  EXPECT_EQ(Completion(R"({"prompt":[1,2,999]})").prompt_ids, (std::vector<int32_t>{1, 2, 999}));
+  EXPECT_TRUE(Completion(R"({"prompt":[[4,5]]})").prompt_is_ids);
+  EXPECT_EQ(Completion(R"({"prompt":["one"]})").prompt_text, "one");
+  EXPECT_EQ(Completion(R"({"prompt":"s","stop":"end"})").stop, std::vector<std::string>{"end"});
+  EXPECT_EQ(Completion(R"({"prompt":"s","max_tokens":3.0})").max_tokens, 3);
+}
+
+struct BadCase {
+  Endpoint endpoint;
+  std::string body;
+  std::string param;  // The field the error names.
+};
+
+class ServeApiRequestBad : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ServeApiRequestBad, IsA400NamingTheField) {
+  const BadCase& c = GetParam();
+  try {
+    ParseApiRequest(c.endpoint, c.body, Limits());
+    FAIL() << "accepted: " << c.body;
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400) << c.body;
+    EXPECT_EQ(e.param(), c.param) << c.body << ": " << e.what();
+    EXPECT_FALSE(std::string(e.what()).empty());
+    const auto body = e.Body();
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(body["error"]["message"], e.what());
+  }
+}
+
+const Endpoint kC = Endpoint::kChat;
+const Endpoint kP = Endpoint::kCompletion;
+const std::string kMsg = R"("messages":[{"role":"user","content":"hi"}])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ServeApiRequestBad,
+    ::testing::Values(
+        BadCase{kC, "", ""}, BadCase{kC, "{", ""}, BadCase{kC, "[]", ""},
+        BadCase{kC, "\"text\"", ""}, BadCase{kC, std::string(100, '[') + std::string(100, ']'), ""},
+        BadCase{kC, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", ""},
+        BadCase{kC, R"({})", "messages"}, BadCase{kC, R"({"messages":[]})", "messages"},
+        BadCase{kC, R"({"messages":"hi"})", "messages"},
+        BadCase{kC, R"({"messages":[5]})", "messages[0]"},
+        BadCase{kC, R"({"messages":[{"content":"x"}]})", "messages[0].role"},
+        BadCase{kC, R"({"messages":[{"role":"king","content":"x"}]})", "messages[0].role"},
+        BadCase{kC, R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+        BadCase{kC, R"({"messages":[{"role":"user","content":7}]})", "messages[0].content"},
+        BadCase{kC, R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+                "messages[0].content"},
+        BadCase{kC, "{" + kMsg + R"(,"max_tokens":-1})", "max_tokens"},
+        BadCase{kC, "{" + kMsg + R"(,"max_tokens":0})", "max_tokens"},
+        BadCase{kC, "{" + kMsg + R"(,"max_tokens":1000000000000})", "max_tokens"},
+        BadCase{kC, "{" + kMsg + R"(,"max_tokens":129})", "max_tokens"},
+        BadCase{kC, "{" + kMsg + R"(,"max_tokens":"5"})", "max_tokens"},
+        BadCase{kC, "{" + kMsg + R"(,"max_tokens":2.5})", "max_tokens"},
+        BadCase{kC, "{" + kMsg + R"(,"temperature":3})", "temperature"},
+        BadCase{kC, "{" + kMsg + R"(,"temperature":true})", "temperature"},
+        BadCase{kC, "{" + kMsg + R"(,"top_p":0})", "top_p"},
+        BadCase{kC, "{" + kMsg + R"(,"top_k":-2})", "top_k"},
+        BadCase{kC, "{" + kMsg + R"(,"seed":"x"})", "seed"},
+        BadCase{kC, "{" + kMsg + R"(,"stream":1})", "stream"},
+        BadCase{kC, "{" + kMsg + R"(,"stream_options":{"include_usage":true}})", "stream_options"},
+        BadCase{kC, "{" + kMsg + R"(,"stop":["a","b","c","d","e"]})", "stop"},
+        BadCase{kC, "{" + kMsg + R"(,"stop":[""]})", "stop"},
+        BadCase{kC, "{" + kMsg + R"(,"stop":[1]})", "stop"},
+        BadCase{kC, "{" + kMsg + R"(,"stop":")" + std::string(300, 'x') + "\"}", "stop"},
+        BadCase{kC, "{" + kMsg + R"(,"n":2})", "n"},
+        BadCase{kC, "{" + kMsg + R"(,"logprobs":true})", "logprobs"},
+        BadCase{kC, "{" + kMsg + R"(,"frequency_penalty":0.5})", "frequency_penalty"},
+        BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"5":1}})", "logit_bias"},
+        BadCase{kC, "{" + kMsg + R"(,"tools":[]})", "tools"},
+        BadCase{kC, "{" + kMsg + R"(,"response_format":{"type":"json_object"}})",
+                "response_format"},
+        BadCase{kC, "{" + kMsg + R"(,"model":5})", "model"},
+        BadCase{kC, "{" + kMsg + R"(,"prompt":"x"})", "prompt"},
+        BadCase{kC, "{" + kMsg + R"(,"frobnicate":1})", "frobnicate"},
+        BadCase{kP, R"({})", "prompt"}, BadCase{kP, R"({"prompt":5})", "prompt"},
+        BadCase{kP, R"({"prompt":[]})", "prompt"}, BadCase{kP, R"({"prompt":[1,"a"]})", "prompt"},
+        BadCase{kP, R"({"prompt":[1,1000]})", "prompt"},
+        BadCase{kP, R"({"prompt":[-1]})", "prompt"},
+        BadCase{kP, R"({"prompt":["a","b"]})", "prompt"},
+        BadCase{kP, R"({"prompt":"a","echo":true})", "echo"},
+        BadCase{kP, R"({"prompt":"a","best_of":2})", "best_of"},
+        BadCase{kP, R"({"prompt":"a","suffix":"z"})", "suffix"},
+        BadCase{kP, R"({"prompt":"a","logprobs":2})", "logprobs"},
+        BadCase{kP, R"({"prompt":"a","messages":[]})", "messages"}));
+
+TEST(ServeStopText, HoldsBackAPossibleStopAndCutsAtIt) {
+  StopText s({"END", "xy"});
+  EXPECT_EQ(s.Push("abc E"), "abc ");  // "E" may start END.
+  EXPECT_EQ(s.Push("N"), "");
+  EXPECT_EQ(s.Push("x"), "EN");  // "ENx" is no stop; "x" may start "xy".
+  EXPECT_EQ(s.Push("Dz"), "xDz");
+  EXPECT_EQ(s.Push("qEND tail"), "q");
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.Push("more"), "");
+  EXPECT_EQ(s.Flush(), "");
+}
+
+TEST(ServeStopText, FlushReturnsHeldTextWhenNoStopCame) {
+  StopText s({"stop"});
+  EXPECT_EQ(s.Push("a st"), "a ");
+  EXPECT_FALSE(s.stopped());
+  EXPECT_EQ(s.Flush(), "st");
+}
+
+TEST(ServeStopText, EarliestStopWinsAcrossSequences) {
+  StopText s({"cd", "b"});
+  EXPECT_EQ(s.Push("abcd"), "a");
+  EXPECT_TRUE(s.stopped());
+}
+
+}  // namespace
+}  // namespace moex::serve

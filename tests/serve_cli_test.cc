@@ -1,0 +1,152 @@
+// `moex serve` as a process: prints its address when ready, answers, exits 0 on SIGTERM after
+// finishing the running request, and refuses a busy port with a clear error.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/http_client.h"
+#include "support/run_command.h"
+#include "support/tiny_models.h"
+
+namespace moex::serve {
+namespace {
+
+using nlohmann::json;
+
+// A `moex serve` child process whose stdout is read line by line.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> args) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<char*> argv;
+      args.insert(args.begin(), {testing::MoexBinary(), "serve"});
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = ::fdopen(fds[0], "r");
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !waited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_) std::fclose(out_);
+  }
+  // The port from the "serving ... at http://host:port" line; 0 if it never came.
+  int ReadPort() {
+    char line[1024];
+    while (std::fgets(line, sizeof line, out_)) {
+      std::smatch m;
+      const std::string s(line);
+      if (std::regex_search(s, m, std::regex(R"(at http://[^:]+:(\d+))"))) return std::stoi(m[1]);
+    }
+    return 0;
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  int Wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    waited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  bool waited_ = false;
+};
+
+TEST(ServeCli, AnswersThenDrainsOnSigterm) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  ServeProcess p({"--model", model, "--port", "0", "--host-budget", "25%", "--policy", "lru",
+                  "--threads", "1", "--max-running", "4"});
+  const int port = p.ReadPort();
+  ASSERT_GT(port, 0);
+  const json request = {{"prompt", {1, 2, 3}}, {"max_tokens", 5}, {"temperature", 0}};
+  const HttpResult r = HttpRequest("127.0.0.1", port, "POST", "/v1/completions", request.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 5);
+
+  // A long stream is running when SIGTERM comes: it still ends with its last token.
+  json longer = {{"prompt", {4, 5}},
+                 {"max_tokens", 200},
+                 {"temperature", 0},
+                 {"ignore_eos", true},
+                 {"stream", true}};
+  std::atomic<bool> streaming{false};
+  HttpResult streamed;
+  std::thread client([&] {
+    streamed = HttpRequest("127.0.0.1", port, "POST", "/v1/completions", longer.dump(), {},
+                           [&](const std::string&) {
+                             streaming = true;
+                             return true;
+                           });
+  });
+  for (int i = 0; i < 2000 && !streaming; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  p.Signal(SIGTERM);
+  client.join();
+  EXPECT_EQ(p.Wait(), 0);
+  ASSERT_EQ(streamed.status, 200);
+  ASSERT_FALSE(streamed.events.empty());
+  EXPECT_EQ(streamed.events.back(), "[DONE]");
+  int tokens = 0;
+  for (size_t i = 0; i + 1 < streamed.events.size(); ++i)
+    tokens += static_cast<int>(json::parse(streamed.events[i])["choices"][0]["token_ids"].size());
+  EXPECT_EQ(tokens, 200);
+}
+
+TEST(ServeCli, BusyPortIsAClearError) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  ServeProcess first({"--model", model, "--port", "0"});
+  const int port = first.ReadPort();
+  ASSERT_GT(port, 0);
+  const testing::CommandResult second = testing::RunCommand(
+      testing::MoexBinary() + " serve --model " + model + " --port " + std::to_string(port));
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << second.err;
+  first.Signal(SIGINT);
+  EXPECT_EQ(first.Wait(), 0);
+}
+
+TEST(ServeCli, BadSchedulerOptionsAreRefused) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const testing::CommandResult r =
+      testing::RunCommand(testing::MoexBinary() + " serve --model " + model +
+                          " --port 0 --max-batch-tokens 8 --max-running 4 --prefill-chunk 64");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--max-batch-tokens (8) must be at least --prefill-chunk (64)"),
+            std::string::npos)
+      << r.err;
+  const testing::CommandResult running = testing::RunCommand(
+      testing::MoexBinary() + " serve --model " + model + " --port 0 --max-running 600");
+  EXPECT_EQ(running.exit_code, 1);
+  EXPECT_NE(running.err.find("--max-batch-tokens (512) must be at least --max-running (600)"),
+            std::string::npos)
+      << running.err;
+}
+
+}  // namespace
+}  // namespace moex::serve

@@ -1,0 +1,413 @@
+// The HTTP server end to end on loopback: a tiny random model (token-id prompts, resident and
+// offloaded) and the demo model (text, chat). Batched outputs equal unbatched ones, streams
+// carry the same tokens, bad requests get OpenAI error JSON and the server keeps serving,
+// disconnects free their slot, shutdown drains the running requests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/session.h"
+#include "engine/generator.h"
+#include "serve/http_client.h"
+#include "serve/server.h"
+#include "support/shared_data.h"
+#include "support/tiny_models.h"
+
+namespace moex::serve {
+namespace {
+
+using nlohmann::json;
+
+const std::string kDemo = (testing::SourceDir() / "models/olmoe-demo").string();
+
+struct RunningServer {
+  RunningServer(cli::ModelOptions model, ServerOptions options) {
+    session = cli::OpenSession(model);
+    options.port = 0;
+    server = std::make_unique<Server>(*session->transformer, session->tokenizer.get(),
+                                      session->executor.get(), options);
+    port = server->Bind();
+    thread = std::thread([this] { server->Run(); });
+  }
+  ~RunningServer() {
+    server->Shutdown(5);
+    thread.join();
+  }
+  HttpResult Post(const std::string& path, const json& body,
+                  const EventHandler& on_event = {}) const {
+    return HttpRequest("127.0.0.1", port, "POST", path, body.dump(), {}, on_event);
+  }
+  HttpResult PostRaw(const std::string& path, const std::string& body) const {
+    return HttpRequest("127.0.0.1", port, "POST", path, body);
+  }
+  HttpResult Get(const std::string& path) const {
+    return HttpRequest("127.0.0.1", port, "GET", path, "");
+  }
+  int Context() const {
+    return nlohmann::json::parse(Get("/v1/models").body)["data"][0]["max_model_len"];
+  }
+
+  std::unique_ptr<cli::Session> session;
+  std::unique_ptr<Server> server;
+  std::thread thread;
+  int port = 0;
+};
+
+cli::ModelOptions TinyModel(const std::string& budget = "", const std::string& policy = "lru") {
+  cli::ModelOptions m;
+  m.model = testing::TinyModelPath(Arch::kOlmoe);
+  m.host_budget = budget;
+  m.policy = policy;
+  m.policy_worker = "sync";
+  return m;
+}
+
+ServerOptions SmallBatches() {
+  ServerOptions o;
+  o.scheduler.max_running = 8;
+  o.scheduler.max_batch_tokens = 12;  // Forces prompts to share passes in chunks.
+  o.scheduler.prefill_chunk = 4;
+  return o;
+}
+
+json Completion(std::vector<int32_t> prompt, int max_tokens, double temperature = 0, int seed = 0) {
+  return {{"prompt", prompt},
+          {"max_tokens", max_tokens},
+          {"temperature", temperature},
+          {"seed", seed},
+          {"ignore_eos", true}};
+}
+
+std::vector<int32_t> TokenIds(const HttpResult& r) {
+  EXPECT_EQ(r.status, 200) << r.body << r.error;
+  const json body = json::parse(r.body);
+  return body["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+}
+
+// Prompts of 1..13 tokens, several longer than a prefill chunk; one sampled request.
+const std::vector<json>& Requests() {
+  static const std::vector<json> requests = {
+      Completion({5, 9, 200, 31}, 9),
+      Completion({77}, 7),
+      Completion({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, 10),
+      Completion({400, 401, 402, 403, 404, 405}, 8, 0.8, 3),
+      Completion({11, 22, 33, 44, 55, 66, 77, 88, 99}, 12),
+      Completion({300, 3}, 5),
+  };
+  return requests;
+}
+
+struct Offload {
+  std::string budget, policy, name;
+};
+
+class ServeBatchInvariance : public ::testing::TestWithParam<Offload> {};
+
+TEST_P(ServeBatchInvariance, ConcurrentRequestsGetTheTokensTheyGetAlone) {
+  RunningServer s(TinyModel(GetParam().budget, GetParam().policy), SmallBatches());
+  std::vector<std::vector<int32_t>> alone;
+  for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
+
+  // The engine's own one-request generation agrees with the server's.
+  auto reference = cli::OpenSession(TinyModel());
+  Generator generator(*reference->transformer);
+  for (size_t i = 0; i < Requests().size(); ++i) {
+    const json& r = Requests()[i];
+    GenerationRequest g;
+    g.prompt = r["prompt"].get<std::vector<int32_t>>();
+    g.max_tokens = r["max_tokens"];
+    g.sampling.temperature = r["temperature"].get<float>();
+    g.sampling.seed = r["seed"];
+    EXPECT_EQ(generator.Generate({g})[0].tokens, alone[i]) << "request " << i;
+    EXPECT_EQ(alone[i].size(), static_cast<size_t>(g.max_tokens));
+  }
+
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<int32_t>> together(Requests().size());
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < Requests().size(); ++i)
+      clients.emplace_back(
+          [&, i] { together[i] = TokenIds(s.Post("/v1/completions", Requests()[i])); });
+    for (auto& c : clients) c.join();
+    for (size_t i = 0; i < Requests().size(); ++i)
+      EXPECT_EQ(together[i], alone[i]) << "round " << round << ", request " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Budgets, ServeBatchInvariance,
+                         ::testing::Values(Offload{"", "lru", "Resident"},
+                                           Offload{"25%", "lru", "Offload25Lru"},
+                                           Offload{"10%", "nextgate+lfu", "Offload10NextGateLfu"}),
+                         [](const auto& info) { return info.param.name; });
+
+// The pass-forming hook sees every candidate and may reorder them or hold some back; a
+// reversed order that also holds prefills back every other pass changes no request's tokens.
+TEST(ServeServer, PassHookRegroupsWithoutChangingTokens) {
+  RunningServer s(TinyModel("25%"), SmallBatches());
+  std::vector<std::vector<int32_t>> alone;
+  for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
+  std::atomic<int> calls{0}, max_candidates{0}, held_back{0};
+  s.server->scheduler().set_pass_hook([&](std::vector<Scheduler::Candidate>& candidates) {
+    const int n = static_cast<int>(candidates.size());
+    if (n > max_candidates) max_candidates = n;
+    std::reverse(candidates.begin(), candidates.end());
+    if (calls++ % 2 == 1) {
+      const auto prefill = [](const Scheduler::Candidate& c) { return !c.decoding; };
+      const auto kept = std::remove_if(candidates.begin(), candidates.end(), prefill);
+      held_back += static_cast<int>(candidates.end() - kept);
+      if (kept != candidates.begin()) candidates.erase(kept, candidates.end());
+    }
+  });
+  std::vector<std::vector<int32_t>> together(Requests().size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < Requests().size(); ++i)
+    clients.emplace_back(
+        [&, i] { together[i] = TokenIds(s.Post("/v1/completions", Requests()[i])); });
+  for (auto& c : clients) c.join();
+  for (size_t i = 0; i < Requests().size(); ++i)
+    EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  EXPECT_GT(calls, 0);
+  EXPECT_GT(max_candidates, 1);  // Requests did share passes.
+  EXPECT_GT(held_back, 0);
+}
+
+TEST(ServeServer, StreamCarriesTheSameTokensThenDone) {
+  RunningServer s(TinyModel("25%"), SmallBatches());
+  json request = Requests()[2];
+  const std::vector<int32_t> whole = TokenIds(s.Post("/v1/completions", request));
+  request["stream"] = true;
+  request["stream_options"] = {{"include_usage", true}};
+  const HttpResult r = s.Post("/v1/completions", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_GE(r.events.size(), 3u);
+  EXPECT_EQ(r.events.back(), "[DONE]");
+  std::vector<int32_t> streamed;
+  std::string finish;
+  json usage;
+  for (size_t i = 0; i + 1 < r.events.size(); ++i) {
+    const json chunk = json::parse(r.events[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    if (!chunk["usage"].is_null()) usage = chunk["usage"];
+    if (chunk["choices"].empty()) continue;
+    for (int32_t t : chunk["choices"][0]["token_ids"]) streamed.push_back(t);
+    if (!chunk["choices"][0]["finish_reason"].is_null())
+      finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(streamed, whole);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["prompt_tokens"], request["prompt"].size());
+  EXPECT_EQ(usage["completion_tokens"], whole.size());
+  EXPECT_EQ(usage["total_tokens"], request["prompt"].size() + whole.size());
+}
+
+struct ErrorCase {
+  std::string method, path, body;
+  int status;
+};
+
+TEST(ServeServer, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
+  ServerOptions options = SmallBatches();
+  options.max_body_bytes = 4096;
+  RunningServer s(TinyModel(), options);
+  const std::vector<ErrorCase> cases = {
+      {"POST", "/v1/completions", "{not json", 400},
+      {"POST", "/v1/completions", R"({"prompt":[1],"max_tokens":-1})", 400},
+      {"POST", "/v1/completions", R"({"prompt":[1],"max_tokens":1000000000000})", 400},
+      {"POST", "/v1/completions", R"({"prompt":[1],"stop":["a","b","c","d","e","f"]})", 400},
+      {"POST", "/v1/completions", "{\"prompt\":\"\xff\xfe\"}", 400},
+      {"POST", "/v1/completions", R"({"prompt":[99999999]})", 400},
+      {"POST", "/v1/completions", R"({"prompt":"text needs a tokenizer"})", 400},
+      {"POST", "/v1/chat/completions", R"({"messages":[]})", 400},
+      {"POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", 400},
+      {"POST", "/v1/completions", R"({"prompt":[1],"max_tokens":100000000})", 400},
+      {"POST", "/v1/completions", "{\"prompt\":\"" + std::string(5000, 'a') + "\"}", 413},
+      {"GET", "/v1/nothing", "", 404},
+      {"GET", "/v1/models/other", "", 404},
+  };
+  for (const ErrorCase& c : cases) {
+    const HttpResult r = HttpRequest("127.0.0.1", s.port, c.method, c.path, c.body);
+    EXPECT_EQ(r.status, c.status) << c.path << " " << c.body.substr(0, 80) << ": " << r.body;
+    const json body = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << r.body;
+    ASSERT_TRUE(body.contains("error")) << r.body;
+    EXPECT_TRUE(body["error"]["message"].is_string()) << r.body;
+    EXPECT_FALSE(body["error"]["message"].get<std::string>().empty());
+    EXPECT_TRUE(body["error"]["type"].is_string()) << r.body;
+  }
+  EXPECT_EQ(
+      json::parse(s.Post("/v1/completions", Requests()[0]).body)["choices"][0]["finish_reason"],
+      "length");
+  const HttpResult context =
+      s.Post("/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", s.Context()}});
+  EXPECT_EQ(context.status, 400);
+  EXPECT_EQ(json::parse(context.body)["error"]["code"], "context_length_exceeded");
+}
+
+TEST(ServeServer, ModelsHealthAndMetrics) {
+  ServerOptions options = SmallBatches();
+  options.model_name = "tiny";
+  RunningServer s(TinyModel("25%"), options);
+  const json models = json::parse(s.Get("/v1/models").body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(json::parse(s.Get("/v1/models/tiny").body)["id"], "tiny");
+  EXPECT_EQ(s.Get("/health").status, 200);
+  ASSERT_EQ(s.Post("/v1/completions", Requests()[0]).status, 200);
+  EXPECT_EQ(s.PostRaw("/v1/completions", "{").status, 400);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Offload snapshot refresh.
+  const HttpResult m = s.Get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  for (const char* line :
+       {"moex_requests_total{endpoint=\"completions\",status=\"200\"} 1",
+        "moex_requests_total{endpoint=\"completions\",status=\"400\"} 1",
+        "moex_completion_tokens_total 9", "moex_prompt_tokens_total 4",
+        "moex_time_to_first_token_seconds_count 1", "moex_running_requests 0",
+        "moex_offload_hits_total{layer=\"0\"}", "moex_offload_misses_total{layer=\"1\"}"})
+    EXPECT_NE(m.body.find(line), std::string::npos) << line << "\n" << m.body;
+}
+
+TEST(ServeServer, ApiKeyGuardsEverythingButHealth) {
+  ServerOptions options = SmallBatches();
+  options.api_key = "sekret";
+  RunningServer s(TinyModel(), options);
+  const std::string body = Requests()[1].dump();
+  const HttpResult denied = HttpRequest("127.0.0.1", s.port, "POST", "/v1/completions", body);
+  EXPECT_EQ(denied.status, 401) << denied.error;
+  EXPECT_EQ(json::parse(denied.body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(
+      HttpRequest("127.0.0.1", s.port, "GET", "/v1/models", "", {"Authorization: Bearer x"}).status,
+      401);
+  EXPECT_EQ(HttpRequest("127.0.0.1", s.port, "POST", "/v1/completions", body,
+                        {"Authorization: Bearer sekret"})
+                .status,
+            200);
+  EXPECT_EQ(s.Get("/health").status, 200);
+}
+
+// Waits (bounded) until the scheduler has `n` running requests.
+bool WaitForRunning(Server& server, int n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (server.scheduler().running() == n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(ServeServer, FullQueueIs429AndADisconnectFreesTheSlot) {
+  ServerOptions options = SmallBatches();
+  options.scheduler.max_running = 1;
+  options.scheduler.max_queue = 0;
+  RunningServer s(TinyModel(), options);
+  json forever = Completion({1, 2, 3}, s.Context() - 3);
+  forever["stream"] = true;
+  std::atomic<bool> streaming{false}, hang_up{false};
+  std::thread client([&] {
+    s.Post("/v1/completions", forever, [&](const std::string&) {
+      streaming = true;
+      return !hang_up;
+    });
+  });
+  for (int i = 0; i < 1000 && !streaming; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(streaming);
+  const HttpResult refused = s.Post("/v1/completions", Requests()[1]);
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(json::parse(refused.body)["error"]["type"], "rate_limit_error");
+  hang_up = true;
+  client.join();
+  EXPECT_TRUE(WaitForRunning(*s.server, 0)) << "the abandoned request still runs";
+  EXPECT_EQ(s.Post("/v1/completions", Requests()[1]).status, 200);
+}
+
+TEST(ServeServer, ShutdownFinishesTheRunningRequests) {
+  RunningServer s(TinyModel(), SmallBatches());
+  json request = Completion({1, 2, 3}, 300);
+  request["stream"] = true;
+  std::atomic<bool> streaming{false};
+  HttpResult result;
+  std::thread client([&] {
+    result = s.Post("/v1/completions", request, [&](const std::string&) {
+      streaming = true;
+      return true;
+    });
+  });
+  for (int i = 0; i < 1000 && !streaming; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(streaming);
+  s.server->Shutdown(30);
+  client.join();
+  ASSERT_EQ(result.status, 200);
+  ASSERT_GE(result.events.size(), 2u);
+  EXPECT_EQ(result.events.back(), "[DONE]");
+  const json last = json::parse(result.events[result.events.size() - 2]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  int tokens = 0;
+  for (size_t i = 0; i + 1 < result.events.size(); ++i)
+    tokens += static_cast<int>(json::parse(result.events[i])["choices"][0]["token_ids"].size());
+  EXPECT_EQ(tokens, 300);
+  // New requests are refused while draining / after.
+  EXPECT_NE(s.Post("/v1/completions", Requests()[0]).status, 200);
+}
+
+TEST(ServeServer, TimeoutIs504) {
+  ServerOptions options = SmallBatches();
+  options.scheduler.timeout_s = 0.05;
+  RunningServer s(TinyModel(), options);
+  const HttpResult r = s.Post("/v1/completions", Completion({1}, s.Context() - 1));
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_TRUE(json::parse(r.body).contains("error"));
+}
+
+// The demo model: text prompts, chat, stop sequences, streamed chat deltas.
+TEST(ServeDemoModel, ChatAndTextCompletions) {
+  cli::ModelOptions model;
+  model.model = kDemo;
+  RunningServer s(model, SmallBatches());
+  const json chat = {
+      {"model", "olmoe-demo"},
+      {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
+      {"max_tokens", 24},
+      {"temperature", 0}};
+  const HttpResult r = s.Post("/v1/chat/completions", chat);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = json::parse(r.body);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  const std::string content = body["choices"][0]["message"]["content"];
+  EXPECT_FALSE(content.empty());
+  EXPECT_EQ(body["usage"]["completion_tokens"], body["choices"][0]["token_ids"].size());
+
+  // Streamed chat: role first, then content deltas that add up to the same text.
+  json stream = chat;
+  stream["stream"] = true;
+  const HttpResult sr = s.Post("/v1/chat/completions", stream);
+  ASSERT_EQ(sr.status, 200);
+  std::string streamed;
+  EXPECT_EQ(json::parse(sr.events.front())["choices"][0]["delta"]["role"], "assistant");
+  for (size_t i = 0; i + 1 < sr.events.size(); ++i) {
+    const json c = json::parse(sr.events[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    streamed += c["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(streamed, content);
+
+  // A stop sequence taken from the middle of the free text cuts it there.
+  const json plain = {
+      {"prompt", "The history of the city"}, {"max_tokens", 32}, {"temperature", 0}};
+  const std::string text = json::parse(s.Post("/v1/completions", plain).body)["choices"][0]["text"];
+  ASSERT_GT(text.size(), 12u) << text;
+  const std::string stop = text.substr(text.size() / 2, 3);
+  json stopped = plain;
+  stopped["stop"] = {stop};
+  const json cut = json::parse(s.Post("/v1/completions", stopped).body);
+  EXPECT_EQ(cut["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
+}
+
+}  // namespace
+}  // namespace moex::serve

@@ -74,8 +74,10 @@ int RunBench(const BenchOptions& o) {
     r.max_tokens = o.gen_tokens;  // Greedy, no stop tokens: always the full length.
   }
   Generator generator(*session->transformer);
-  // One short warm-up so first-touch page faults of the weights are not timed.
-  {
+  // One short warm-up so first-touch page faults of the weights are not timed. Not under
+  // routing replay: there the timed run must replay the trace's first passes from a cold
+  // cache, exactly as `moex sim` does (dense pages then fault in prefill, not in decode).
+  if (!session->routing_replay) {
     std::vector<GenerationRequest> warm(1);
     warm[0].prompt = {requests[0].prompt[0]};
     warm[0].max_tokens = 2;

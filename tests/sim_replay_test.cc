@@ -332,9 +332,9 @@ TEST(SimLinkModel, HandComputedInFlightWindow) {
   for (int32_t page = 0; page < 4; ++page)  // A B C submitted (0-1, 1-2, 2-3 ms); D queued.
     link.Enqueue({0, page}, page, 1, mb, false, 1.0, 0.0);
   link.Enqueue({0, 4}, 4, 1, mb, true, 0.0, 0.5);  // Demand E: behind A B C, 3-4 ms.
-  link.Release(1, 0.5);                             // B is in flight: it still moves.
-  link.Release(3, 0.5);                             // D is queued: dropped.
-  link.Enqueue({0, 9}, 1, 2, mb, true, 0.0, 0.5);   // F on B's page waits for B to finish.
+  link.Release(1, 0.5);                            // B is in flight: it still moves.
+  link.Release(3, 0.5);                            // D is queued: dropped.
+  link.Enqueue({0, 9}, 1, 2, mb, true, 0.0, 0.5);  // F on B's page waits for B to finish.
   EXPECT_DOUBLE_EQ(link.NextCompletion(), 1.0);
   link.AdvanceTo(2.0);  // A lands, B completes at 2, F is submitted then and runs 4-5 ms.
   EXPECT_TRUE(link.Landed(0, 1));

@@ -237,7 +237,8 @@ class Simulation {
                                     reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
     facts_.future = future;
     facts_.worker = worker.get();
-    if (cost_config) facts_.step_costs = StepCostsOf(o.hardware, *cost_config, g, geometry_.chunks_per_expert());
+    if (cost_config)
+      facts_.step_costs = StepCostsOf(o.hardware, *cost_config, g, geometry_.chunks_per_expert());
     std::unique_ptr<policy::Policy> policy =
         o.make_policy ? o.make_policy(facts_) : policy::MakePolicy(o.policy, facts_);
     controller_ = std::make_unique<tiers::OffloadController>(geometry_, std::move(policy),

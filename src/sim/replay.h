@@ -60,7 +60,7 @@ struct ReplayResult {
 
   std::string worker;  // The policy worker's mode.
   tiers::PolicyTiming policy_timing;
-  nlohmann::json predictions;  // tiers::PredictionMetrics::ToJson.
+  nlohmann::json predictions;    // tiers::PredictionMetrics::ToJson.
   nlohmann::json policy_report;  // Policy::ReportJson at the end (null when it adds nothing).
 
   bool timed = false;  // False when the trace has no model shape to cost.

@@ -13,6 +13,17 @@ ExpertMapStore::ExpertMapStore(int layers, int experts, int capacity, int distan
         " layers x ", experts, " experts, capacity ", capacity, ", distance ", distance);
 }
 
+double ExpertMapStore::Dot(const float* a, const float* b, size_t n) {
+  // Eight independent sums: the searches are bound by this loop, and one running sum would
+  // wait for every add before the next (no reassociation without -ffast-math).
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t k = 0; k < 8; ++k) acc[k] += static_cast<double>(a[i + k]) * b[i + k];
+  for (; i < n; ++i) acc[0] += static_cast<double>(a[i]) * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 double ExpertMapStore::Cosine(const float* a, const float* b, size_t n) {
   double ab = 0, aa = 0, bb = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -26,19 +37,24 @@ double ExpertMapStore::Cosine(const float* a, const float* b, size_t n) {
 
 double ExpertMapStore::Redundancy(const std::vector<float>& sem, const std::vector<float>& map,
                                   int slot) const {
-  // The stored norms save two of the three sums of each cosine.
-  auto cosine = [](const float* a, const float* b, size_t n, double bb) {
-    double ab = 0, aa = 0;
-    for (size_t i = 0; i < n; ++i) {
-      ab += static_cast<double>(a[i]) * b[i];
-      aa += static_cast<double>(a[i]) * a[i];
-    }
+  return Redundancy(sem, Dot(sem.data(), sem.data(), sem.size()), map,
+                    Dot(map.data(), map.data(), map.size()), slot);
+}
+
+double ExpertMapStore::Redundancy(const std::vector<float>& sem, double sem_sq,
+                                  const std::vector<float>& map, double map_sq, int slot) const {
+  Check(sem.size() == static_cast<size_t>(dim_) && map.size() == MapSize(),
+        "expert map store: redundancy of a ", sem.size(), "-wide embedding and ", map.size(),
+        " probabilities (want ", dim_, " and ", MapSize(), ")");
+  // The stored norms leave one sum per cosine.
+  auto cosine = [](double ab, double aa, double bb) {
     return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
   };
   const double w = std::min(1.0, static_cast<double>(distance_) / layers_);
-  return w * cosine(sem.data(), Sem(slot), static_cast<size_t>(dim_),
+  return w * cosine(Dot(sem.data(), Sem(slot), sem.size()), sem_sq,
                     sem_norm_sq_[static_cast<size_t>(slot)]) +
-         (1 - w) * cosine(map.data(), Map(slot), MapSize(), NormSqThrough(slot, layers_ - 1));
+         (1 - w) * cosine(Dot(map.data(), Map(slot), MapSize()), map_sq,
+                          NormSqThrough(slot, layers_ - 1));
 }
 
 int ExpertMapStore::Insert(const std::vector<float>& sem, const std::vector<float>& map) {
@@ -59,12 +75,14 @@ int ExpertMapStore::Insert(const std::vector<float>& sem, const std::vector<floa
     // Full: replace the most redundant entry (ties: the oldest), or the oldest one.
     slot = 0;
     double best = -2;
+    const double sem_sq = Dot(sem.data(), sem.data(), sem.size()),
+                 map_sq = Dot(map.data(), map.data(), map.size());
     for (int y = 0; y < size(); ++y) {
       if (!dedup_) {
         if (Stamp(y) < Stamp(slot)) slot = y;
         continue;
       }
-      const double r = Redundancy(sem, map, y);
+      const double r = Redundancy(sem, sem_sq, map, map_sq, y);
       if (r > best || (r == best && Stamp(y) < Stamp(slot))) {
         best = r;
         slot = y;
@@ -175,13 +193,11 @@ void TrajectoryMatch::AddLayer(const ExpertMapStore& store, int layer, const flo
   Check(layer == next_layer_ && !stale(store) && layer < store.layers(), "trajectory match: layer ",
         layer, " after ", next_layer_, " layers");
   const int experts = store.experts();
-  for (int j = 0; j < experts; ++j) query_norm_sq_ += static_cast<double>(probs[j]) * probs[j];
-  for (int y = 0; y < store.size(); ++y) {
-    const float* row = store.Map(y) + static_cast<size_t>(layer) * experts;
-    double dot = 0;
-    for (int j = 0; j < experts; ++j) dot += static_cast<double>(probs[j]) * row[j];
-    dots_[static_cast<size_t>(y)] += dot;
-  }
+  const size_t J = static_cast<size_t>(experts);
+  query_norm_sq_ += ExpertMapStore::Dot(probs, probs, J);
+  for (int y = 0; y < store.size(); ++y)
+    dots_[static_cast<size_t>(y)] +=
+        ExpertMapStore::Dot(probs, store.Map(y) + static_cast<size_t>(layer) * J, J);
   ++next_layer_;
 }
 

@@ -40,6 +40,9 @@ class ExpertMapStore {
   int Insert(const std::vector<float>& sem, const std::vector<float>& map);
   // The redundancy score of (sem, map) against a stored entry.
   double Redundancy(const std::vector<float>& sem, const std::vector<float>& map, int slot) const;
+  // The same with the new entry's squared norms given (computed once per insertion).
+  double Redundancy(const std::vector<float>& sem, double sem_sq, const std::vector<float>& map,
+                    double map_sq, int slot) const;
 
   struct Match {
     int slot = -1;  // -1: the store is empty.
@@ -59,6 +62,7 @@ class ExpertMapStore {
   // Replaces the contents with a saved store of the same shape that fits.
   void Load(StateReader& in);
 
+  static double Dot(const float* a, const float* b, size_t n);
   // Cosine similarity; 0 when either vector is all zero (no direction).
   static double Cosine(const float* a, const float* b, size_t n);
 

@@ -68,11 +68,17 @@ FmoePolicy::FmoePolicy(const PolicyFacts& facts, FmoeOptions options)
   guide_.assign(static_cast<size_t>(moe_layers_) * facts_.num_experts,
                 1.0f / static_cast<float>(facts_.num_experts));
   freq_.assign(static_cast<size_t>(facts_.num_layers) * facts_.num_experts, 0);
+  protected_score_.assign(freq_.size(), -1);
   matching_ = std::make_shared<Matching>(Matching{
       ExpertMapStore(moe_layers_, facts_.num_experts, opt_.store, d, opt_.dedup), -1, {}, {}});
 }
 
 FmoePolicy::~FmoePolicy() = default;
+
+void FmoePolicy::ClearProtected() {
+  for (const auto& entry : protected_) protected_score_[Index(entry.first)] = -1;
+  protected_.clear();
+}
 
 int FmoePolicy::Ordinal(int layer) const {
   if (layer < 0 || layer >= facts_.num_layers) return -1;
@@ -94,7 +100,7 @@ void FmoePolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
   current_ = -1;
   gates_seen_ = 0;
   pass_.clear();
-  protected_.clear();
+  ClearProtected();
   semantic_maps_.clear();
   Check(e.n_requests == 0 || (e.requests != nullptr && e.token_counts != nullptr),
         "policy fmoe: a pass of ", e.n_requests, " requests without their ids");
@@ -215,6 +221,7 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
     if (opt_.cancel && !learning_ && it->first.layer == e.layer &&
         !routed.contains(it->first.expert))
       out->cancel.push_back(it->first);
+    protected_score_[Index(it->first)] = -1;
     it = protected_.erase(it);
   }
   if (learning_) return;
@@ -223,6 +230,7 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
     const double priority = fmoe::PrefetchPriority(p.p, p.ordinal - ord);
     if (priority != p.priority) {
       p.priority = priority;
+      protected_score_[Index(key)] = kProtectedScore + priority;
       out->reprioritize.push_back({key, priority});
     }
   }
@@ -330,8 +338,10 @@ void FmoePolicy::ApplyGuides(const std::vector<Guide>& guides, Decisions* out) {
     if (it == protected_.end()) {
       out->prefetch.push_back({key, Tier::kHost, c.priority, {}});
       protected_.emplace(key, c);
+      protected_score_[Index(key)] = kProtectedScore + c.priority;
     } else if (c.priority > it->second.priority) {
       it->second = c;
+      protected_score_[Index(key)] = kProtectedScore + c.priority;
       out->reprioritize.push_back({key, c.priority});
     }
   }
@@ -365,7 +375,7 @@ void FmoePolicy::OnIterationEnd(Decisions*) {
   }
   if (!learning_) ++served_passes_;
   pass_.clear();
-  protected_.clear();
+  ClearProtected();
   semantic_maps_.clear();
   in_pass_ = false;
   current_ = -1;
@@ -380,8 +390,8 @@ void FmoePolicy::OnTouch(const ExpertKey& k, bool demand) {
 }
 
 double FmoePolicy::EvictScore(const ExpertKey& k) {
-  if (auto it = protected_.find(k); it != protected_.end())
-    return kProtectedScore + it->second.priority;
+  // Called for every eviction candidate whenever the cache makes room: flat lookups only.
+  if (const double kept = protected_score_[Index(k)]; kept >= 0) return kept;
   return fmoe::EvictionScore(GuideProbability(k), freq_[Index(k)]);
 }
 
@@ -403,7 +413,7 @@ void FmoePolicy::OnLearnEnd() {
   learning_ = false;
   prompt_sem_.clear();  // Requests a learning trace left open are not the ones served next.
   pass_.clear();
-  protected_.clear();
+  ClearProtected();
   semantic_maps_.clear();
   in_pass_ = false;
   current_ = -1;

@@ -99,6 +99,7 @@ class FmoePolicy : public Policy {
   struct Matching;  // What the worker's jobs own.
 
   int Ordinal(int layer) const;
+  void ClearProtected();
   size_t Index(const ExpertKey& k) const;
   void SubmitSemantic();
   void SubmitTrajectory(int ordinal);
@@ -126,7 +127,8 @@ class FmoePolicy : public Policy {
   std::vector<float> guide_;   // [L·J] matched probability per expert, for eviction.
   std::vector<int64_t> freq_;  // [num_layers·J] demand uses (cache visits).
   std::map<ExpertKey, Protected> protected_;
-  int store_size_ = 0;  // Driver-side count of stored maps (for modelled costs).
+  std::vector<double> protected_score_;  // [num_layers·J] its eviction score, or -1.
+  int store_size_ = 0;                   // Driver-side count of stored maps (for modelled costs).
 
   // Statistics for the report.
   int64_t served_passes_ = 0;

@@ -106,6 +106,13 @@ nlohmann::json ResidentMoeExecutor::MetricsJson() const {
           {"prefetch_issued", 0}, {"prefetch_used", 0}};
 }
 
+std::vector<std::vector<float>> ResidentMoeExecutor::ResidentShare() const {
+  std::vector<std::vector<float>> share(model_.layers.size());
+  for (size_t l = 0; l < share.size(); ++l)
+    if (model_.layers[l].is_moe) share[l].assign(static_cast<size_t>(model_.config.num_experts), 1);
+  return share;
+}
+
 OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions& options)
     : model_(model) {
   PackOptions pack;
@@ -154,6 +161,20 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
 
 nlohmann::json OffloadMoeExecutor::MetricsJson() const {
   return tier_->Metrics().ToJson();
+}
+
+std::vector<std::vector<float>> OffloadMoeExecutor::ResidentShare() const {
+  const tiers::ExpertCache& cache = tier_->controller().cache();
+  const int chunks = cache.geometry().chunks_per_expert();
+  std::vector<std::vector<float>> share(model_.layers.size());
+  for (int layer : tier_->store().moe_layers()) {
+    std::vector<float>& row = share[static_cast<size_t>(layer)];
+    row.resize(static_cast<size_t>(model_.config.num_experts));
+    for (int e = 0; e < model_.config.num_experts; ++e)
+      row[static_cast<size_t>(e)] =
+          static_cast<float>(cache.PresentChunks({layer, e})) / static_cast<float>(chunks);
+  }
+  return share;
 }
 
 size_t OffloadMoeExecutor::HostCacheBytes() const {

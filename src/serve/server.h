@@ -32,7 +32,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (tests).
   std::string model_name = "moex";
-  std::string api_key;  // Non-empty: every endpoint but /health needs it.
+  std::string api_key;  // Non-empty: every endpoint but /health and the page at / needs it.
   size_t max_body_bytes = 8u << 20;
   int default_max_tokens = 256;  // Chat requests without max_tokens.
   SchedulerOptions scheduler;

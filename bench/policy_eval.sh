@@ -11,7 +11,8 @@
 # EXTRA_POLICY_SPECS: comma-separated specs added to the baselines ("moe-infinity,moepic").
 # CPU_PROFILE: built-in name or profile JSON measured on this host (default
 # bench/hardware/amd-epyc-zen5-2vcpu.json); BUDGETS (default 10%,25%,50%); PROMPTS (the
-# prompt sets' directory, default ../shared/data/prompts beside the repository).
+# prompt sets' directory, default ../shared/data/prompts beside the repository); LIMIT (at
+# most this many prompts of each set, for a shorter run on a busy machine; default: all).
 # Traces are kept in OUT_DIR/traces and reused; tables go to OUT_DIR/tables.md.
 set -euo pipefail
 usage="usage: policy_eval.sh BUILD_DIR OUT_DIR [EXTRA_POLICY_SPECS]"
@@ -31,6 +32,7 @@ mkdir -p "$traces" "$out/results"
 for set in sharegpt:sharegpt_v3_filtered_500.json:500 gsm8k:gsm8k_test.jsonl:500 \
   mtbench:mt_bench_question.jsonl:80; do
   IFS=: read -r name file count <<<"$set"
+  if [ -n "${LIMIT:-}" ] && [ "$LIMIT" -lt "$count" ]; then count=$LIMIT; fi
   if [ ! -f "$traces/$name.trace" ]; then
     echo "recording $name ($count prompts)" >&2
     "$moex" trace record --model "$root/models/olmoe-demo" --prompts "$prompts/$file" \

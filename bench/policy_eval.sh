@@ -13,7 +13,8 @@
 # bench/hardware/amd-epyc-zen5-2vcpu.json); BUDGETS (default 10%,25%,50%); PROMPTS (the
 # prompt sets' directory, default ../shared/data/prompts beside the repository); BASELINES
 # (default lru,lfu,nextgate+lru,belady,oracle+belady; keep lru and oracle+belady for the
-# gap column); CASES (default all five, e.g. "sharegpt gsm8k" for fewer).
+# gap column); CASES (default all five, e.g. "sharegpt gsm8k" for fewer); LIMIT (at
+# most this many prompts of each set, for a shorter run on a busy machine; default: all).
 # Traces are kept in OUT_DIR/traces and reused; tables go to OUT_DIR/tables.md.
 set -euo pipefail
 usage="usage: policy_eval.sh BUILD_DIR OUT_DIR [EXTRA_POLICY_SPECS]"
@@ -33,6 +34,7 @@ mkdir -p "$traces" "$out/results"
 for set in sharegpt:sharegpt_v3_filtered_500.json:500 gsm8k:gsm8k_test.jsonl:500 \
   mtbench:mt_bench_question.jsonl:80; do
   IFS=: read -r name file count <<<"$set"
+  if [ -n "${LIMIT:-}" ] && [ "$LIMIT" -lt "$count" ]; then count=$LIMIT; fi
   if [ ! -f "$traces/$name.trace" ]; then
     echo "recording $name ($count prompts)" >&2
     "$moex" trace record --model "$root/models/olmoe-demo" --prompts "$prompts/$file" \

@@ -189,8 +189,10 @@ TEST(ServeLoad, ThirtyTwoStreamingClientsThenSigterm) {
       peak_after = std::max(peak_after, bytes);
   }
   ASSERT_GT(at_warmup, 0);
-  std::printf("load: RSS %.1f MiB at the end of warm-up, peak %.1f MiB after\n",
+  std::printf("load: RSS %.1f MiB at the end of warm-up, peak %.1f MiB after; MiB every ~5 s:",
               at_warmup / 1048576.0, peak_after / 1048576.0);
+  for (size_t i = 0; i < rss.size(); i += 10) std::printf(" %.0f", rss[i].second / 1048576.0);
+  std::printf("\n");
   EXPECT_LE(peak_after, at_warmup + at_warmup / 10 + (16 << 20))
       << "RSS grew from " << at_warmup << " to " << peak_after << " bytes";
 

@@ -257,6 +257,10 @@ TEST(ServeServer, ApiKeyGuardsEverythingButHealth) {
                 .status,
             200);
   EXPECT_EQ(s.Get("/health").status, 200);
+  EXPECT_EQ(s.Get("/metrics").status, 401);
+  EXPECT_EQ(s.Get("/moex/cache").status, 401);
+  EXPECT_EQ(s.Get("/moex/cache", {"Authorization: Bearer sekret"}).status, 200);
+  EXPECT_EQ(s.Get("/").status, 200);  // The page holds no data; what it shows needs the key.
 }
 
 // GET / is the web page (no key needed: it holds no data); GET /moex/cache is what it draws.

@@ -198,13 +198,9 @@ TEST(ServeLoad, ThirtyTwoStreamingClientsThenSigterm) {
 
   // Phase 3: SIGTERM while 8 streams run; each still gets every token and [DONE].
   std::vector<Outcome> last(8);
-  std::atomic<int> started{0};
   std::vector<std::thread> finals;
   for (size_t i = 0; i < last.size(); ++i)
-    finals.emplace_back([&, i] {
-      ++started;
-      last[i] = Stream(port, ChatRequest(prompts[i].text, 48));
-    });
+    finals.emplace_back([&, i] { last[i] = Stream(port, ChatRequest(prompts[i].text, 96)); });
   for (int i = 0; i < 600; ++i) {
     metrics = HttpRequest("127.0.0.1", port, "GET", "/metrics", "").body;
     if (MetricValue(metrics, "moex_running_requests") == 8) break;

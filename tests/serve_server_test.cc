@@ -273,6 +273,8 @@ TEST(ServeServer, CacheViewAndWebPage) {
   const std::vector<std::string> key = {"Authorization: Bearer k"};
   const HttpResult page = s.Get("/");
   ASSERT_EQ(page.status, 200);
+  // Byte for byte the page under src/, as embedded at build time.
+  EXPECT_EQ(page.body, testing::ReadFile(testing::SourceDir() / "src/serve/web/index.html"));
   EXPECT_NE(page.body.find("<title>moex</title>"), std::string::npos);
   EXPECT_NE(page.body.find("/moex/cache"), std::string::npos);
   EXPECT_NE(page.body.find("/v1/chat/completions"), std::string::npos);

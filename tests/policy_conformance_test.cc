@@ -233,6 +233,7 @@ void RecordRun(const Model& model, const std::string& path) {
   h.probs = trace::Precision::kF32;
   h.hidden = trace::Precision::kF32;
   h.router_weights = true;
+  h.pooled = true;
   trace::TraceWriter writer(path, h);
   trace::TraceRecorder recorder(writer, model);
   t.set_observer(&recorder);

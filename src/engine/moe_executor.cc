@@ -107,6 +107,13 @@ nlohmann::json ResidentMoeExecutor::MetricsJson() const {
           {"prefetch_issued", 0}, {"prefetch_used", 0}};
 }
 
+std::vector<std::vector<float>> ResidentMoeExecutor::ResidentShare() const {
+  std::vector<std::vector<float>> share(model_.layers.size());
+  for (size_t l = 0; l < share.size(); ++l)
+    if (model_.layers[l].is_moe) share[l].assign(static_cast<size_t>(model_.config.num_experts), 1);
+  return share;
+}
+
 namespace {
 
 // Warns when the budget holds fewer experts than one token's forward pass routes to,
@@ -187,6 +194,20 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
 
 nlohmann::json OffloadMoeExecutor::MetricsJson() const {
   return tier_->Metrics().ToJson();
+}
+
+std::vector<std::vector<float>> OffloadMoeExecutor::ResidentShare() const {
+  const tiers::ExpertCache& cache = tier_->controller().cache();
+  const int chunks = cache.geometry().chunks_per_expert();
+  std::vector<std::vector<float>> share(model_.layers.size());
+  for (int layer : tier_->store().moe_layers()) {
+    std::vector<float>& row = share[static_cast<size_t>(layer)];
+    row.resize(static_cast<size_t>(model_.config.num_experts));
+    for (int e = 0; e < model_.config.num_experts; ++e)
+      row[static_cast<size_t>(e)] =
+          static_cast<float>(cache.PresentChunks({layer, e})) / static_cast<float>(chunks);
+  }
+  return share;
 }
 
 size_t OffloadMoeExecutor::HostCacheBytes() const {

@@ -102,6 +102,22 @@ TEST(NewUserPath, ChatKeepsHistoryEndsOnExitAndResetForgetsIt) {
   EXPECT_NE(none.err.find("no tokenizer"), std::string::npos) << none.err;
 }
 
+// A message too long for the context is refused on its own; the conversation goes on.
+TEST(NewUserPath, ChatSurvivesAMessageTooLongForTheContext) {
+  testing::TempDir dir;
+  const std::string model = RandomModelWithTokenizer(dir);
+  const auto config = nlohmann::json::parse(std::ifstream(model + "/config.json"));
+  const int context = config["max_position_embeddings"];
+  std::ofstream(dir / "turns.txt") << std::string(static_cast<size_t>(context), 'a') << "\nhi\n";
+  const std::string chat = Moex("chat --model " + model + " --max-tokens 3");
+  const auto r = RunCommand("(cat " + (dir / "turns.txt") + " | " + chat + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("too long for the model's context"), std::string::npos) << r.err;
+  const auto alone = RunCommand("(printf 'hi\\n' | " + chat + ")");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(r.out, alone.out);  // The refused message left no trace in the history.
+}
+
 TEST(NewUserPath, TokenizerLargerThanTheVocabularyIsRefused) {
   testing::TempDir dir;
   // A tokenizer for 50304 ids beside a 512-token model.

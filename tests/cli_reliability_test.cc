@@ -80,26 +80,11 @@ TEST(CliReliability, SingleSequenceTtftIsNotBelowPrefill) {
   EXPECT_GE(t["ttft_ms"].get<double>(), t["prefill_ms"].get<double>());
 }
 
-// Overwrites one f32 tensor of a safetensors file with NaN.
-void PoisonTensor(const std::string& file, const std::string& name) {
-  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-  uint64_t header_len = 0;
-  f.read(reinterpret_cast<char*>(&header_len), 8);
-  std::string header(header_len, '\0');
-  f.read(header.data(), static_cast<std::streamsize>(header_len));
-  const auto j = nlohmann::json::parse(header);
-  ASSERT_EQ(j.at(name).at("dtype"), "F32");
-  const uint64_t begin = j[name]["data_offsets"][0], end = j[name]["data_offsets"][1];
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  f.seekp(static_cast<std::streamoff>(8 + header_len + begin));
-  for (uint64_t at = begin; at < end; at += 4) f.write(reinterpret_cast<const char*>(&nan), 4);
-}
-
 TEST(CliReliability, NanWeightsAreReportedNotSampled) {
   testing::TempDir dir;
   fs::copy(testing::TinyModelPath(Arch::kOlmoe, DType::kF32), dir.path() / "m",
            fs::copy_options::recursive);
-  PoisonTensor(dir / "m/model.safetensors", "model.norm.weight");
+  testing::PoisonTensorWithNaN(dir / "m/model.safetensors", "model.norm.weight");
   const auto r = RunCommand(Moex("generate --model " + (dir / "m") + " --prompt-ids 1,2"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("non-finite logit"), std::string::npos) << r.err;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "serve/server.h"
 #include "support/serve_fixtures.h"
 #include "support/shared_data.h"
+#include "support/temp_dir.h"
 #include "support/tiny_models.h"
 
 namespace moex::serve {
@@ -421,6 +423,21 @@ TEST(ServeServer, TimeoutIs504) {
   const HttpResult r = s.Post("/v1/completions", Completion({1}, s.Context() - 1));
   EXPECT_EQ(r.status, 504) << r.body;
   EXPECT_TRUE(json::parse(r.body).contains("error"));
+}
+
+// A model whose logits are NaN fails its request with an error; the server keeps serving.
+TEST(ServeServer, NonFiniteLogitsFailTheRequestNotTheServer) {
+  testing::TempDir dir;
+  std::filesystem::copy(testing::TinyModelPath(Arch::kOlmoe, DType::kF32), dir.path() / "m",
+                        std::filesystem::copy_options::recursive);
+  testing::PoisonTensorWithNaN(dir / "m/model.safetensors", "model.norm.weight");
+  cli::ModelOptions m = TinyModel();
+  m.model = dir / "m";
+  RunningServer s(m, SmallBatches());
+  const HttpResult r = s.Post("/v1/completions", Completion({1, 2, 3}, 4));
+  EXPECT_GE(r.status, 500) << r.body;
+  EXPECT_NE(r.body.find("non-finite logit"), std::string::npos) << r.body;
+  EXPECT_EQ(s.Get("/health").status, 200);
 }
 
 // The demo model: text prompts, chat, stop sequences, streamed chat deltas.

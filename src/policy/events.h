@@ -1,4 +1,4 @@
-// The policy event stream and decisions (DESIGN.md, "The event stream"). The engine emits
+// The policy event stream and decisions (docs/design.md, "The event stream"). The engine emits
 // these events; the trace-replay simulator emits the same ones from a trace. Policies see
 // nothing else, so both drivers get the same decisions from the same events.
 #pragma once

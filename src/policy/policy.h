@@ -1,4 +1,4 @@
-// The policy interface: pure decision logic over the event stream (DESIGN.md, principle 1).
+// The policy interface: pure decision logic over the event stream (docs/design.md, "Principles").
 // A policy never sees the engine, the cache or the clock; it sees events and plain facts
 // (PolicyFacts) and answers with Decisions. The cache consults EvictScore, KeepOnMiss and
 // ComputeOrder in a deterministic order, so a replay of the same events makes the same

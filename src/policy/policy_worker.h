@@ -1,4 +1,4 @@
-// Heavy policy work off the forward pass (DESIGN.md, "Policies"): matching against a
+// Heavy policy work off the forward pass (docs/design.md, "Policies"): matching against a
 // collection of past requests, predictor inference. A policy submits a Job that computes on
 // a snapshot it captured by value and returns an Apply step; the driver runs the Apply
 // steps of finished jobs, in submission order, on its own thread at the next event, where

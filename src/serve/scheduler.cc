@@ -334,7 +334,14 @@ bool Scheduler::RunPass() {
       s.prefilled += batch[b].tokens.size();
       if (!s.decoding()) continue;  // More prompt to go.
     }
-    s.next = s.sampler.Sample(std::span<const float>(&logits[b * vocab], vocab));
+    const std::span<const float> row(&logits[b * vocab], vocab);
+    try {
+      CheckFiniteLogits(row);  // NaN/Inf weights fail this request, not the server.
+    } catch (const std::exception& e) {
+      Retire(s, "error", e.what());
+      continue;
+    }
+    s.next = s.sampler.Sample(row);
     Emit(s, s.next);
   }
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());

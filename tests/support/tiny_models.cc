@@ -1,10 +1,15 @@
 #include "support/tiny_models.h"
 
+#include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 #include "model/random_model.h"
 #include "support/temp_dir.h"
 
@@ -45,6 +50,20 @@ std::string TinyModelPath(Arch arch, DType dtype, uint64_t seed) {
 
 std::string ChunkedTinyModelPath(Arch arch) {
   return WriteOnce(arch, DType::kBF16, 7, kChunkedExpertNeurons);
+}
+
+void PoisonTensorWithNaN(const std::string& file, const std::string& name) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_len = 0;
+  f.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  const auto j = nlohmann::json::parse(header);
+  Check(j.at(name).at("dtype") == "F32", "PoisonTensorWithNaN: ", name, " is not f32");
+  const uint64_t begin = j[name]["data_offsets"][0], end = j[name]["data_offsets"][1];
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  f.seekp(static_cast<std::streamoff>(8 + header_len + begin));
+  for (uint64_t at = begin; at < end; at += 4) f.write(reinterpret_cast<const char*>(&nan), 4);
 }
 
 }  // namespace moex::testing

@@ -18,4 +18,8 @@ constexpr int kChunkedExpertNeurons = 128;
 constexpr int kChunkNeurons = 32;
 std::string ChunkedTinyModelPath(Arch arch);
 
+// Overwrites the f32 tensor `name` of a safetensors file with NaN (a model whose logits are
+// not finite).
+void PoisonTensorWithNaN(const std::string& file, const std::string& name);
+
 }  // namespace moex::testing

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "policy/composed_policy.h"
 #include "policy/policy.h"
@@ -9,6 +11,7 @@
 #include "policy/registry.h"
 #include "tiers/cache_plan.h"
 #include "tiers/offload_controller.h"
+#include "tiers/offload_metrics.h"
 #include "tiers/random_weight_source.h"
 
 namespace moex::policy {
@@ -145,6 +148,8 @@ TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
   const ModelConfig c = Config();
   const tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 3};
   auto worker = std::make_unique<PolicyWorker>(PolicyWorker::Mode::kSync);
+  // A job before the controller exists (as --learn-from's) is not the run's policy time.
+  worker->Submit([]() -> PolicyWorker::Apply { return {}; });
   PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, nullptr, 0);
   f.worker = worker.get();
   std::vector<ComposedPolicy::Part> parts;
@@ -167,6 +172,11 @@ TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
   EXPECT_TRUE(controller.cache().Present({0, 5}));
   EXPECT_FALSE(controller.cache().Present({0, 0}));
   EXPECT_FALSE(controller.cache().Present({0, 1}));
+  const tiers::PolicyTiming t = controller.Timing();
+  EXPECT_EQ(t.worker_jobs, 1);  // The prefetcher's job only.
+  EXPECT_TRUE(t.jobs_inline);   // Its time is inside hook_us: counted once per pass.
+  EXPECT_DOUBLE_EQ(tiers::PolicyTimingJson(t)["cpu_us_per_pass"].get<double>(),
+                   t.hook_us / static_cast<double>(t.passes));
 }
 
 // Belady's MIN at 4 slots over gates {A,B} {C,D} {E,F} {A,G} (layer:expert A=0:0 B=0:1

@@ -35,6 +35,8 @@ OffloadController::OffloadController(const CacheGeometry& geometry,
   Check(moe_layer.size() == static_cast<size_t>(geometry.num_layers),
         "offload controller: MoE layer map of the wrong size");
   if (!worker_) worker_ = std::make_unique<policy::PolicyWorker>(policy::PolicyWorker::Mode::kSync);
+  worker_us_before_ = worker_->job_us();
+  worker_jobs_before_ = worker_->jobs_run();
   counters_.resize(static_cast<size_t>(geometry.num_layers));
   scorer_ = [this](const ExpertKey& k) { return Score(k); };
 }
@@ -200,8 +202,9 @@ std::vector<LayerCounters> OffloadController::Counters() const {
 
 PolicyTiming OffloadController::Timing() const {
   PolicyTiming t = timing_;
-  t.worker_us = worker_->job_us();
-  t.worker_jobs = worker_->jobs_run();
+  t.worker_us = worker_->job_us() - worker_us_before_;
+  t.worker_jobs = worker_->jobs_run() - worker_jobs_before_;
+  t.jobs_inline = worker_->mode() != policy::PolicyWorker::Mode::kAsync;
   return t;
 }
 

@@ -19,18 +19,18 @@
 namespace moex::tiers {
 
 struct LayerCounters {
-  int64_t hits = 0;          // Routed experts wholly in the cache at the gate.
-  int64_t misses = 0;        // Routed experts with at least one chunk absent.
-  int64_t partial_hits = 0;  // Misses with some chunks present (a resident prefix, say).
-  int64_t streamed = 0;      // Misses that did not fit (all pages pinned): read, used, not kept.
+  int64_t hits = 0;             // Routed experts wholly in the cache at the gate.
+  int64_t misses = 0;           // Routed experts with at least one chunk absent.
+  int64_t partial_hits = 0;     // Misses with some chunks present (a resident prefix, say).
+  int64_t streamed = 0;         // Misses that did not fit (all pages pinned): read, used, not kept.
   int64_t chunks_streamed = 0;  // Chunks read for one use only (no room, or not kept).
   int64_t prefetch_issued = 0;  // Prefetches that inserted at least one chunk.
   int64_t prefetch_used = 0;    // Prefetched experts later routed to.
   int64_t prefetch_late = 0;    // Of those, not yet wholly landed at the gate (driver-timed).
   int64_t prefetch_wasted = 0;  // Prefetched experts evicted before use.
   int64_t prefetch_wasted_chunks = 0;  // Their chunks (bytes wasted = chunks x page).
-  int64_t prefetch_cancelled = 0;  // Prefetched experts cancelled before use.
-  int64_t prefetch_dropped = 0;    // Prefetches refused for lack of unpinned room.
+  int64_t prefetch_cancelled = 0;      // Prefetched experts cancelled before use.
+  int64_t prefetch_dropped = 0;        // Prefetches refused for lack of unpinned room.
   int64_t evictions = 0;
 
   void Add(const LayerCounters& o);
@@ -45,8 +45,9 @@ struct PlannedExpert {
 // CPU the policy took: its event handlers on the forward pass, and its worker's jobs.
 struct PolicyTiming {
   double hook_us = 0;
-  double worker_us = 0;
+  double worker_us = 0;  // Jobs since the controller was made (not those of --learn-from).
   int64_t worker_jobs = 0;
+  bool jobs_inline = false;  // Jobs ran inside Submit (sync, modelled), so inside hook_us.
   int64_t passes = 0;
   int64_t budget_refused = 0;  // Per-layer budget splits the cache could not honour.
 };
@@ -92,6 +93,8 @@ class OffloadController {
   ExpertCache cache_;
   std::unique_ptr<policy::Policy> policy_;
   std::unique_ptr<policy::PolicyWorker> worker_;  // After policy_: stops before it goes.
+  double worker_us_before_ = 0;  // What the worker ran before (the policy's learning).
+  int64_t worker_jobs_before_ = 0;
   std::vector<LayerCounters> counters_;
   PredictionMetrics predictions_;
   PolicyTiming timing_;

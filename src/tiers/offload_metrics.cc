@@ -42,7 +42,8 @@ nlohmann::json PolicyTimingJson(const PolicyTiming& t) {
           {"worker_us", t.worker_us},
           {"worker_jobs", t.worker_jobs},
           {"passes", t.passes},
-          {"cpu_us_per_pass", (t.hook_us + t.worker_us) / passes},
+          // Inline jobs are inside hook_us already; a worker thread's are not.
+          {"cpu_us_per_pass", (t.hook_us + (t.jobs_inline ? 0 : t.worker_us)) / passes},
           {"hook_us_per_pass", t.hook_us / passes},
           {"budget_refused", t.budget_refused}};
 }

@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 MOEX := $(BUILD_DIR)/moex
 
-.PHONY: deps build run test bench clean format
+.PHONY: deps build run test test-sanitize bench clean format
 
 deps:
 	@bash scripts/install-deps.sh
@@ -20,6 +20,14 @@ run: build
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer, in its own build
+# directory (every object is compiled again; see README.md for the time it takes).
+test-sanitize: deps
+	cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOEX_SANITIZE=ON \
+		-DMOEX_BUILD_BENCH=OFF
+	cmake --build build-sanitize -j $(JOBS)
+	cd build-sanitize && ctest --output-on-failure -j $(JOBS)
 
 bench: build
 	bash bench/run-all.sh $(BUILD_DIR)

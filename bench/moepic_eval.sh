@@ -10,7 +10,9 @@
 #
 #   bench/moepic_eval.sh BUILD_DIR OUT_DIR
 #
-# CPU_PROFILE as in policy_eval.sh. Results go to OUT_DIR/moepic/, tables to
+# CPU_PROFILE as in policy_eval.sh. For a shorter run on a busy machine: SETS (default
+# "sharegpt gsm8k mtbench") and LADDER_BUDGETS (default 10%,25%,50%) for step 1, SWEEP_SET
+# (default sharegpt) for step 2. Results go to OUT_DIR/moepic/, tables to
 # OUT_DIR/moepic/tables.md.
 set -euo pipefail
 usage="usage: moepic_eval.sh BUILD_DIR OUT_DIR"
@@ -31,24 +33,25 @@ done
 ladder="moepic,moepic:prefetch=random,moepic:evict=random,moepic:budgets=uniform,theta=0.5"
 ladder+=",moepic:evict=lru,moepic:evict=lfu,moepic:theta=1,moepic:theta=0"
 ladder+=",moepic:theta=1,prefetch=none,lru,oracle+belady"
-for set in sharegpt gsm8k mtbench; do
+for set in ${SETS:-sharegpt gsm8k mtbench}; do
   for hw in cpu:"$cpu_profile" rtx4090:rtx4090; do
     label=${hw%%:*}
     echo "ablations: $set on $label" >&2
     "$moex" sim --trace "$traces/$set.test.trace" --learn-from "$traces/$set.learn.trace" \
-      --policy "$ladder" --budget 10%,25%,50% --hardware "${hw#*:}" --scale-to olmoe:full \
+      --policy "$ladder" --budget "${LADDER_BUDGETS:-10%,25%,50%}" --hardware "${hw#*:}" --scale-to olmoe:full \
       --json >"$res/ablation-$set-$label.json"
   done
 done
 
 sweep=5%,10%,15%,20%,25%,30%,40%,50%,60%
+sweep_set=${SWEEP_SET:-sharegpt}
 for hw in cpu:"$cpu_profile" rtx4090:rtx4090; do
   label=${hw%%:*}
-  echo "memory sweep: sharegpt on $label" >&2
-  "$moex" sim --trace "$traces/sharegpt.test.trace" --learn-from "$traces/sharegpt.learn.trace" \
+  echo "memory sweep: $sweep_set on $label" >&2
+  "$moex" sim --trace "$traces/$sweep_set.test.trace" --learn-from "$traces/$sweep_set.learn.trace" \
     --policy moepic,lru,nextgate+lru --budget "$sweep" --hardware "${hw#*:}" \
-    --scale-to olmoe:full --json --html "$res/sweep-sharegpt-$label.html" \
-    >"$res/sweep-sharegpt-$label.json"
+    --scale-to olmoe:full --json --html "$res/sweep-$sweep_set-$label.html" \
+    >"$res/sweep-$sweep_set-$label.json"
 done
 python3 "$root/tools/bench/moepic_eval_table.py" "$res" >"$res/tables.md"
 echo "tables: $res/tables.md" >&2

@@ -64,7 +64,7 @@ std::vector<std::string> Split(const std::string& s) {
 
 int main(int argc, char** argv) {
   using namespace moex;
-  std::string model_dir = "/work/offload-bench/olmoe-full", arch = "olmoe", size = "full";
+  std::string model_dir = "/data/olmoe-full", arch = "olmoe", size = "full";
   std::string budgets = "10%,25%,50%,100%", policies = "lru,lfu,random,nextgate";
   int prompt_tokens = 16, gen_tokens = 16;
   for (int i = 1; i + 1 < argc; i += 2) {

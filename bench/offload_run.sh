@@ -9,7 +9,7 @@
 # lines stream to stderr as they come.
 set -euo pipefail
 build=${1:?usage: offload_run.sh BUILD_DIR [MODEL_DIR] [ARCH] [SIZE]}
-model=${2:-/work/offload-bench/olmoe-full}
+model=${2:-/data/olmoe-full}
 arch=${3:-olmoe}
 size=${4:-full}
 budgets=${BUDGETS:-10%,25%,50%,100%}

@@ -11,7 +11,9 @@
 # EXTRA_POLICY_SPECS: comma-separated specs added to the baselines ("moe-infinity,moepic").
 # CPU_PROFILE: built-in name or profile JSON measured on this host (default
 # bench/hardware/amd-epyc-zen5-2vcpu.json); BUDGETS (default 10%,25%,50%); PROMPTS (the
-# prompt sets' directory, default ../shared/data/prompts beside the repository); LIMIT (at
+# prompt sets' directory, default ../shared/data/prompts beside the repository); BASELINES
+# (default lru,lfu,nextgate+lru,belady,oracle+belady; keep lru and oracle+belady for the
+# gap column); CASES (default all five, e.g. "sharegpt gsm8k" for fewer); LIMIT (at
 # most this many prompts of each set, for a shorter run on a busy machine; default: all).
 # Traces are kept in OUT_DIR/traces and reused; tables go to OUT_DIR/tables.md.
 set -euo pipefail
@@ -25,7 +27,7 @@ cpu_profile=${CPU_PROFILE:-$root/bench/hardware/amd-epyc-zen5-2vcpu.json}
 budgets=${BUDGETS:-10%,25%,50%}
 moex="$build/moex"
 # `ondemand` is `lru` here (on-demand fetching, LRU eviction), so it is not replayed twice.
-policies=lru,lfu,nextgate+lru,belady,oracle+belady${extra:+,$extra}
+policies=${BASELINES:-lru,lfu,nextgate+lru,belady,oracle+belady}${extra:+,$extra}
 traces="$out/traces"
 mkdir -p "$traces" "$out/results"
 
@@ -51,6 +53,7 @@ mtbench:mtbench.test:mtbench.learn gsm8k-from-sharegpt:gsm8k.test:sharegpt
 mtbench-from-sharegpt:mtbench.test:sharegpt"
 for c in $cases; do
   IFS=: read -r name test learn <<<"$c"
+  if [ -n "${CASES:-}" ] && [[ " $CASES " != *" $name "* ]]; then continue; fi
   for hw in cpu:"$cpu_profile" rtx4090:rtx4090; do
     label=${hw%%:*}
     echo "replaying $name on $label" >&2

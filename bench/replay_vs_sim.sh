@@ -12,7 +12,8 @@
 #   moex trace record --prompts one.txt --prompt-format text --max-tokens 161 --hidden f32
 # The engine runs that request's prompt length and pass count, so engine and simulator replay
 # exactly the same passes from a cold cache (both hit rates are printed to show it).
-# BUDGETS default "10% 25%", POLICIES "lru nextgate+lru".
+# BUDGETS default "10% 25%", POLICIES "lru nextgate+lru". LEARN_FROM: traces (comma-separated)
+# that learning policies (moe-infinity, moepic, fmoe) learn from first, in both runs.
 # Writes OUT_DIR/<policy>-<budget>.{engine,sim}.json and prints one line per run.
 set -euo pipefail
 usage="usage: replay_vs_sim.sh BUILD_DIR MODEL_DIR TRACE PROFILE OUT_DIR [BUDGETS] [POLICIES]"
@@ -23,6 +24,8 @@ profile=${4:?$usage}
 out=${5:?$usage}
 budgets=${6:-10% 25%}
 policies=${7:-lru nextgate+lru}
+learn=()
+if [ -n "${LEARN_FROM:-}" ]; then learn=(--learn-from "$LEARN_FROM"); fi
 mkdir -p "$out"
 # A request of P prompt tokens and I passes (one prefill, I-1 decodes) holds P+I-1 tokens.
 read -r prompt_tokens gen_tokens < <("$build/moex" trace info "$trace" --json | python3 -c '
@@ -36,12 +39,12 @@ printf '%-14s %6s %12s %12s %8s %10s %10s\n' policy budget "engine tok/s" "model
   "engine hit" "model hit"
 for policy in $policies; do
   for budget in $budgets; do
-    name="$policy-${budget%\%}"
+    name="${policy//[:,=]/_}-${budget%\%}"
     "$build/moex" bench --model "$model" --host-budget "$budget" --policy "$policy" \
       --replay-routing "$trace" --prompt-tokens "$prompt_tokens" --gen-tokens "$gen_tokens" \
-      --json >"$out/$name.engine.json"
+      "${learn[@]}" --json >"$out/$name.engine.json"
     "$build/moex" sim --trace "$trace" --policy "$policy" --budget "$budget" \
-      --hardware "$profile" --scale-to olmoe:full --json >"$out/$name.sim.json"
+      --hardware "$profile" --scale-to olmoe:full "${learn[@]}" --json >"$out/$name.sim.json"
     python3 - "$out/$name.engine.json" "$out/$name.sim.json" "$policy" "$budget" <<'PY'
 import json, sys
 engine = json.load(open(sys.argv[1]))

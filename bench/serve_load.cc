@@ -1,7 +1,8 @@
 // Load generator for `moex serve`: streaming chat requests with prompts from a prompt set,
 // either closed-loop (--clients N, each sends its next request when the last one ends) or
 // open-loop on an arrival trace (--arrivals, the Azure LLM inference trace CSV: arrival
-// times scaled by --time-scale, output lengths from GeneratedTokens capped by --max-tokens).
+// times divided by --time-scale, or scaled to a mean of --rate requests per second; output
+// lengths from GeneratedTokens capped by --max-tokens).
 // Reports throughput and TTFT / TPOT / latency percentiles, one JSON object with --json.
 //
 //   serve_load --port 8080 --prompts ../shared/data/prompts/sharegpt_v3_filtered_500.json
@@ -35,6 +36,7 @@ struct Options {
   std::string prompts;
   std::string arrivals;
   double time_scale = 1.0;  // Trace inter-arrival times are divided by this.
+  double rate = 0;          // > 0: the time scale that gives this mean arrival rate (req/s).
   int clients = 1;
   int requests = 32;
   double duration_s = 0;  // Closed loop: stop sending after this long (0: --requests).
@@ -57,6 +59,7 @@ struct Sample {
   int64_t tokens = 0, prompt_tokens = 0;
 };
 
+// The trace's first `count` arrivals, times from the first one, divided by `scale`.
 std::vector<Arrival> LoadArrivals(const std::string& path, int count, double scale, int cap) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
@@ -77,7 +80,15 @@ std::vector<Arrival> LoadArrivals(const std::string& path, int count, double sca
     if (first < 0) first = t;
     out.push_back({(t - first) / scale, std::clamp(std::stoi(generated), 1, cap)});
   }
+  if (out.empty()) throw std::runtime_error(path + " holds no arrivals");
   return out;
+}
+
+// The time scale at which `arrivals` (unscaled) come at `rate` per second on average.
+double ScaleForRate(const std::vector<Arrival>& arrivals, double rate) {
+  const double span = arrivals.back().at_s;
+  if (arrivals.size() < 2 || span <= 0) return 1.0;
+  return rate * span / static_cast<double>(arrivals.size() - 1);
 }
 
 Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
@@ -154,6 +165,10 @@ int main(int argc, char** argv) {
   app.add_option("--time-scale", o.time_scale, "divide the trace's inter-arrival times by this")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--rate", o.rate,
+                 "scale the trace's times to this mean arrival rate, requests/s (replaces "
+                 "--time-scale)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--clients", o.clients, "concurrent clients (closed loop)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -175,8 +190,12 @@ int main(int argc, char** argv) {
     for (auto& p : prompts)
       if (p.text.size() > o.max_prompt_chars) p.text.resize(o.max_prompt_chars);
     std::vector<Arrival> arrivals;
-    if (!o.arrivals.empty())
+    if (!o.arrivals.empty()) {
+      if (o.rate > 0)
+        o.time_scale =
+            ScaleForRate(LoadArrivals(o.arrivals, o.requests, 1.0, o.max_tokens), o.rate);
       arrivals = LoadArrivals(o.arrivals, o.requests, o.time_scale, o.max_tokens);
+    }
 
     std::mutex mutex;
     std::vector<Sample> samples;
@@ -237,6 +256,10 @@ int main(int argc, char** argv) {
         {"clients", arrivals.empty() ? o.clients : 0},
         {"arrivals", o.arrivals},
         {"time_scale", o.time_scale},
+        {"offered_requests_per_s",
+         arrivals.size() > 1 && arrivals.back().at_s > 0
+             ? static_cast<double>(arrivals.size() - 1) / arrivals.back().at_s
+             : 0.0},
         {"requests", samples.size()},
         {"errors", errors},
         {"wall_s", wall},

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages moex needs to build, test and train. Idempotent and
-# non-interactive: packages already present are skipped without touching apt.
+# Installs the Debian packages moex needs to build, test and train, and the npm packages of
+# the server's client tests (tests/serve_clients/install.sh). Idempotent and
+# non-interactive: packages already present are skipped without touching apt or npm.
 set -euo pipefail
 
 build_packages=(
@@ -10,21 +11,27 @@ build_packages=(
 )
 # Python is used only by tools/ (training, PyTorch reference logits in tests).
 python_packages=(python3 python3-numpy python3-torch libopenblas0-pthread)
+# The server's tests: promtool checks /metrics, Chromium loads the web page, Node runs the
+# official openai client (tests/serve_clients). A Node.js already installed is kept.
+test_packages=(prometheus chromium jq)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  test_packages+=(nodejs npm)
+fi
 
 missing=()
-for p in "${build_packages[@]}" "${python_packages[@]}"; do
+for p in "${build_packages[@]}" "${python_packages[@]}" "${test_packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+bash "$(dirname "$0")/../tests/serve_clients/install.sh"

@@ -129,6 +129,51 @@ TEST(JinjaTest, ErrorsAreClear) {
   }
 }
 
+std::string RenderError(const std::string& source) {
+  try {
+    Render(source, {{"x", true}, {"xs", json::array({1})}});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string Repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// Deep nesting once overflowed the stack (the parser and evaluator recurse): now an error
+// naming the limit, while nesting up to the limit still renders.
+TEST(JinjaTest, DeepNestingIsAnErrorNotACrash) {
+  const int n = 5000;
+  EXPECT_NE(RenderError(Repeat("{% if x %}", n) + "a" + Repeat("{% endif %}", n))
+                .find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(RenderError(Repeat("{% for i in xs %}", n) + "a" + Repeat("{% endfor %}", n))
+                .find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{{ " + Repeat("(", 10000) + "1" + Repeat(")", 10000) + " }}")
+                .find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{{ " + Repeat("not ", 10000) + "x }}").find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{{ " + Repeat("[", 10000) + Repeat("]", 10000) + " }}")
+                .find("nested too deeply"),
+            std::string::npos);
+  // Long chains are built by loops, not recursion, but evaluate recursively.
+  EXPECT_NE(RenderError("{{ 1" + Repeat(" + 1", 100000) + " }}").find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{{ x" + Repeat(".a", 100000) + " }}").find("nested too deeply"),
+            std::string::npos);
+  // Within the limits: 60 nested ifs, 80 nested parentheses, a 200-term sum.
+  EXPECT_EQ(Render(Repeat("{% if x %}", 60) + "a" + Repeat("{% endif %}", 60), {{"x", true}}),
+            "a");
+  EXPECT_EQ(Render("{{ " + Repeat("(", 80) + "7" + Repeat(")", 80) + " }}", {}), "7");
+  EXPECT_EQ(Render("{{ 0" + Repeat(" + 1", 200) + " }}", {}), "200");
+}
+
 TEST(ChatTemplateTest, FamilyPrompts) {
   const std::vector<ChatMessage> turns = {
       {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "What is 2+2?"}};
@@ -146,7 +191,7 @@ TEST(ChatTemplateTest, FamilyPrompts) {
 
   const fs::path qwen = DataDir() / "tokenizers" / "qwen3.tokenizer.json";
   const fs::path deepseek = DataDir() / "tokenizers" / "deepseek_v3.tokenizer.json";
-  if (!fs::exists(qwen)) GTEST_SKIP() << "shared data not found: " << qwen;
+  if (!fs::exists(qwen)) MOEX_SKIP_WITHOUT_SHARED_DATA(qwen);
   const auto qwen_tok = LoadTokenizer(qwen.string());
   const ChatTemplate qt = ChatTemplate::FromTokenizer(*qwen_tok);
   EXPECT_EQ(ApplyChatTemplate(qt, {{"system", "Be brief."}, {"user", "Hi"}}, true),
@@ -203,7 +248,7 @@ std::vector<json> Conversations() {
 }
 
 TEST(ChatTemplateTest, AgreesWithHuggingFaceJinja) {
-  if (!fs::exists(DataDir())) GTEST_SKIP() << "shared data not found: " << DataDir();
+  if (!fs::exists(DataDir())) MOEX_SKIP_WITHOUT_SHARED_DATA(DataDir());
   const fs::path dir = std::getenv("MOEX_TOKREF_DIR") ? fs::path(std::getenv("MOEX_TOKREF_DIR"))
                                                       : fs::current_path() / "tokref";
   if (!fs::exists(dir / "node_modules" / "@huggingface" / "jinja" / "package.json")) {

@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"UnknownDtype", "random-model --arch olmoe --dtype int4 --out /tmp/x", "unknown dtype"},
         BadInput{"RopeOriginalWithoutLongRope", "random-model --arch olmoe --rope-original 8 --out /tmp/x",
                  "--rope-original applies to LongRoPE models (phimoe)"},
-        BadInput{"LogitsUnwritable", "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot open"},
+        BadInput{"LogitsUnwritable", "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot create"},
         BadInput{"MissingSubcommand", "", "subcommand"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 

@@ -1,4 +1,4 @@
-// The neuron-major packing, on a hand-written expert (DESIGN.md, "The expert layout").
+// The neuron-major packing, on a hand-written expert (docs/design.md, "The expert layout").
 #include "model/expert_layout.h"
 
 #include <gtest/gtest.h>

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -387,7 +388,7 @@ TEST_F(GgufModelTest, CopiesTokenizerAndFitsItToTheVocabulary) {
 TEST_F(GgufModelTest, CopiesRealVocabulary) {
   const fs::path vocab = testing::SharedDataDir() / "gguf-vocab" /
                          "ggml-vocab-gpt-neox.gguf";
-  if (!fs::exists(vocab)) GTEST_SKIP() << "no " << vocab;
+  if (!fs::exists(vocab)) MOEX_SKIP_WITHOUT_SHARED_DATA(vocab);
   GgufFile tok(vocab.string());
   ModelConfig config = TinyConfig(Arch::kOlmoe);
   config.vocab_size = 50304;  // OLMoE's padded vocabulary, below the file's 50432 tokens.
@@ -405,9 +406,9 @@ TEST_F(GgufModelTest, CopiesRealVocabulary) {
             tok.GetStringArray("tokenizer.ggml.merges"));
 }
 
-TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
-  // As llama.cpp's converter writes Mixtral: arch "llama", experts sized by
-  // feed_forward_length, legacy per-expert tensors in older files.
+// A Mixtral GGUF as llama.cpp's converter writes it: arch "llama", experts sized by
+// feed_forward_length, legacy per-expert tensors in older files.
+void WriteLlamaCppMixtral(const std::string& path, float freq_base) {
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String("llama"));
   w.Set("llama.block_count", GgufValue::U32(1));
@@ -416,7 +417,7 @@ TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
   w.Set("llama.feed_forward_length", GgufValue::U32(64));
   w.Set("llama.attention.head_count", GgufValue::U32(4));
   w.Set("llama.attention.head_count_kv", GgufValue::U32(1));
-  w.Set("llama.rope.freq_base", GgufValue::F32(1e6f));
+  w.Set("llama.rope.freq_base", GgufValue::F32(freq_base));
   w.Set("llama.attention.layer_norm_rms_epsilon", GgufValue::F32(1e-5f));
   w.Set("llama.expert_count", GgufValue::U32(2));
   w.Set("llama.expert_used_count", GgufValue::U32(2));
@@ -432,7 +433,11 @@ TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
     w.AddTensor("blk.0.ffn_down" + x, DType::kF32, {32, 64}, zeros.data());
   }
   w.AddTensor("rope_freqs.weight", DType::kF32, {4}, zeros.data());  // Ignored.
-  w.Write(Path("mixtral.gguf"));
+  w.Write(path);
+}
+
+TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
+  WriteLlamaCppMixtral(Path("mixtral.gguf"), 1e6f);
   GgufModel m = OpenGgufModel(Path("mixtral.gguf"));
   EXPECT_EQ(m.config.arch, Arch::kMixtral);
   EXPECT_EQ(m.config.vocab_size, 100);
@@ -448,6 +453,21 @@ TEST_F(GgufModelTest, ReadsLlamaCppMixtralMetadata) {
   EXPECT_EQ(m.weights->Get("model.layers.0.block_sparse_moe.experts.1.w3.weight").shape,
             (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(m.weights->Names().size(), 8u);
+}
+
+// A NaN, infinite, zero or negative rope.freq_base once gave garbage tokens silently.
+TEST_F(GgufModelTest, NonFiniteOrNonPositiveRopeBaseIsRefused) {
+  for (float base : {std::numeric_limits<float>::quiet_NaN(),
+                     std::numeric_limits<float>::infinity(), 0.0f, -10000.0f}) {
+    SCOPED_TRACE(base);
+    WriteLlamaCppMixtral(Path("bad-rope.gguf"), base);
+    try {
+      OpenGgufModel(Path("bad-rope.gguf"));
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rope_theta"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(GgufModelTest, ReadsLlamaCppPhiMoeMetadata) {

@@ -335,7 +335,7 @@ TEST_F(GgufTest, UnsupportedTensorTypeFailsOnAccessOnly) {
 
 TEST_F(GgufTest, ReadsRealVocabFiles) {
   const fs::path vocab_dir = testing::SharedDataDir() / "gguf-vocab";
-  if (!fs::exists(vocab_dir)) GTEST_SKIP() << "no vocab GGUFs at " << vocab_dir;
+  if (!fs::exists(vocab_dir)) MOEX_SKIP_WITHOUT_SHARED_DATA(vocab_dir);
   int files = 0;
   for (const auto& entry : fs::directory_iterator(vocab_dir)) {
     if (entry.path().extension() != ".gguf") continue;

@@ -73,7 +73,7 @@ TEST(PromptSet, MalformedInputNamesFileAndLine) {
 
 TEST(PromptSet, SharedPromptSetsLoad) {
   const std::filesystem::path prompts = testing::SharedDataDir() / "prompts";
-  if (!std::filesystem::exists(prompts)) GTEST_SKIP() << "shared data not found";
+  if (!std::filesystem::exists(prompts)) MOEX_SKIP_WITHOUT_SHARED_DATA(prompts);
   EXPECT_EQ(LoadPromptSet(prompts / "sharegpt_v3_filtered_500.json").size(), 500u);
   EXPECT_EQ(LoadPromptSet(prompts / "mt_bench_question.jsonl").size(), 80u);
   EXPECT_EQ(LoadPromptSet(prompts / "gsm8k_test.jsonl").size(), 1319u);

@@ -3,10 +3,12 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "policy/composed_policy.h"
 #include "policy/policy.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
 #include "tiers/cache_plan.h"
+#include "tiers/offload_controller.h"
 #include "tiers/random_weight_source.h"
 
 namespace moex::policy {
@@ -116,6 +118,55 @@ TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
   p->OnGate(Gate(1, real, &h), &d);
   ASSERT_EQ(d.cancel.size(), 1u);
   EXPECT_EQ(d.cancel[0], (ExpertKey{1, s[1].second}));
+}
+
+// A prefetcher whose predictions come from a worker job (as ProMoE's and MoE-Infinity's):
+// at its first gate it asks, off the event, for expert 0:5.
+class WorkerPrefetcher : public Policy {
+ public:
+  explicit WorkerPrefetcher(const PolicyFacts& f) : facts_(f) {}
+  std::string name() const override { return "worker-prefetcher"; }
+  void OnGate(const GateEvent&, Decisions*) override {
+    if (submitted_) return;
+    submitted_ = true;
+    facts_.worker->Submit([]() -> PolicyWorker::Apply {
+      return [](Decisions* d) { d->prefetch.push_back({{0, 5}, Tier::kHost, 0, {}}); };
+    });
+  }
+
+ private:
+  PolicyFacts facts_;
+  bool submitted_ = false;
+};
+
+// A prefetch asked for by a worker job is a use for the evictor, like one asked for inside
+// the event: LRU keeps the just-prefetched 0:5 and evicts the older 0:0 and 0:1.
+TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
+  const ModelConfig c = Config();
+  const tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 3};
+  auto worker = std::make_unique<PolicyWorker>(PolicyWorker::Mode::kSync);
+  PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, nullptr, 0);
+  f.worker = worker.get();
+  std::vector<ComposedPolicy::Part> parts;
+  parts.push_back({"worker-prefetcher", std::make_unique<WorkerPrefetcher>(f)});
+  parts.push_back({"lru", MakePolicy("lru", f)});
+  tiers::OffloadController controller(g, std::make_unique<ComposedPolicy>(std::move(parts)),
+                                      std::move(worker), f.moe_layer);
+  std::vector<tiers::CacheCommand> cmds;
+  IterationBeginEvent begin;
+  controller.IterationBegin(begin, &cmds);
+  const std::vector<int32_t> first{0, 1};
+  controller.Gate(Gate(0, first), &cmds);
+  ASSERT_TRUE(controller.cache().Present({0, 5}));
+  controller.ExpertDone({0, 0}, &cmds);
+  controller.ExpertDone({0, 1}, &cmds);
+  controller.IterationEnd(&cmds);
+  controller.IterationBegin(begin, &cmds);
+  const std::vector<int32_t> second{2, 3};
+  controller.Gate(Gate(0, second), &cmds);
+  EXPECT_TRUE(controller.cache().Present({0, 5}));
+  EXPECT_FALSE(controller.cache().Present({0, 0}));
+  EXPECT_FALSE(controller.cache().Present({0, 1}));
 }
 
 // Belady's MIN at 4 slots over gates {A,B} {C,D} {E,F} {A,G} (layer:expert A=0:0 B=0:1

@@ -1,4 +1,4 @@
-// What every registered policy gets for free (DESIGN.md, "Policies"; EVALUATION.md): the
+// What every registered policy gets for free (docs/design.md, "Policies"; docs/policies.md): the
 // tests below iterate the registry, so a new policy file is covered without editing them.
 // For every spec (defaults and the policy's own test_specs):
 //  - lossless: the offloading engine's logits and greedy tokens are bit-identical to the

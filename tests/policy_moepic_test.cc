@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "policy/moepic_configurator.h"
 #include "policy/moepic_lcp.h"
+#include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
 #include "support/engine_runs.h"
@@ -363,6 +364,44 @@ TEST(MoEpicPolicy, LayersStayWithinTheirBudgets) {
   EXPECT_GT(hits, 0);
   EXPECT_GT(partial, 0);  // Cached tops met by a demand read of the bottom.
   EXPECT_GT(issued, 0);
+}
+
+// What a run learned (statistics, priorities) is saved with --policy-state; loaded under
+// another budget, the configurator re-runs for that budget (a budget sweep learns once and
+// loads the state at every budget); under the same budget the tuned configuration stays.
+TEST(MoEpicPolicy, LoadedStateIsReconfiguredForTheBudget) {
+  const int chunks = Harness::kNeurons / Harness::kChunk;
+  const std::string spec = "moepic:tau=16,load_ms=1,expert_ms=0.1,attn_ms=0.05,head_ms=0.1";
+  Harness small(spec, 40);
+  std::mt19937 rng(5);
+  for (int64_t it = 0; it < 100; ++it) small.Pass(it, rng);
+  const nlohmann::json learned = small.Report()["moepic"];
+  ASSERT_GT(learned["reconfigurations"].get<int>(), 0);
+  const std::string state = policy::EncodePolicyState(*small.policy, small.facts);
+  const auto bytes = std::as_bytes(std::span(state.data(), state.size()));
+
+  Harness same(spec, 40);
+  policy::DecodePolicyState(*same.policy, same.facts, bytes, "state");
+  const nlohmann::json kept = same.Report()["moepic"];
+  for (size_t i = 0; i < kept["layers"].size(); ++i)
+    EXPECT_EQ(kept["layers"][i]["budget_experts"], learned["layers"][i]["budget_experts"]);
+
+  Harness large(spec, 80);
+  policy::DecodePolicyState(*large.policy, large.facts, bytes, "state");
+  const nlohmann::json r = large.Report()["moepic"];
+  const double total = static_cast<double>(80 - 2 * Harness::kTopK * chunks) / chunks;
+  EXPECT_EQ(r["budget_experts"].get<double>(), total);
+  double sum = 0;
+  int64_t cached = 0;
+  for (const auto& l : r["layers"]) {
+    sum += l["budget_experts"].get<double>();
+    cached += l["cache_size"].get<int64_t>() * l["top_chunks"].get<int64_t>();
+    EXPECT_LE(l["cache_size"].get<int64_t>() * l["top_chunks"].get<int64_t>(),
+              static_cast<int64_t>(std::floor(l["budget_experts"].get<double>() * chunks + 1e-9)));
+  }
+  EXPECT_NEAR(sum, total, 1e-9);
+  // The larger budget is used: more than the small budget's whole allowance is cached.
+  EXPECT_GT(cached, static_cast<int64_t>(40 - 2 * Harness::kTopK * chunks));
 }
 
 // Cache Only (θ = 1, no prefetch): whole experts, nothing prefetched, the uniform split.

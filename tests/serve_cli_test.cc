@@ -2,13 +2,9 @@
 // finishing the running request, and refuses a busy port with a clear error.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +13,7 @@
 
 #include "serve/http_client.h"
 #include "support/run_command.h"
+#include "support/serve_fixtures.h"
 #include "support/tiny_models.h"
 
 namespace moex::serve {
@@ -24,57 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-// A `moex serve` child process whose stdout is read line by line.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> args) {
-    int fds[2];
-    EXPECT_EQ(::pipe(fds), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      std::vector<char*> argv;
-      args.insert(args.begin(), {testing::MoexBinary(), "serve"});
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = ::fdopen(fds[0], "r");
-  }
-  ~ServeProcess() {
-    if (pid_ > 0 && !waited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_) std::fclose(out_);
-  }
-  // The port from the "serving ... at http://host:port" line; 0 if it never came.
-  int ReadPort() {
-    char line[1024];
-    while (std::fgets(line, sizeof line, out_)) {
-      std::smatch m;
-      const std::string s(line);
-      if (std::regex_search(s, m, std::regex(R"(at http://[^:]+:(\d+))"))) return std::stoi(m[1]);
-    }
-    return 0;
-  }
-  void Signal(int sig) { ::kill(pid_, sig); }
-  int Wait() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    waited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* out_ = nullptr;
-  bool waited_ = false;
-};
+using testing::ServeProcess;
 
 TEST(ServeCli, AnswersThenDrainsOnSigterm) {
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);

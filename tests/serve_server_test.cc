@@ -15,6 +15,7 @@
 #include "engine/generator.h"
 #include "serve/http_client.h"
 #include "serve/server.h"
+#include "support/serve_fixtures.h"
 #include "support/shared_data.h"
 #include "support/tiny_models.h"
 
@@ -25,38 +26,7 @@ using nlohmann::json;
 
 const std::string kDemo = (testing::SourceDir() / "models/olmoe-demo").string();
 
-struct RunningServer {
-  RunningServer(cli::ModelOptions model, ServerOptions options) {
-    session = cli::OpenSession(model);
-    options.port = 0;
-    server = std::make_unique<Server>(*session->transformer, session->tokenizer.get(),
-                                      session->executor.get(), options);
-    port = server->Bind();
-    thread = std::thread([this] { server->Run(); });
-  }
-  ~RunningServer() {
-    server->Shutdown(5);
-    thread.join();
-  }
-  HttpResult Post(const std::string& path, const json& body,
-                  const EventHandler& on_event = {}) const {
-    return HttpRequest("127.0.0.1", port, "POST", path, body.dump(), {}, on_event);
-  }
-  HttpResult PostRaw(const std::string& path, const std::string& body) const {
-    return HttpRequest("127.0.0.1", port, "POST", path, body);
-  }
-  HttpResult Get(const std::string& path) const {
-    return HttpRequest("127.0.0.1", port, "GET", path, "");
-  }
-  int Context() const {
-    return nlohmann::json::parse(Get("/v1/models").body)["data"][0]["max_model_len"];
-  }
-
-  std::unique_ptr<cli::Session> session;
-  std::unique_ptr<Server> server;
-  std::thread thread;
-  int port = 0;
-};
+using testing::RunningServer;
 
 cli::ModelOptions TinyModel(const std::string& budget = "", const std::string& policy = "lru") {
   cli::ModelOptions m;
@@ -287,6 +257,96 @@ TEST(ServeServer, ApiKeyGuardsEverythingButHealth) {
                 .status,
             200);
   EXPECT_EQ(s.Get("/health").status, 200);
+  EXPECT_EQ(s.Get("/metrics").status, 401);
+  EXPECT_EQ(s.Get("/moex/cache").status, 401);
+  EXPECT_EQ(s.Get("/moex/cache", {"Authorization: Bearer sekret"}).status, 200);
+  EXPECT_EQ(s.Get("/").status, 200);  // The page holds no data; what it shows needs the key.
+}
+
+// GET / is the web page (no key needed: it holds no data); GET /moex/cache is what it draws.
+// After one request, every MoE layer saw each of its tokens top_k times, and under
+// offloading each distinct expert of a gate was a hit or a miss of the cache.
+TEST(ServeServer, CacheViewAndWebPage) {
+  ServerOptions options = SmallBatches();
+  options.api_key = "k";
+  RunningServer s(TinyModel("25%"), options);
+  const std::vector<std::string> key = {"Authorization: Bearer k"};
+  const HttpResult page = s.Get("/");
+  ASSERT_EQ(page.status, 200);
+  // Byte for byte the page under src/, as embedded at build time.
+  EXPECT_EQ(page.body, testing::ReadFile(testing::SourceDir() / "src/serve/web/index.html"));
+  EXPECT_NE(page.body.find("<title>moex</title>"), std::string::npos);
+  EXPECT_NE(page.body.find("/moex/cache"), std::string::npos);
+  EXPECT_NE(page.body.find("/v1/chat/completions"), std::string::npos);
+  EXPECT_EQ(s.Get("/moex/cache").status, 401);
+
+  const json before = json::parse(s.Get("/moex/cache", key).body);
+  const ModelConfig& config = s.session->transformer->model().config;
+  int moe_layers = 0;
+  for (int l = 0; l < config.num_layers; ++l) moe_layers += config.IsMoeLayer(l) ? 1 : 0;
+  ASSERT_EQ(before["layers"].size(), static_cast<size_t>(moe_layers));
+  EXPECT_EQ(before["offloaded"], true);
+  EXPECT_EQ(before["policy"], "lru");
+  EXPECT_EQ(before["num_experts"], config.num_experts);
+  for (const json& layer : before["layers"])
+    for (int64_t n : layer["activations"]) EXPECT_EQ(n, 0);
+
+  // 4 prompt tokens in one chunk, then 8 decode passes: 12 tokens through every gate.
+  const json& request = Requests()[0];
+  ASSERT_EQ(request["prompt"].size(), 4u);
+  ASSERT_EQ(request["max_tokens"], 9);
+  ASSERT_EQ(HttpRequest("127.0.0.1", s.port, "POST", "/v1/completions", request.dump(), key).status,
+            200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Snapshot refresh.
+  const json after = json::parse(s.Get("/moex/cache", key).body);
+  EXPECT_EQ(after["model"], "moex");
+  EXPECT_EQ(after["running"], 0);
+  EXPECT_EQ(after["queue"], 0);
+  EXPECT_GT(after["resident_bytes"].get<int64_t>(), 0);
+  EXPECT_LE(after["resident_bytes"].get<int64_t>(), after["budget_bytes"].get<int64_t>());
+  int64_t hits = 0, misses = 0, partly_resident = 0, cells = 0;
+  for (const json& layer : after["layers"]) {
+    int64_t activations = 0;
+    for (int64_t n : layer["activations"]) activations += n;
+    EXPECT_EQ(activations, 12 * config.num_experts_per_tok) << layer.dump();
+    // Each pass's distinct experts: at least top_k, at most all its slots.
+    const int64_t accesses = layer["hits"].get<int64_t>() + layer["misses"].get<int64_t>();
+    EXPECT_GE(accesses, 9 * config.num_experts_per_tok);
+    EXPECT_LE(accesses, 12 * config.num_experts_per_tok);
+    EXPECT_GT(layer["misses"].get<int64_t>(), 0);
+    hits += layer["hits"].get<int64_t>();
+    misses += layer["misses"].get<int64_t>();
+    for (double share : layer["resident"]) {
+      EXPECT_GE(share, 0.0);
+      EXPECT_LE(share, 1.0);
+      partly_resident += share > 0 ? 1 : 0;
+      ++cells;
+    }
+  }
+  EXPECT_EQ(after["hits"], hits);
+  EXPECT_EQ(after["misses"], misses);
+  EXPECT_GT(partly_resident, 0);
+  EXPECT_LT(partly_resident, cells);  // 25 % cannot hold every expert.
+}
+
+// Fully resident: every expert is whole in memory and every access is a hit.
+TEST(ServeServer, CacheViewOfAResidentModel) {
+  RunningServer s(TinyModel(), SmallBatches());
+  ASSERT_EQ(s.Post("/v1/completions", Requests()[1]).status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const json view = json::parse(s.Get("/moex/cache").body);
+  EXPECT_EQ(view["offloaded"], false);
+  EXPECT_EQ(view["policy"], "resident");
+  EXPECT_EQ(view["misses"], 0);
+  EXPECT_GT(view["hits"].get<int64_t>(), 0);
+  EXPECT_DOUBLE_EQ(view["hit_rate"].get<double>(), 1.0);
+  const int top_k = s.session->transformer->model().config.num_experts_per_tok;
+  for (const json& layer : view["layers"]) {
+    int64_t activations = 0;
+    for (int64_t n : layer["activations"]) activations += n;
+    EXPECT_EQ(activations, (1 + 6) * top_k);  // 1 prompt token, 6 fed-back tokens.
+    for (double share : layer["resident"]) EXPECT_EQ(share, 1.0);
+  }
 }
 
 // Waits (bounded) until the scheduler has `n` running requests.

@@ -14,6 +14,7 @@
 #include "policy/policy.h"
 #include "policy/registry.h"
 #include "sim/cost_model.h"
+#include "sim/hardware_profile.h"
 #include "sim/link_model.h"
 #include "sim/replay.h"
 #include "support/temp_dir.h"
@@ -307,6 +308,52 @@ TEST(SimLinkModel, HandComputedQueue) {
   EXPECT_EQ(link.dropped(), 1);
   EXPECT_DOUBLE_EQ(link.busy_ms(), 3.0);
   EXPECT_EQ(link.NextCompletion(), std::numeric_limits<double>::infinity());
+}
+
+TEST(SimHardwareProfile, LinkInFlightRoundTripsAndIsChecked) {
+  nlohmann::json j = sim::ProfileToJson(sim::LoadHardwareProfile("rtx4090"));
+  EXPECT_EQ(j.at("link_in_flight").get<int>(), 1);  // Serial unless a profile says otherwise.
+  j["link_in_flight"] = 32;
+  EXPECT_EQ(sim::ProfileFromJson(j).link_in_flight, 32);
+  j.erase("link_in_flight");  // Profiles written before the field: a serial link.
+  EXPECT_EQ(sim::ProfileFromJson(j).link_in_flight, 1);
+  for (double bad : {0.0, 2.5, 1e9}) {
+    j["link_in_flight"] = bad;
+    EXPECT_THROW(sim::ProfileFromJson(j), Error) << bad;
+  }
+}
+
+// 1 GB/s, five transfers in flight (three of them prefetches at most, as the engine's 3/4):
+// submitted transfers keep their bytes when their page is released, a demand waits for what
+// was submitted before it, and a page's next read waits for the read still in flight.
+TEST(SimLinkModel, HandComputedInFlightWindow) {
+  sim::LinkModel link(1.0, 0.0, 5);
+  const int64_t mb = 1000000;
+  for (int32_t page = 0; page < 4; ++page)  // A B C submitted (0-1, 1-2, 2-3 ms); D queued.
+    link.Enqueue({0, page}, page, 1, mb, false, 1.0, 0.0);
+  link.Enqueue({0, 4}, 4, 1, mb, true, 0.0, 0.5);  // Demand E: behind A B C, 3-4 ms.
+  link.Release(1, 0.5);                            // B is in flight: it still moves.
+  link.Release(3, 0.5);                            // D is queued: dropped.
+  link.Enqueue({0, 9}, 1, 2, mb, true, 0.0, 0.5);  // F on B's page waits for B to finish.
+  EXPECT_DOUBLE_EQ(link.NextCompletion(), 1.0);
+  link.AdvanceTo(2.0);  // A lands, B completes at 2, F is submitted then and runs 4-5 ms.
+  EXPECT_TRUE(link.Landed(0, 1));
+  EXPECT_FALSE(link.Landed(1, 2));
+  link.AdvanceTo(3.5);
+  EXPECT_TRUE(link.Landed(2, 1));
+  EXPECT_FALSE(link.Landed(4, 1));
+  link.AdvanceTo(4.0);
+  EXPECT_TRUE(link.Landed(4, 1));
+  EXPECT_FALSE(link.Landed(1, 2));
+  EXPECT_DOUBLE_EQ(link.NextCompletion(), 5.0);
+  link.AdvanceTo(5.0);
+  EXPECT_TRUE(link.Landed(1, 2));
+  EXPECT_FALSE(link.Landed(3, 1));
+  EXPECT_EQ(link.bytes_moved(), 5 * mb);
+  EXPECT_EQ(link.demand_bytes(), 2 * mb);
+  EXPECT_EQ(link.orphan_bytes(), mb);
+  EXPECT_EQ(link.dropped(), 1);
+  EXPECT_DOUBLE_EQ(link.busy_ms(), 5.0);
 }
 
 // d 1024, expert width 512, BF16: 3 * 1024 * 512 = 1,572,864 parameters, 3,145,728 bytes.

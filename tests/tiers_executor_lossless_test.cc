@@ -1,4 +1,4 @@
-// The lossless promise (DESIGN.md, principle 3) on whole models: logits and greedy tokens
+// The lossless promise (docs/design.md, principle 3) on whole models: logits and greedy tokens
 // of the offloading executor are bit-identical to the fully resident executor for every
 // budget and policy, and the host cache never exceeds its budget.
 #include <gtest/gtest.h>

@@ -106,7 +106,7 @@ class FuzzTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FuzzTest, RandomInputs) {
   const fs::path path = DataDir() / "tokenizers" / GetParam();
-  if (!fs::exists(path)) GTEST_SKIP() << "shared data not found: " << path;
+  if (!fs::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path);
   const auto tok = LoadTokenizer(path.string());
   std::mt19937 rng(1234);
   const auto start = std::chrono::steady_clock::now();

@@ -34,7 +34,7 @@ std::vector<std::string> SplitOn(const std::string& s, const std::string& sep) {
 
 TEST(TokenizerGoldenTest, GgufVocabVectors) {
   const fs::path dir = DataDir() / "gguf-vocab";
-  if (!fs::exists(dir)) GTEST_SKIP() << "shared data not found: " << dir;
+  if (!fs::exists(dir)) MOEX_SKIP_WITHOUT_SHARED_DATA(dir);
   int vocabs = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".gguf") continue;
@@ -104,7 +104,7 @@ TEST(TokenizerGoldenTest, FixedVectors) {
   };
   for (const Fixed& c : cases) {
     const fs::path path = DataDir() / "tokenizers" / c.file;
-    if (!fs::exists(path)) GTEST_SKIP() << "shared data not found: " << path;
+    if (!fs::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path);
     const auto tok = LoadTokenizer(path.string());
     EXPECT_EQ(tok->Encode(c.text, false), c.ids) << c.file;
     EXPECT_EQ(tok->Decode(c.ids), c.text) << c.file;

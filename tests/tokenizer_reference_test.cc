@@ -243,7 +243,7 @@ class ReferenceTest : public ::testing::TestWithParam<Case> {};
 TEST_P(ReferenceTest, IdsAgree) {
   const Case c = GetParam();
   const fs::path path = DataDir() / "tokenizers" / c.file;
-  if (!fs::exists(path)) GTEST_SKIP() << "shared data not found: " << path;
+  if (!fs::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path);
   const fs::path dir = ReferenceDir();
   const std::string why = InstallReference(dir);
   if (!why.empty()) GTEST_SKIP() << "reference tokenizer unavailable: " << why;

@@ -23,7 +23,7 @@ class RoundTripTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RoundTripTest, CorpusFilesRoundTrip) {
   const fs::path path = DataDir() / "tokenizers" / GetParam();
-  if (!fs::exists(path)) GTEST_SKIP() << "shared data not found: " << path;
+  if (!fs::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path);
   const auto tok = LoadTokenizer(path.string());
   const bool sp = tok->kind() == TokenizerKind::kSentencePieceBpe;
   size_t files = 0, lines = 0;

@@ -170,7 +170,7 @@ TEST(TokenizerTest, StreamDecoderHoldsPartialCharacters) {
 
 TEST(TokenizerTest, LoadsCheckpointDirectory) {
   const fs::path data = testing::SharedDataDir() / "tokenizers";
-  if (!fs::exists(data)) GTEST_SKIP() << "shared data not found: " << data;
+  if (!fs::exists(data)) MOEX_SKIP_WITHOUT_SHARED_DATA(data);
   const fs::path dir = fs::temp_directory_path() / ("moex-tok-" + std::to_string(getpid()));
   fs::create_directories(dir);
   fs::copy_file(data / "qwen3.tokenizer.json", dir / "tokenizer.json");

@@ -2,11 +2,13 @@
 // truncated, corrupt, foreign and newer files.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/random_model.h"
 #include "support/temp_dir.h"
 #include "trace/trace_reader.h"
 #include "trace/trace_writer.h"
@@ -203,9 +205,15 @@ TEST(TraceFormat, CorruptionVersionAndMagicAreReported) {
   EXPECT_NE(ReadAllError(dir / "x.trace").find("checksum"), std::string::npos);
 
   std::vector<char> newer = bytes;
-  newer[8] = 2;  // Version field follows the 8-byte magic.
+  newer[8] = 3;  // Version field follows the 8-byte magic.
   WriteBytes(dir / "x.trace", newer);
-  EXPECT_NE(ReadAllError(dir / "x.trace").find("version 2"), std::string::npos);
+  EXPECT_NE(ReadAllError(dir / "x.trace").find("version 3"), std::string::npos);
+
+  // A flipped bit in the JSON header (it starts after magic, version and length: byte 16).
+  std::vector<char> header_flip = bytes;
+  header_flip[20] ^= 0x01;
+  WriteBytes(dir / "x.trace", header_flip);
+  EXPECT_NE(ReadAllError(dir / "x.trace").find("header fails its checksum"), std::string::npos);
 
   std::vector<char> foreign = bytes;
   foreign[0] = 'X';
@@ -218,6 +226,68 @@ TEST(TraceFormat, CorruptionVersionAndMagicAreReported) {
   EXPECT_NE(ReadAllError(dir / "x.trace"), "");
 
   EXPECT_NE(ReadAllError(dir / "missing.trace").find("cannot open"), std::string::npos);
+}
+
+// Version 1 files (no header checksum) are still read.
+TEST(TraceFormat, VersionOneWithoutHeaderChecksumIsRead) {
+  testing::TempDir dir;
+  WriteTrace(dir / "t.trace", SmallHeader(Precision::kNone, Precision::kNone, false));
+  std::vector<char> bytes = ReadBytes(dir / "t.trace");
+  uint32_t json_len = 0;
+  std::memcpy(&json_len, bytes.data() + 12, 4);
+  bytes[8] = 1;
+  const auto checksum_at = bytes.begin() + 16 + json_len;
+  bytes.erase(checksum_at, checksum_at + 8);
+  WriteBytes(dir / "v1.trace", bytes);
+  EXPECT_EQ(ReadAllError(dir / "v1.trace"), "");
+}
+
+// The header's model.config rebuilds the simulator's ModelConfig, whose sizes index caches
+// by the records' ids: a config that disagrees with the shape is refused (it crashed `sim`).
+TEST(TraceFormat, ConfigDisagreeingWithTheShapeIsRefused) {
+  const ModelConfig config = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
+  TraceHeader h = SmallHeader(Precision::kNone, Precision::kNone, false);
+  h.model.config = config.ToHfJson();
+  h.model.num_layers = config.num_layers;
+  h.model.moe_layers.clear();
+  for (int l = 0; l < config.num_layers; ++l) h.model.moe_layers.push_back(l);
+  h.model.num_experts = config.num_experts;
+  h.model.top_k = config.num_experts_per_tok;
+  h.model.hidden_size = config.hidden_size;
+  h.model.expert_neurons = config.moe_intermediate_size;
+  const nlohmann::json good = HeaderToJson(h);
+  EXPECT_NO_THROW(HeaderFromJson(good));
+  auto error_of = [](const nlohmann::json& j) {
+    try {
+      HeaderFromJson(j);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::json fewer_experts = good;
+  fewer_experts["model"]["config"]["num_experts"] = config.num_experts / 2;
+  EXPECT_NE(error_of(fewer_experts).find("num_experts"), std::string::npos);
+  nlohmann::json more_layers = good;
+  more_layers["model"]["config"]["num_hidden_layers"] = config.num_layers * 4;
+  EXPECT_NE(error_of(more_layers).find("num_hidden_layers"), std::string::npos);
+  nlohmann::json wider = good;
+  wider["model"]["config"]["hidden_size"] = config.hidden_size * 2;
+  EXPECT_NE(error_of(wider), "");
+}
+
+// Every gate record must name a layer the header lists as MoE.
+TEST(TraceFormat, GateOfANonMoeLayerIsRefused) {
+  testing::TempDir dir;
+  TraceHeader h = SmallHeader(Precision::kNone, Precision::kNone, false);
+  WriteTrace(dir / "t.trace", h);
+  // Re-read the events under a header that lists only layer 1 as MoE.
+  TraceHeader only_one = h;
+  only_one.model.moe_layers = {1};
+  const std::vector<std::byte> payload = EncodeEvent(Iteration(h, 0), h);
+  EXPECT_THROW(DecodeEvent(RecordTag::kIteration, payload.data(), payload.size(), only_one, "x"),
+               Error);
+  EXPECT_NO_THROW(DecodeEvent(RecordTag::kIteration, payload.data(), payload.size(), h, "x"));
 }
 
 TEST(TraceFormat, HeaderFieldsAreChecked) {

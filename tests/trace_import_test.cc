@@ -521,7 +521,7 @@ sim::ReplayOptions TestReplay(const std::string& policy, const std::string& budg
 
 TEST(TraceImportReal, OlmoeGsm8kLog) {
   const auto log = RoutingDir() / "olmoe-1b-7b-0924_layer0_gsm8k_vllm.jsonl";
-  if (!std::filesystem::exists(log)) GTEST_SKIP() << "shared data not found: " << log;
+  if (!std::filesystem::exists(log)) MOEX_SKIP_WITHOUT_SHARED_DATA(log);
   testing::TempDir dir;
   ImportOptions o{"vllm-jsonl", log.string(), "", dir / "olmoe.trace"};
   const ImportSummary s = ImportRoutingLog(o);
@@ -549,7 +549,7 @@ TEST(TraceImportReal, OlmoeGsm8kLog) {
 
 TEST(TraceImportReal, QwenGsm8kLog) {
   const auto log = RoutingDir() / "qwen1.5-moe-a2.7b-chat_layer0_gsm8k_vllm.jsonl";
-  if (!std::filesystem::exists(log)) GTEST_SKIP() << "shared data not found: " << log;
+  if (!std::filesystem::exists(log)) MOEX_SKIP_WITHOUT_SHARED_DATA(log);
   testing::TempDir dir;
   ImportOptions o{"vllm-jsonl", log.string(), "", dir / "qwen.trace"};
   // Two runs, each a 8192-token profiling pass then 52 passes of traffic (token_idx restarts).
@@ -574,7 +574,7 @@ TEST(TraceImportReal, QwenGsm8kLog) {
 TEST(TraceImportReal, SwitchBase8EncoderLog) {
   const auto log = RoutingDir() / "switch-base-8_encoder_router-trace.v2.json";
   const auto meta = RoutingDir() / "switch-base-8_capture-metadata.json";
-  if (!std::filesystem::exists(log)) GTEST_SKIP() << "shared data not found: " << log;
+  if (!std::filesystem::exists(log)) MOEX_SKIP_WITHOUT_SHARED_DATA(log);
   testing::TempDir dir;
   ImportOptions o{"switch-json", log.string(), meta.string(), dir / "switch.trace"};
   const ImportSummary s = ImportRoutingLog(o);

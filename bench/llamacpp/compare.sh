@@ -23,7 +23,7 @@ GEN=${4:-32}
 THREADS=2
 ROUNDS=${ROUNDS:-2}  # alternations (environment), 2 by default
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-VOCAB=${GGUF_VOCAB:-/work/shared/data/gguf-vocab/ggml-vocab-gpt-neox.gguf}
+VOCAB=${GGUF_VOCAB:-$HERE/../../../shared/data/gguf-vocab/ggml-vocab-gpt-neox.gguf}
 MOEX=$BUILD_DIR/moex
 
 mkdir -p "$OUT_DIR"

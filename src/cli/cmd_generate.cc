@@ -1,8 +1,10 @@
 // `moex generate`: text (or token ids) in, generated text out; --json reports timings,
-// offload counters and memory as one JSON object (DESIGN.md, command-line contract).
+// offload counters and memory as one JSON object (docs/design.md, "Command line").
+#include <algorithm>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/session.h"
 #include "core/error.h"
 #include "engine/generator.h"
@@ -42,8 +44,14 @@ int RunGenerate(const GenerateOptions& o) {
   // tokenizer the ids themselves stream.
   std::unique_ptr<StreamDecoder> stream;
   if (session->tokenizer) stream = std::make_unique<StreamDecoder>(*session->tokenizer, true);
+  // One sequence streams; a batch prints each sequence whole once all are done.
+  const bool streaming = !o.json && o.batch == 1;
+  // Non-streamed output appears only at the end: show how far generation is (terminal only).
+  Progress progress("generated tokens", streaming ? 0 : int64_t{o.max_tokens} * o.batch, true);
+  int64_t generated = 0;
   auto results = generator.Generate(requests, [&](size_t index, int32_t token) {
-    if (o.json || index != 0) return;
+    progress.Update(++generated);
+    if (!streaming) return;
     if (stream) {
       std::cout << stream->Push(token) << std::flush;
     } else {
@@ -53,26 +61,53 @@ int RunGenerate(const GenerateOptions& o) {
   const GenerationTimings& t = generator.timings();
   const GenerationResult& first = results[0];
   session->SavePolicyState();
+  auto text_of = [&](const GenerationResult& r) {
+    return session->tokenizer ? session->tokenizer->Decode(r.tokens, true) : std::string();
+  };
   if (!o.json) {
-    if (stream) std::cout << stream->Flush();
-    std::cout << "\n";
+    if (streaming) {
+      if (stream) std::cout << stream->Flush();
+      std::cout << "\n";
+      return 0;
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      std::cout << "--- sequence " << i << " (seed " << requests[i].sampling.seed << ") ---\n";
+      if (session->tokenizer) {
+        std::cout << text_of(results[i]);
+      } else {
+        for (int32_t token : results[i].tokens) std::cout << token << " ";
+      }
+      std::cout << "\n";
+    }
     return 0;
   }
 
   nlohmann::json out;
   out["model"] = session->model->path;
   out["arch"] = ArchName(config.arch);
-  out["text"] = session->tokenizer ? session->tokenizer->Decode(first.tokens, true) : "";
+  // The first sequence at the top level (the single-sequence contract); all in "sequences".
+  out["text"] = text_of(first);
   out["tokens"] = first.tokens;
   out["prompt_tokens"] = request.prompt.size();
   out["finish_reason"] = first.finish_reason;
   out["batch"] = o.batch;
+  double ttft = 0;  // Until every sequence has its first token.
+  nlohmann::json sequences = nlohmann::json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    ttft = std::max(ttft, results[i].ttft_ms);
+    sequences.push_back({{"text", text_of(results[i])},
+                         {"tokens", results[i].tokens},
+                         {"finish_reason", results[i].finish_reason},
+                         {"seed", requests[i].sampling.seed},
+                         {"ttft_ms", results[i].ttft_ms}});
+  }
+  out["sequences"] = sequences;
   const int64_t steps = t.decode_steps;
   const double tpot = steps > 0 ? t.decode_ms / static_cast<double>(steps) : 0.0;
   out["timings"] = {
       {"load_ms", session->load_ms},
       {"prefill_ms", t.prefill_ms},
-      {"ttft_ms", first.ttft_ms},
+      {"ttft_ms", ttft},
       {"tpot_ms", tpot},
       {"decode_ms", t.decode_ms},
       {"prefill_tokens_per_s", t.prefill_ms > 0 ? 1000.0 * t.prompt_tokens / t.prefill_ms : 0.0},

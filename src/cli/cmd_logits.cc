@@ -1,11 +1,11 @@
 // `moex logits`: float32 logits for every position of a prompt, written raw (little-endian,
 // [tokens, vocab] row-major) for comparison against reference implementations.
-#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "core/error.h"
+#include "io/output_file.h"
 
 namespace moex::cli {
 
@@ -24,12 +24,10 @@ int RunLogits(const LogitsOptions& o) {
   KvCache cache(c, static_cast<int64_t>(ids.size()));
   BatchItem item{&cache, ids, true};
   const std::vector<float> logits = session->transformer->Forward({&item, 1});
-  std::ofstream out(o.out, std::ios::binary | std::ios::trunc);
-  Check(static_cast<bool>(out), "cannot open '", o.out, "' for writing");
-  out.write(reinterpret_cast<const char*>(logits.data()),
-            static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  out.close();
-  Check(static_cast<bool>(out), "failed writing '", o.out, "' (disk full?)");
+  // Written to a temporary renamed into place: a full disk leaves no partial file.
+  OutputFile out(o.out);
+  out.Write(logits.data(), logits.size() * sizeof(float));
+  out.Commit();
   nlohmann::json summary = {{"tokens", ids}, {"vocab_size", c.vocab_size}, {"out", o.out}};
   std::cout << summary.dump() << "\n";
   return 0;

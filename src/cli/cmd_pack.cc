@@ -14,6 +14,7 @@ namespace {
 struct PackCliOptions {
   std::string model;
   std::string out;
+  bool verify = false;
 };
 
 int RunPack(const PackCliOptions& o) {
@@ -24,10 +25,18 @@ int RunPack(const PackCliOptions& o) {
   options.out_path = o.out.empty() ? DefaultExpertStorePath(path) : o.out;
   options.source_id = CheckpointFingerprint(path);
   options.source_path = path;
+  options.path_option = "--out";
   PackExpertStore(*model->weights, model->config, options);
   nlohmann::json out = {{"store", options.out_path},
                         {"expert_bytes", model->TotalExpertBytes()},
                         {"seconds", watch.ElapsedMs() / 1000.0}};
+  if (o.verify) {
+    // Reads the store back and checks every block's checksum (a full scan).
+    const Stopwatch verify_watch;
+    ExpertStore::Open(options.out_path).VerifyData();
+    out["verified"] = true;
+    out["verify_seconds"] = verify_watch.ElapsedMs() / 1000.0;
+  }
   std::cout << out.dump() << "\n";
   return 0;
 }
@@ -39,6 +48,8 @@ Runner AddPackCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("pack", "build the expert store of a model");
   cmd->add_option("--model", o->model, "HF checkpoint directory or .gguf (default: demo)");
   cmd->add_option("--out", o->out, "store file (default: MODEL/experts.moex)");
+  cmd->add_flag("--verify", o->verify,
+                "read the finished store back and check every block's checksum");
   return [o] { return RunPack(*o); };
 }
 

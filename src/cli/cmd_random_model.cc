@@ -21,6 +21,7 @@ struct RandomModelCliOptions {
   uint64_t seed = 0;
   int layers = 0;
   int rope_original = 0;
+  bool no_tokenizer = false;
 };
 
 int RunRandomModel(const RandomModelCliOptions& o) {
@@ -37,6 +38,7 @@ int RunRandomModel(const RandomModelCliOptions& o) {
   options.out = o.out;
   options.format = o.format;
   options.tokenizer_json = o.tokenizer;
+  options.byte_tokenizer = !o.no_tokenizer;
   options.gguf_vocab = o.gguf_vocab;
   if (!o.gguf_type.empty()) options.gguf_type = ParseDType(o.gguf_type);
   WriteRandomModel(options);
@@ -55,7 +57,10 @@ Runner AddRandomModelCommand(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "bf16, f16 or f32");
   cmd->add_option("--out", o->out, "output directory (hf) or file (gguf)")->required();
   cmd->add_option("--format", o->format, "hf or gguf");
-  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json to ship with the model");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.json to ship with the model (default: a byte-level tokenizer "
+                  "sized to the vocabulary)");
+  cmd->add_flag("--no-tokenizer", o->no_tokenizer, "ship no tokenizer (hf; prompts as ids)");
   cmd->add_option("--gguf-vocab", o->gguf_vocab, "GGUF whose tokenizer metadata to copy (gguf)");
   cmd->add_option("--gguf-type", o->gguf_type,
                   "q8_0: quantise weight matrices and experts (gguf; values drawn in --dtype)");

@@ -74,8 +74,9 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--port", s.port, "port to listen on (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", s.api_key,
-                  "require 'Authorization: Bearer KEY' on every endpoint but /health");
+  cmd->add_option(
+      "--api-key", s.api_key,
+      "require 'Authorization: Bearer KEY' on every endpoint but /health and the page at /");
   cmd->add_option("--model-name", s.model_name,
                   "model id reported by /v1/models (default: the model's directory name)");
   cmd->add_option("--max-running", s.scheduler.max_running,

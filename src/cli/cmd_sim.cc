@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/policy_setup.h"
 #include "core/error.h"
 #include "io/output_file.h"
@@ -100,6 +101,10 @@ int RunSim(const SimOptions& o) {
   policy::FutureDemand future;
   bool have_future = false;
   std::vector<sim::ReplayResult> results;
+  Progress progress("simulated policy x budget points",
+                    policies.size() * budgets.size() > 1
+                        ? static_cast<int64_t>(policies.size() * budgets.size())
+                        : 0);
   for (size_t i = 0; i < policies.size(); ++i) {
     if (policy::SpecNeedsFuture(policies[i]) && !have_future) {
       future = sim::ReadFutureDemand(reader);
@@ -115,6 +120,7 @@ int RunSim(const SimOptions& o) {
       options.policy = policies[i];
       options.budget = budget;
       results.push_back(sim::Replay(reader, options, have_future ? &future : nullptr));
+      progress.Update(static_cast<int64_t>(results.size()));
     }
   }
 

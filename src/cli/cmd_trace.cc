@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/session.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -102,6 +103,7 @@ int RunRecord(const RecordOptions& o) {
   const Stopwatch watch;
   int64_t generated = 0;
   GenerationTimings total;  // Summed over the generate calls, to set beside `moex sim`.
+  Progress progress("recorded requests", static_cast<int64_t>(requests.size()));
   for (size_t begin = 0; begin < requests.size(); begin += static_cast<size_t>(o.batch)) {
     const size_t end = std::min(requests.size(), begin + static_cast<size_t>(o.batch));
     const std::vector<GenerationRequest> group(requests.begin() + static_cast<ptrdiff_t>(begin),
@@ -112,10 +114,8 @@ int RunRecord(const RecordOptions& o) {
     total.prefill_ms += t.prefill_ms;
     total.decode_ms += t.decode_ms;
     total.decode_steps += t.decode_steps;
-    if (!o.json)
-      std::cerr << "\rrecorded " << end << "/" << requests.size() << " requests" << std::flush;
+    progress.Update(static_cast<int64_t>(end));
   }
-  if (!o.json) std::cerr << "\n";
   session->transformer->set_observer(nullptr);
   writer.Finish();
 

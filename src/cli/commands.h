@@ -10,6 +10,7 @@ namespace moex::cli {
 using Runner = std::function<int()>;
 
 Runner AddGenerateCommand(CLI::App& app);
+Runner AddChatCommand(CLI::App& app);
 Runner AddLogitsCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);

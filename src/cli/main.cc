@@ -2,13 +2,21 @@
 // stderr and exit status 1 (2 for bad usage).
 #include <iostream>
 #include <map>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
 
+#ifndef MOEX_VERSION
+#define MOEX_VERSION "unknown"
+#endif
+
 int main(int argc, char** argv) {
   CLI::App app{"moex: serve Mixture-of-Experts models whose experts do not fit in memory"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("moex ") + MOEX_VERSION);
+  // --help shows every option's default (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
   std::map<CLI::App*, moex::cli::Runner> runners;
   auto add = [&](moex::cli::Runner (*adder)(CLI::App&)) {
     const size_t before = app.get_subcommands({}).size();
@@ -16,6 +24,7 @@ int main(int argc, char** argv) {
     runners[app.get_subcommands({})[before]] = std::move(run);
   };
   add(moex::cli::AddGenerateCommand);
+  add(moex::cli::AddChatCommand);
   add(moex::cli::AddLogitsCommand);
   add(moex::cli::AddTokenizeCommand);
   add(moex::cli::AddBenchCommand);
@@ -25,6 +34,20 @@ int main(int argc, char** argv) {
   add(moex::cli::AddSimCommand);
   add(moex::cli::AddPoliciesCommand);
   add(moex::cli::AddServeCommand);
+  // CLI11 would answer an unknown command with "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* cmd : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + cmd->get_name();
+      known = known || cmd->get_name() == argv[1];
+    }
+    if (!known) {
+      std::cerr << "moex: error: unknown command '" << argv[1] << "' (commands: " << names
+                << "; `moex --help` describes them)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

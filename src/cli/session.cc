@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <cstdio>
@@ -13,10 +14,6 @@
 #include "core/thread_pool.h"
 #include "io/chat_template.h"
 #include "io/gguf_file.h"
-
-#ifndef MOEX_DEFAULT_MODEL_DIR
-#define MOEX_DEFAULT_MODEL_DIR "models/olmoe-demo"
-#endif
 
 namespace moex::cli {
 
@@ -48,8 +45,24 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
 }
 
 std::string DefaultModelPath() {
+  namespace fs = std::filesystem;
   if (const char* env = std::getenv("MOEX_MODEL"); env != nullptr && *env) return env;
-  return MOEX_DEFAULT_MODEL_DIR;
+  // Found relative to the executable, not to where it was built: build/moex in a checkout
+  // and PREFIX/bin/moex after `cmake --install` (PREFIX/share/moex/models).
+  std::error_code ec;
+  const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  std::vector<fs::path> candidates;
+  for (const fs::path& base : {exe_dir / "..", exe_dir / ".." / "..", exe_dir}) {
+    candidates.push_back(base / "models" / "olmoe-demo");
+    candidates.push_back(base / "share" / "moex" / "models" / "olmoe-demo");
+  }
+  std::string looked;
+  for (const fs::path& c : candidates) {
+    if (fs::exists(c / "config.json", ec)) return fs::weakly_canonical(c, ec).string();
+    looked += (looked.empty() ? "" : ", ") + c.lexically_normal().string();
+  }
+  Fail("no --model given and the bundled demo model is not beside this executable (looked in ",
+       looked, "); pass --model or set MOEX_MODEL");
 }
 
 std::unique_ptr<Tokenizer> LoadTokenizerIfPresent(const std::string& path) {
@@ -74,15 +87,42 @@ const Tokenizer& Session::RequireTokenizer() const {
 }
 
 void AddPromptOptions(CLI::App& cmd, PromptOptions& o, bool with_chat) {
-  cmd.add_option("--prompt", o.text, "prompt text");
+  cmd.add_option("--prompt", o.text, "prompt text (- reads it from stdin)");
+  cmd.add_option("--prompt-file", o.file, "read the prompt text from this file");
   cmd.add_option("--prompt-ids", o.ids, "prompt as comma-separated token ids");
   if (!with_chat) return;
   cmd.add_flag("--chat", o.chat, "format the prompt as a user turn with the chat template");
   cmd.add_option("--system", o.system, "system message for --chat");
 }
 
-std::vector<int32_t> Session::PromptTokens(const PromptOptions& o) const {
-  Check(o.text.empty() != o.ids.empty(), "pass exactly one of --prompt or --prompt-ids");
+std::string PromptText(const PromptOptions& o) {
+  if (o.file.empty() && o.text != "-") return o.text;
+  std::string text;
+  if (!o.file.empty()) {
+    std::ifstream in(o.file, std::ios::binary);
+    Check(in.is_open() && !std::filesystem::is_directory(o.file), "cannot read prompt file '",
+          o.file, "'");
+    std::ostringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  } else {
+    std::ostringstream all;
+    all << std::cin.rdbuf();
+    text = all.str();
+  }
+  // One trailing newline is the file's end, not part of the prompt.
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  Check(!text.empty(), "the prompt ", o.file.empty() ? "on stdin" : "file '" + o.file + "'",
+        " is empty");
+  return text;
+}
+
+std::vector<int32_t> Session::PromptTokens(const PromptOptions& options) const {
+  const int given = !options.text.empty() + !options.file.empty() + !options.ids.empty();
+  Check(given == 1, "pass exactly one of --prompt, --prompt-file or --prompt-ids");
+  PromptOptions o = options;
+  if (o.ids.empty()) o.text = PromptText(options);
   std::vector<int32_t> ids;
   if (!o.ids.empty()) {
     ids = ParseIdList(o.ids);
@@ -139,6 +179,11 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   auto session = std::make_unique<Session>();
   session->model = LoadModel(path);
   session->tokenizer = LoadTokenizerIfPresent(path);
+  // A tokenizer with more ids than the embedding has rows would index past it.
+  if (session->tokenizer)
+    Check(session->tokenizer->vocab_size() <= session->model->config.vocab_size, "model '", path,
+          "': its tokenizer has ", session->tokenizer->vocab_size(),
+          " tokens, more than the model's vocabulary of ", session->model->config.vocab_size);
   if (!options.replay_routing.empty()) {
     session->routing_replay =
         std::make_unique<sim::TraceRouting>(options.replay_routing, session->model->config);

@@ -39,14 +39,19 @@ std::string DefaultModelPath();
 
 // A prompt as text (optionally wrapped in the chat template) or as token ids.
 struct PromptOptions {
-  std::string text;
+  std::string text;  // "-": read from stdin.
+  std::string file;  // --prompt-file: the prompt is this file's content.
   std::string ids;
   bool chat = false;
   std::string system;
 };
 
-// Registers --prompt and --prompt-ids, and --chat/--system when `with_chat`.
+// Registers --prompt, --prompt-file and --prompt-ids, and --chat/--system when `with_chat`.
 void AddPromptOptions(CLI::App& cmd, PromptOptions& options, bool with_chat);
+
+// The prompt text of --prompt (stdin for "-") or --prompt-file; throws Error when the file
+// cannot be read or is not UTF-8 text.
+std::string PromptText(const PromptOptions& options);
 
 struct Session {
   std::unique_ptr<Model> model;

@@ -1,7 +1,9 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -158,6 +160,26 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
+namespace {
+
+// MOEX_THREADS as a thread count, 0 when unset; a value that is not 1..1024 is ignored
+// with a warning that names it.
+int ThreadsFromEnvironment() {
+  const char* env = std::getenv("MOEX_THREADS");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 1 || v > 1024) {
+    std::fprintf(stderr, "moex: ignoring MOEX_THREADS=%s (expected a thread count 1..1024)\n",
+                 env);
+    return 0;
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
 void ThreadPool::SetGlobalThreads(int threads) {
   g_requested_threads = threads;
 }
@@ -165,9 +187,7 @@ void ThreadPool::SetGlobalThreads(int threads) {
 ThreadPool& ThreadPool::Global() {
   static std::unique_ptr<ThreadPool> pool = [] {
     int threads = g_requested_threads;
-    if (threads <= 0) {
-      if (const char* env = std::getenv("MOEX_THREADS")) threads = std::atoi(env);
-    }
+    if (threads <= 0) threads = ThreadsFromEnvironment();
     if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
     return std::make_unique<ThreadPool>(threads);
   }();

@@ -1,4 +1,4 @@
-// Listens to the policy event stream as the engine emits it (DESIGN.md, "The event stream"):
+// Listens to the policy event stream as the engine emits it (docs/design.md, "The event stream"):
 // the trace recorder and statistics use it. The MoE executor receives the same events
 // through its own hooks; observers see each event before the executor acts on it.
 #pragma once

@@ -92,20 +92,23 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
     }
     if (batch.empty()) break;
     const std::vector<float> logits = transformer_.Forward(batch);
+    // Prefill is the forward passes; a sequence's TTFT also counts sampling its first token,
+    // so no TTFT is below the prefill time of the passes it waited for.
+    timings_.prefill_ms = start.ElapsedMs();
     for (size_t b = 0; b < owners.size(); ++b) {
       const size_t i = owners[b];
       if (offset[i] < s.requests[i].prompt.size()) continue;  // More prompt to go.
-      s.results[i].ttft_ms = start.ElapsedMs();
       if (s.requests[i].max_tokens == 0) {
+        s.results[i].ttft_ms = start.ElapsedMs();
         s.results[i].finish_reason = "length";
         End(s, i);
         continue;
       }
       next[i] = s.samplers[i].Sample(logits_row(logits, b));
+      s.results[i].ttft_ms = start.ElapsedMs();
       active[i] = true;
     }
   }
-  timings_.prefill_ms = start.ElapsedMs();
 
   const Stopwatch decode;
   for (;;) {

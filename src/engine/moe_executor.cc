@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "io/expert_store_packer.h"
 #include "kernels/ops.h"
 #include "tiers/layer_runner.h"
@@ -106,6 +107,42 @@ nlohmann::json ResidentMoeExecutor::MetricsJson() const {
           {"prefetch_issued", 0}, {"prefetch_used", 0}};
 }
 
+std::vector<std::vector<float>> ResidentMoeExecutor::ResidentShare() const {
+  std::vector<std::vector<float>> share(model_.layers.size());
+  for (size_t l = 0; l < share.size(); ++l)
+    if (model_.layers[l].is_moe) share[l].assign(static_cast<size_t>(model_.config.num_experts), 1);
+  return share;
+}
+
+namespace {
+
+// Warns when the budget holds fewer experts than one token's forward pass routes to,
+// naming a budget that does (and LFU for recency policies, which then miss on nearly
+// every expert).
+void WarnIfBudgetMissesEveryPass(const ModelConfig& config, size_t moe_layers,
+                                 int64_t budget_bytes, int64_t full_bytes,
+                                 const std::string& policy) {
+  const int64_t experts = static_cast<int64_t>(moe_layers) * config.num_experts;
+  if (experts == 0 || full_bytes <= 0) return;
+  const int64_t slots = static_cast<int64_t>(static_cast<double>(budget_bytes) /
+                                             static_cast<double>(full_bytes) *
+                                             static_cast<double>(experts));
+  const int64_t per_pass = static_cast<int64_t>(moe_layers) * config.num_experts_per_tok;
+  if (slots >= per_pass || per_pass >= experts) return;
+  // A recency policy then evicts every expert before the next token needs it again.
+  const int64_t percent = (100 * per_pass + experts - 1) / experts;
+  const bool recency = policy.find("lru") != std::string::npos ||
+                       policy.find("fifo") != std::string::npos;
+  Log(LogLevel::kWarn, "the host budget holds about ", slots, " experts, fewer than the ",
+      per_pass, " one token's forward pass uses (top-", config.num_experts_per_tok, " x ",
+      moe_layers, " MoE layers)", recency ? ": a recency policy such as LRU will miss on nearly "
+                                            "every expert"
+                                          : "",
+      "; use --host-budget ", percent, "% or more", recency ? ", or --policy lfu" : "");
+}
+
+}  // namespace
+
 OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions& options)
     : model_(model) {
   PackOptions pack;
@@ -126,10 +163,13 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   const int chunk = options.chunk_neurons > 0 ? options.chunk_neurons
                                               : tiers::HostTier::AutoChunkNeurons(store);
   host.chunk_neurons = chunk;
-  host.budget_bytes =
-      tiers::ParseBudget(options.host_budget, tiers::HostTier::FullFootprint(store, chunk));
+  const int64_t full = tiers::HostTier::FullFootprint(store, chunk);
+  host.budget_bytes = tiers::ParseBudget(options.host_budget, full);
+  WarnIfBudgetMissesEveryPass(model.config, store.moe_layers().size(), host.budget_bytes, full,
+                              options.policy);
   tier_ = std::make_unique<tiers::HostTier>(std::move(store), model.config, host);
 }
+
 
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
   const ExpertShape& shape = model_.expert_shape;
@@ -154,6 +194,20 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
 
 nlohmann::json OffloadMoeExecutor::MetricsJson() const {
   return tier_->Metrics().ToJson();
+}
+
+std::vector<std::vector<float>> OffloadMoeExecutor::ResidentShare() const {
+  const tiers::ExpertCache& cache = tier_->controller().cache();
+  const int chunks = cache.geometry().chunks_per_expert();
+  std::vector<std::vector<float>> share(model_.layers.size());
+  for (int layer : tier_->store().moe_layers()) {
+    std::vector<float>& row = share[static_cast<size_t>(layer)];
+    row.resize(static_cast<size_t>(model_.config.num_experts));
+    for (int e = 0; e < model_.config.num_experts; ++e)
+      row[static_cast<size_t>(e)] =
+          static_cast<float>(cache.PresentChunks({layer, e})) / static_cast<float>(chunks);
+  }
+  return share;
 }
 
 size_t OffloadMoeExecutor::HostCacheBytes() const {

@@ -29,6 +29,10 @@ class MoeExecutor {
   virtual nlohmann::json MetricsJson() const = 0;
   // Bytes of expert weights currently held in host memory by this executor.
   virtual size_t HostCacheBytes() const = 0;
+  // Per decoder layer, the share of each routed expert's weights held in host memory now
+  // (1: all of it): rows of num_experts for MoE layers, empty rows for the others. Read it
+  // between forward passes, on the thread that runs them.
+  virtual std::vector<std::vector<float>> ResidentShare() const = 0;
 
   // Policy events around the forward pass (the gate and expert_done are emitted by Run).
   // Executors without a policy ignore them.
@@ -68,6 +72,7 @@ class ResidentMoeExecutor : public MoeExecutor {
   void Run(int layer, const Routing& routing, const float* x, float* out) override;
   nlohmann::json MetricsJson() const override;
   size_t HostCacheBytes() const override { return bytes_; }
+  std::vector<std::vector<float>> ResidentShare() const override;
 
  private:
   const Model& model_;
@@ -102,6 +107,7 @@ class OffloadMoeExecutor : public MoeExecutor {
   void Run(int layer, const Routing& routing, const float* x, float* out) override;
   nlohmann::json MetricsJson() const override;
   size_t HostCacheBytes() const override;
+  std::vector<std::vector<float>> ResidentShare() const override;
 
   void RequestBegin(const policy::RequestBeginEvent& e) override { tier_->RequestBegin(e); }
   void IterationBegin(const policy::IterationBeginEvent& e) override { tier_->IterationBegin(e); }

@@ -33,7 +33,13 @@ struct Expr {
   std::vector<std::unique_ptr<Expr>> args;
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> kwargs;
   int line = 0;
+  int height = 1;  // Levels of the tree below and including this node (bounded by the parser).
 };
+
+// Parser limits: evaluation and destruction recurse over the tree, so a hostile template
+// gets an error instead of a stack overflow. Real templates stay far below both.
+constexpr int kMaxExprHeight = 256;      // Operator chains and nesting inside one tag.
+constexpr int kMaxStatementNesting = 64;  // Nested if/for/set blocks.
 
 struct Node;
 using Body = std::vector<std::unique_ptr<Node>>;

@@ -1,5 +1,6 @@
 // Lexer and parser of the Jinja subset. Whitespace follows transformers' chat-template
 // environment: trim_blocks and lstrip_blocks on, plus the "-" markers.
+#include <algorithm>
 #include <cctype>
 
 #include "core/error.h"
@@ -195,6 +196,22 @@ std::vector<Item> Lex(const std::string& src) {
 }
 
 class ExprParser {
+  // Counts the parser's own recursion (parentheses, "not not", "- -"), which runs before
+  // any node exists to carry a height.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(ExprParser& p) : p_(p) {
+      Check(++p_.depth_ <= kMaxExprHeight, "chat template line ", p_.line_,
+            ": expression nested too deeply (more than ", kMaxExprHeight, " levels)");
+    }
+    ~DepthGuard() { --p_.depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+
+   private:
+    ExprParser& p_;
+  };
+
  public:
   ExprParser(const std::vector<Token>& tokens, size_t start, int line)
       : tokens_(tokens), pos_(start), line_(line) {}
@@ -231,16 +248,30 @@ class ExprParser {
     e->line = line_;
     return e;
   }
+  // Sets e's height from its children; refuses trees too tall to evaluate safely (long
+  // operator chains are built by loops, not recursion, so the guard does not see them).
+  std::unique_ptr<Expr> Sized(std::unique_ptr<Expr> e) {
+    int below = 0;
+    for (const auto& a : e->args)
+      if (a) below = std::max(below, a->height);
+    for (const auto& [key, a] : e->kwargs)
+      if (a) below = std::max(below, a->height);
+    e->height = below + 1;
+    Check(e->height <= kMaxExprHeight, "chat template line ", line_,
+          ": expression nested too deeply (more than ", kMaxExprHeight, " levels)");
+    return e;
+  }
   std::unique_ptr<Expr> Binary(const std::string& op, std::unique_ptr<Expr> a,
                                std::unique_ptr<Expr> b) {
     auto e = Make(Expr::Kind::kBinary);
     e->name = op;
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
-    return e;
+    return Sized(std::move(e));
   }
 
   std::unique_ptr<Expr> Ternary() {
+    const DepthGuard guard(*this);
     auto value = Or();
     if (PeekName("if")) {
       ++pos_;
@@ -254,7 +285,7 @@ class ExprParser {
       e->args.push_back(std::move(value));
       e->args.push_back(std::move(cond));
       e->args.push_back(std::move(other));
-      return e;
+      return Sized(std::move(e));
     }
     return value;
   }
@@ -276,11 +307,12 @@ class ExprParser {
   }
   std::unique_ptr<Expr> Not() {
     if (PeekName("not")) {
+      const DepthGuard guard(*this);
       ++pos_;
       auto e = Make(Expr::Kind::kUnary);
       e->name = "not";
       e->args.push_back(Not());
-      return e;
+      return Sized(std::move(e));
     }
     return Compare();
   }
@@ -320,7 +352,7 @@ class ExprParser {
                    !PeekName("and") && !PeekName("or") && !PeekName("else") && !PeekName("if")) {
           e->args.push_back(Concat());  // "is divisibleby 3", "is sameas x"
         }
-        a = std::move(e);
+        a = Sized(std::move(e));
       } else {
         return a;
       }
@@ -352,10 +384,11 @@ class ExprParser {
   }
   std::unique_ptr<Expr> Unary() {
     if (PeekOp("-") || PeekOp("+")) {
+      const DepthGuard guard(*this);
       auto e = Make(Expr::Kind::kUnary);
       e->name = tokens_[pos_++].text;
       e->args.push_back(Unary());
-      return e;
+      return Sized(std::move(e));
     }
     auto a = Filtered();
     if (PeekOp("**")) {
@@ -390,7 +423,7 @@ class ExprParser {
         ++pos_;
         CallArgs(e.get());
       }
-      a = std::move(e);
+      a = Sized(std::move(e));
     }
     return a;
   }
@@ -402,7 +435,7 @@ class ExprParser {
         auto e = Make(Expr::Kind::kAttr);
         e->name = Name();
         e->args.push_back(std::move(a));
-        a = std::move(e);
+        a = Sized(std::move(e));
       } else if (PeekOp("[")) {
         ++pos_;
         std::unique_ptr<Expr> parts[3];
@@ -426,13 +459,13 @@ class ExprParser {
         } else {
           e->args.push_back(std::move(parts[0]));
         }
-        a = std::move(e);
+        a = Sized(std::move(e));
       } else if (PeekOp("(")) {
         ++pos_;
         auto e = Make(Expr::Kind::kCall);
         e->args.push_back(std::move(a));
         CallArgs(e.get());
-        a = std::move(e);
+        a = Sized(std::move(e));
       } else {
         return a;
       }
@@ -481,7 +514,7 @@ class ExprParser {
               if (PeekOp(")")) break;
               list->args.push_back(Ternary());
             }
-            inner = std::move(list);
+            inner = Sized(std::move(list));
           }
           ExpectOp(")");
           return inner;
@@ -493,7 +526,7 @@ class ExprParser {
             if (!PeekOp("]")) ExpectOp(",");
           }
           ++pos_;
-          return e;
+          return Sized(std::move(e));
         }
         if (t.text == "{") {
           e->kind = Expr::Kind::kDict;
@@ -504,7 +537,7 @@ class ExprParser {
             if (!PeekOp("}")) ExpectOp(",");
           }
           ++pos_;
-          return e;
+          return Sized(std::move(e));
         }
         break;
       default:
@@ -516,6 +549,7 @@ class ExprParser {
   const std::vector<Token>& tokens_;
   size_t pos_;
   int line_;
+  int depth_ = 0;
 };
 
 class Parser {
@@ -551,6 +585,17 @@ class Parser {
         if (keyword == end) return keyword;
       }
       ++pos_;
+      const bool block = keyword == "if" || keyword == "for" || keyword == "set";
+      Check(!block || nesting_ < kMaxStatementNesting, "chat template line ", item.line,
+            ": blocks nested too deeply (more than ", kMaxStatementNesting, " levels)");
+      if (block) ++nesting_;
+      struct Unnest {
+        int& n;
+        bool on;
+        ~Unnest() {
+          if (on) --n;
+        }
+      } unnest{nesting_, block};
       if (keyword == "if") {
         body->push_back(ParseIf(item));
       } else if (keyword == "for") {
@@ -647,6 +692,7 @@ class Parser {
 
   std::vector<Item> items_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

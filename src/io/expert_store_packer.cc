@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "io/store_output.h"
 #include "model/expert_layout.h"
 #include "model/tensor_names.h"
 
@@ -65,12 +66,14 @@ class ProgressBar {
 // buffered otherwise. Reports ENOSPC and EFBIG as a full disk.
 class StoreWriter {
  public:
-  explicit StoreWriter(const std::string& path) : path_(path) {
-    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+  // O_EXCL: the temporary name is this writer's alone.
+  StoreWriter(const std::string& path, const std::string& path_option)
+      : path_(path), path_option_(path_option) {
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0644);
     if (fd_ < 0 && errno == EINVAL) {
       Log(LogLevel::kInfo, "filesystem of ", path, " does not support O_DIRECT; packing with ",
           "buffered writes");
-      fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     }
     Check(fd_ >= 0, "cannot create ", path, ": ", std::strerror(errno));
   }
@@ -84,7 +87,8 @@ class StoreWriter {
       if (put < 0 && errno == EINTR) continue;
       if (put < 0 && (errno == ENOSPC || errno == EFBIG || errno == EDQUOT))
         Fail("writing expert store ", path_, ": ", std::strerror(errno),
-             " (disk full?); free space or pack to another directory with --out");
+             " (disk full?); free space or put the store in another directory with ",
+             path_option_);
       Check(put > 0, "writing expert store ", path_, ": ",
             put < 0 ? std::strerror(errno) : "no progress");
       data += put;
@@ -104,6 +108,7 @@ class StoreWriter {
 
  private:
   std::string path_;
+  std::string path_option_;
   int fd_ = -1;
 };
 
@@ -158,7 +163,7 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
     std::memcpy(table.data() + 4 * i, &l, 4);
   }
 
-  StoreWriter out(tmp);
+  StoreWriter out(tmp, o.path_option);
   AlignedBytes buf = AllocAligned(h.expert_stride);
   const uint64_t block_bytes = static_cast<uint64_t>(h.block_neurons) * h.record_bytes;
   const uint64_t total = expert_bytes * h.num_moe_layers * h.num_experts;
@@ -253,24 +258,79 @@ std::string CheckpointFingerprint(const std::string& model_dir) {
   return hex;
 }
 
-std::string DefaultExpertStorePath(const std::string& model_dir) {
-  if (std::filesystem::is_regular_file(model_dir)) return model_dir + ".experts.moex";
-  return (std::filesystem::path(model_dir) / "experts.moex").string();
+std::string ExpertStoreCacheDir() {
+  namespace fs = std::filesystem;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
+    return (fs::path(xdg) / "moex").string();
+  const char* home = std::getenv("HOME");
+  Check(home != nullptr && home[0] == '/', "cannot place the expert store: the model's ",
+        "directory is read-only and neither XDG_CACHE_HOME nor HOME is set; pass --store");
+  return (fs::path(home) / ".cache" / "moex").string();
 }
 
-void PackExpertStore(const WeightSource& source, const ModelConfig& config,
-                     const PackOptions& options) {
-  Check(!options.out_path.empty(), "expert store: no output path");
-  const std::string tmp = options.out_path + ".partial";
+std::string DefaultExpertStorePath(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  const bool single_file = fs::is_regular_file(model_dir);
+  const std::string beside = single_file ? model_dir + ".experts.moex"
+                                         : (fs::path(model_dir) / "experts.moex").string();
+  std::error_code ec;
+  const fs::path dir = single_file ? fs::absolute(model_dir, ec).parent_path() : fs::path(model_dir);
+  // A store already beside the model is used; a read-only model directory (a system-wide
+  // install, a read-only mount) gets its store in the user's cache instead.
+  if (fs::exists(beside) || access(dir.c_str(), W_OK) == 0) return beside;
+  const fs::path absolute = fs::weakly_canonical(fs::absolute(model_dir, ec), ec);
+  const std::string name = absolute.filename().string();
+  const std::string key = absolute.string();
+  char tag[24];
+  std::snprintf(tag, sizeof tag, "%016llx",
+                static_cast<unsigned long long>(StoreChecksum(std::as_bytes(std::span(key)))));
+  const fs::path cache = ExpertStoreCacheDir();
+  fs::create_directories(cache, ec);
+  Check(!ec, "cannot create the expert store cache directory ", cache.string(), ": ",
+        ec.message(), "; pass --store");
+  return (cache / (name + "-" + tag + ".experts.moex")).string();
+}
+
+namespace {
+
+// Packs into a temporary of its own and renames it over `target`; the caller holds the lock.
+void PackLocked(const WeightSource& source, const ModelConfig& config, const PackOptions& options,
+                const std::string& target) {
+  const std::string tmp = UniqueTempPath(target);
   try {
     PackInto(source, config, options, tmp);
+    Check(rename(tmp.c_str(), target.c_str()) == 0, "cannot rename ", tmp, " to ", target, ": ",
+          std::strerror(errno));
   } catch (...) {
     unlink(tmp.c_str());
     throw;
   }
-  Check(rename(tmp.c_str(), options.out_path.c_str()) == 0, "cannot rename ", tmp, " to ",
-        options.out_path, ": ", std::strerror(errno));
   unlink((options.out_path + ".corrupt").c_str());
+}
+
+// Why the store at `path` cannot serve this model ("" when it can).
+std::string WhyNotUsable(const WeightSource& source, const ModelConfig& config,
+                         const PackOptions& options, const std::string& path) {
+  if (access(path.c_str(), F_OK) != 0) return "no expert store at " + path;
+  if (access((options.out_path + ".corrupt").c_str(), F_OK) == 0)
+    return "expert store " + path + " was found corrupt by an earlier read";
+  try {
+    ExpertStore store = ExpertStore::Open(path);
+    const std::string why =
+        store.Mismatch(config, RoutedExpertDType(source, config), options.source_id);
+    return why.empty() ? "" : "expert store " + path + " is stale: " + why;
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+void PackExpertStore(const WeightSource& source, const ModelConfig& config,
+                     const PackOptions& options) {
+  const std::string target = CheckStoreTarget(options.out_path);
+  const StoreLock lock(target);
+  PackLocked(source, config, options, CheckStoreTarget(options.out_path));
 }
 
 void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why) {
@@ -279,24 +339,14 @@ void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& wh
 
 ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig& config,
                                   const PackOptions& options) {
-  const std::string& path = options.out_path;
-  std::string why;
-  if (access(path.c_str(), F_OK) != 0) {
-    why = "no expert store at " + path;
-  } else if (access((path + ".corrupt").c_str(), F_OK) == 0) {
-    why = "expert store " + path + " was found corrupt by an earlier read";
-  } else {
-    try {
-      ExpertStore store = ExpertStore::Open(path);
-      why = store.Mismatch(config, RoutedExpertDType(source, config), options.source_id);
-      if (why.empty()) return store;
-      why = "expert store " + path + " is stale: " + why;
-    } catch (const Error& e) {
-      why = e.what();
-    }
-  }
+  const std::string path = CheckStoreTarget(options.out_path);
+  if (WhyNotUsable(source, config, options, path).empty()) return ExpertStore::Open(path);
+  const StoreLock lock(path);
+  // Another process may have packed it while this one waited for the lock.
+  const std::string why = WhyNotUsable(source, config, options, CheckStoreTarget(path));
+  if (why.empty()) return ExpertStore::Open(path);
   Log(LogLevel::kWarn, why, "; packing experts (one-time)");
-  PackExpertStore(source, config, options);
+  PackLocked(source, config, options, path);
   return ExpertStore::Open(path);
 }
 

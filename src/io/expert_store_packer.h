@@ -16,6 +16,7 @@ struct PackOptions {
   std::string source_id;    // CheckpointFingerprint of the source (stored in the header).
   std::string source_path;  // For messages.
   bool progress = true;     // Progress bar on stderr.
+  std::string path_option = "--store";  // The option naming out_path, for error hints.
 };
 
 // HF name of one routed expert tensor; which: 0 = gate, 1 = up, 2 = down.
@@ -26,17 +27,25 @@ std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which);
 // checkpoint is replaced.
 std::string CheckpointFingerprint(const std::string& model_dir);
 
-// The default store location: DIR/experts.moex, or FILE.gguf.experts.moex.
+// The default store location: DIR/experts.moex, or FILE.gguf.experts.moex; when that file
+// does not exist and the model's directory is not writable, a file named after the model
+// (and a hash of its absolute path) in ExpertStoreCacheDir(), which is created.
 std::string DefaultExpertStorePath(const std::string& model_dir);
 
+// $XDG_CACHE_HOME/moex, or ~/.cache/moex.
+std::string ExpertStoreCacheDir();
+
 // Packs all routed experts. Throws Error (e.g. "disk full") after removing its temporary
-// file; the previous store at out_path, if any, is left untouched on failure.
+// file; the previous store at out_path, if any, is left untouched on failure. out_path must
+// be new or a store already (CheckStoreTarget); concurrent packers of one path take turns
+// (StoreLock), each writing its own temporary file renamed into place when complete.
 void PackExpertStore(const WeightSource& source, const ModelConfig& config,
                      const PackOptions& options);
 
 // Opens the store at options.out_path if it is complete, uncorrupted (header and table) and
 // was packed from this source for this model; otherwise logs why and rebuilds it. A store
-// flagged corrupt by a failed read (see MarkExpertStoreCorrupt) is rebuilt too.
+// flagged corrupt by a failed read (see MarkExpertStoreCorrupt) is rebuilt too. A process
+// that finds another packing the same store waits for it and uses its result.
 ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig& config,
                                   const PackOptions& options);
 

@@ -1,6 +1,7 @@
 #include "io/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,14 @@ ByteFill FillFromMemory(const void* data, size_t nbytes) {
 
 OutputFile::OutputFile(std::string path)
     : path_(std::move(path)), temp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
+  // The rename would replace whatever is at the path: only a regular file may be replaced
+  // (never a directory, a device node such as /dev/null, or a symlink's link).
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0) {
+    Check(!S_ISDIR(st.st_mode), "cannot write ", path_, ": it is a directory");
+    Check(S_ISREG(st.st_mode), "cannot write ", path_,
+          ": it is not a regular file (a device, pipe, socket or symlink); refusing to replace it");
+  }
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) Fail("cannot create ", temp_path_, ": ", std::strerror(errno));
   temp_live_ = true;

@@ -23,7 +23,8 @@ ByteFill FillFromMemory(const void* data, size_t nbytes);
 
 class OutputFile {
  public:
-  // Creates `path`.tmp.<pid>; throws Error if it cannot be created.
+  // Creates `path`.tmp.<pid>; throws Error if it cannot be created, or if `path` exists and
+  // is not a regular file (a directory, device, pipe, socket or symlink).
   explicit OutputFile(std::string path);
   // Removes the temporary unless Commit() succeeded.
   ~OutputFile();

@@ -1,4 +1,4 @@
-// The neuron-major expert layout (DESIGN.md, "The expert layout"): record i of an expert is
+// The neuron-major expert layout (docs/design.md, "The expert layout"): record i of an expert is
 // [gate row i | up row i | down column i], each hidden_size elements of the expert's dtype.
 // Any neuron range is one contiguous byte span and an independently computable partial
 // expert, which is what splitting, chunked transfers and whole-expert caching all rest on.

@@ -113,6 +113,13 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
                                      c.shared_expert_intermediate_size);
       if (c.shared_expert_gate) L.shared_expert_gate = Matrix(w, layer(n.shared_expert_gate), 1, d);
+    } else {
+      // A config without shared experts over a checkpoint that has them would silently
+      // compute a different model.
+      Check(n.shared_gate.empty() || w.Find(layer(n.shared_gate)) == nullptr, "model ", path,
+            ": the checkpoint has shared experts (", layer(n.shared_gate),
+            ") but its config gives them no size (shared_expert_intermediate_size / "
+            "n_shared_experts is 0)");
     }
     // Every expert must exist with the same shape and dtype: checked now, not mid-request.
     for (int e = 0; e < c.num_experts; ++e) {

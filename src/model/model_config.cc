@@ -255,6 +255,8 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
       c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", false);
       c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", 1.0f);
       const int shared = OptionalInt(j, "n_shared_experts", 0);
+      Check(shared >= 0 && shared <= 1024, "config.json: n_shared_experts must be in 0..1024, got ",
+            shared);
       c.shared_expert_intermediate_size = shared * c.moe_intermediate_size;
       c.attention_bias = OptionalBool(j, "attention_bias", false);
       const std::string scoring = j.value("scoring_func", std::string("softmax"));
@@ -368,7 +370,20 @@ void ModelConfig::Validate() const {
   Check(moe_layer_freq > 0, "config: moe_layer_freq must be > 0");
   Check(first_k_dense_replace == 0 || intermediate_size > 0,
         "config: dense layers need intermediate_size > 0");
-  Check(rms_norm_eps > 0, "config: rms_norm_eps must be > 0");
+  Check(std::isfinite(rms_norm_eps) && rms_norm_eps > 0, "config: rms_norm_eps must be a finite "
+        "number > 0, got ", rms_norm_eps);
+  Check(std::isfinite(rope_theta) && rope_theta > 0,
+        "config: rope_theta (rope.freq_base in GGUF) must be a finite number > 0, got ", rope_theta);
+  Check(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0,
+        "config: routed_scaling_factor must be a finite number > 0, got ", routed_scaling_factor);
+  Check(shared_expert_intermediate_size >= 0,
+        "config: shared expert intermediate size must be >= 0, got ",
+        shared_expert_intermediate_size);
+  // DeepSeek's config.json states n_shared_experts, so the size must be a whole number of
+  // experts or it would not survive a round trip through config.json.
+  Check(arch != Arch::kDeepseekMoe || shared_expert_intermediate_size % moe_intermediate_size == 0,
+        "config: deepseek's shared expert size (", shared_expert_intermediate_size,
+        ") must be a multiple of moe_intermediate_size (", moe_intermediate_size, ")");
   Check(router != RouterKind::kSparseMixer || num_experts_per_tok == 2,
         "config: sparsemixer routing (", ArchName(arch),
         ") is defined for num_experts_per_tok = 2 only, got ", num_experts_per_tok);

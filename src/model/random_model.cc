@@ -1,5 +1,6 @@
 #include "model/random_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -9,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/byte_tokenizer_json.h"
 #include "io/gguf_file.h"
 #include "io/hf_checkpoint.h"
+#include "io/tokenizer.h"
 #include "io/safetensors_writer.h"
 #include "model/gguf_model.h"
 #include "model/tensor_names.h"
@@ -225,9 +228,36 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
   return WithLongRope(c, size == ModelSize::kTiny ? 32 : 512);
 }
 
+namespace {
+
+// A model that ships a tokenizer takes its size and special ids: a larger vocabulary than
+// the embedding's would be refused when loaded, and its end-of-sequence id must stop
+// generation.
+void FitToTokenizer(int vocab, int bos, const std::vector<int>& eos, ModelConfig* c) {
+  c->vocab_size = std::max(c->vocab_size, vocab);
+  if (bos >= 0) c->bos_token_id = bos;
+  if (!eos.empty()) c->eos_token_ids = eos;
+}
+
+}  // namespace
+
 void WriteRandomModel(const RandomModelOptions& o) {
   namespace fs = std::filesystem;
   ModelConfig c = o.config;
+  if (!o.gguf_vocab.empty()) {
+    const GgufFile vocab(o.gguf_vocab);
+    const std::vector<int> eos = vocab.Find("tokenizer.ggml.eos_token_id")
+                                     ? std::vector<int>{static_cast<int>(
+                                           vocab.GetInt("tokenizer.ggml.eos_token_id"))}
+                                     : std::vector<int>{};
+    FitToTokenizer(static_cast<int>(vocab.GetStringArray("tokenizer.ggml.tokens").size()),
+                   static_cast<int>(vocab.GetInt("tokenizer.ggml.bos_token_id", -1)), eos, &c);
+  }
+  if (!o.tokenizer_json.empty()) {
+    const auto tok = LoadTokenizer(o.tokenizer_json);
+    FitToTokenizer(tok->vocab_size(), tok->bos_id(),
+                   std::vector<int>(tok->eos_ids().begin(), tok->eos_ids().end()), &c);
+  }
   c.Validate();
   Check(o.dtype == DType::kBF16 || o.dtype == DType::kF16 || o.dtype == DType::kF32,
         "random-model: dtype must be bf16, f16 or f32");
@@ -304,10 +334,24 @@ void WriteRandomModel(const RandomModelOptions& o) {
     return;
   }
   writer.SetMetadata("format", "pt");
-  WriteHfCheckpoint(c, writer, o, o.out);
-  if (!o.tokenizer_json.empty()) {
-    fs::copy_file(o.tokenizer_json, fs::path(o.out) / "tokenizer.json",
-                  fs::copy_options::overwrite_existing);
+  // A directory this call creates is removed again if writing fails (no empty or half
+  // model directory is left behind).
+  const bool existed = fs::exists(o.out);
+  try {
+    WriteHfCheckpoint(c, writer, o, o.out);
+    if (!o.tokenizer_json.empty()) {
+      fs::copy_file(o.tokenizer_json, fs::path(o.out) / "tokenizer.json",
+                    fs::copy_options::overwrite_existing);
+    } else if (o.byte_tokenizer) {
+      const ByteTokenizerFiles files =
+          ByteLevelTokenizerFor(c.vocab_size, c.bos_token_id, c.eos_token_ids);
+      WriteJson(fs::path(o.out) / "tokenizer.json", files.tokenizer);
+      WriteJson(fs::path(o.out) / "tokenizer_config.json", files.config);
+    }
+  } catch (...) {
+    std::error_code ec;
+    if (!existed) fs::remove_all(o.out, ec);
+    throw;
   }
 }
 

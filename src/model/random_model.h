@@ -37,6 +37,9 @@ struct RandomModelOptions {
   std::string format = "hf";
   // Optional tokenizer.json to ship with the model (its vocabulary size must fit).
   std::string tokenizer_json;
+  // For "hf" without tokenizer_json: ship a byte-level tokenizer sized to the vocabulary
+  // (io/byte_tokenizer_json.h), so text prompts and --chat work on the model.
+  bool byte_tokenizer = false;
   // For "gguf": a GGUF whose tokenizer.* metadata is copied in (so llama.cpp can load it).
   std::string gguf_vocab;
   // For "gguf": quantise weight matrices and routed experts to this type (only q8_0; see

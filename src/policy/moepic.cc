@@ -269,14 +269,25 @@ class MoEpicPolicy : public Policy {
     priorities_.Load(in);
     Check(in.U64() == stats_.size(), in.origin(), ": MoEpic state of another number of layers");
     for (LayerStatistics& s : stats_) s.Load(in);
-    for (LayerChoice& c : config_.layers) {
+    Configuration saved = config_;
+    double saved_total = 0, total = 0;
+    for (size_t i = 0; i < saved.layers.size(); ++i) {
+      LayerChoice& c = saved.layers[i];
       c.budget = in.F64();
       c.cache_size = static_cast<int>(in.I64());
       c.top_chunks = static_cast<int>(in.I64());
-      Check(c.cache_size >= 0 && c.cache_size <= facts_.num_experts && c.top_chunks >= 0 &&
-                c.top_chunks <= chunks_,
+      Check(std::isfinite(c.budget) && c.budget >= 0 && c.cache_size >= 0 &&
+                c.cache_size <= facts_.num_experts && c.top_chunks >= 0 && c.top_chunks <= chunks_,
             in.origin(), ": MoEpic state with an impossible configuration");
+      saved_total += c.budget;
+      total += config_.layers[i].budget;
     }
+    // The saved configuration is kept only for the budget it was made for; what was learned
+    // (statistics, priorities) configures any other budget afresh, as after learning.
+    if (std::abs(saved_total - total) <= 1e-6 * std::max(1.0, total))
+      config_ = saved;
+    else if (CanConfigure())
+      config_ = Configure(stats_, Budgets());
   }
 
   void ReportJson(nlohmann::json* report) const override {

@@ -155,23 +155,23 @@ int Scheduler::running() const {
   return running_count_;
 }
 
-void Scheduler::set_offload_source(std::function<nlohmann::json()> source) {
+void Scheduler::set_snapshot_source(std::function<nlohmann::json()> source) {
   std::lock_guard<std::mutex> lock(snapshot_mutex_);
-  offload_source_ = std::move(source);
-  if (offload_source_) snapshot_ = offload_source_();
+  snapshot_source_ = std::move(source);
+  if (snapshot_source_) snapshot_ = snapshot_source_();
 }
 
-nlohmann::json Scheduler::OffloadSnapshot() const {
+nlohmann::json Scheduler::EngineSnapshot() const {
   std::lock_guard<std::mutex> lock(snapshot_mutex_);
   return snapshot_;
 }
 
 void Scheduler::RefreshSnapshot(bool force) {
   std::lock_guard<std::mutex> lock(snapshot_mutex_);
-  if (!offload_source_) return;
+  if (!snapshot_source_) return;
   const auto now = Clock::now();
   if (!force && now - snapshot_time_ < std::chrono::milliseconds(250)) return;
-  snapshot_ = offload_source_();
+  snapshot_ = snapshot_source_();
   snapshot_time_ = now;
 }
 

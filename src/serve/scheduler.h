@@ -112,9 +112,11 @@ class Scheduler {
   // Stops admitting new requests, lets every queued and running one finish, then stops the
   // thread. Idempotent.
   void Drain();
-  // Offload counters, refreshed between passes (the engine is not read while it runs).
-  nlohmann::json OffloadSnapshot() const;
-  void set_offload_source(std::function<nlohmann::json()> source);
+  // What `source` says about the engine (offload counters, the cache's contents), taken
+  // on the scheduler thread between passes, at most every 250 ms: the engine is never read
+  // while a pass runs. Null until a source is set.
+  nlohmann::json EngineSnapshot() const;
+  void set_snapshot_source(std::function<nlohmann::json()> source);
 
   int queued() const;
   int running() const;
@@ -144,7 +146,7 @@ class Scheduler {
 
   mutable std::mutex snapshot_mutex_;
   nlohmann::json snapshot_;
-  std::function<nlohmann::json()> offload_source_;
+  std::function<nlohmann::json()> snapshot_source_;
   Clock::time_point snapshot_time_{};
 
   std::thread thread_;

@@ -10,6 +10,8 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "serve/api_error.h"
+#include "serve/cache_view.h"
+#include "serve/web_page.h"
 
 namespace moex::serve {
 
@@ -59,6 +61,7 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
       tokenizer_(tokenizer),
       executor_(executor),
       options_(std::move(options)),
+      activity_(transformer.model().config.num_layers, transformer.model().config.num_experts),
       http_(std::make_unique<httplib::Server>()) {
   const ModelConfig& config = transformer_.model().config;
   limits_.context = config.max_position_embeddings;
@@ -66,9 +69,15 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
   limits_.default_max_tokens = options_.default_max_tokens;
   if (tokenizer_ && !tokenizer_->chat_template().empty())
     chat_template_.emplace(ChatTemplate::FromTokenizer(*tokenizer_));
+  transformer_.set_observer(&activity_);
   scheduler_ = std::make_unique<Scheduler>(transformer_, tokenizer_, options_.scheduler, &metrics_);
   if (executor_)
-    scheduler_->set_offload_source([executor = executor_] { return executor->MetricsJson(); });
+    scheduler_->set_snapshot_source([this] {
+      json offload = executor_->MetricsJson();
+      json cache = CacheViewJson(offload, activity_, executor_->ResidentShare());
+      cache["time_s"] = std::chrono::duration<double>(Clock::now() - start_).count();
+      return json{{"offload", std::move(offload)}, {"cache", std::move(cache)}};
+    });
   // Every connection holds a thread while it streams: enough for every running and queued
   // request plus a few for /metrics and /health.
   const int threads = options_.scheduler.max_running + options_.scheduler.max_queue + 8;
@@ -89,6 +98,8 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
 
 Server::~Server() {
   Shutdown(0);
+  scheduler_->Drain();  // The engine has stopped: nothing reports to the observer any more.
+  transformer_.set_observer(nullptr);
 }
 
 int Server::Bind() {
@@ -230,10 +241,31 @@ void Server::Routes() {
                res.set_content(model_json().dump(), "application/json");
              }));
   http_->Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+               const json snapshot = scheduler_->EngineSnapshot();
                res.set_content(metrics_.Render(scheduler_->queued(), scheduler_->running(),
-                                               scheduler_->OffloadSnapshot()),
+                                               snapshot.is_object() && snapshot.contains("offload")
+                                                   ? snapshot["offload"]
+                                                   : json()),
                                "text/plain; version=0.0.4");
              }));
+  http_->Get("/moex/cache", guarded([this](const httplib::Request&, httplib::Response& res) {
+               const json snapshot = scheduler_->EngineSnapshot();
+               json view = snapshot.is_object() && snapshot.contains("cache")
+                               ? snapshot["cache"]
+                               : json{{"offloaded", false}, {"layers", json::array()}};
+               view["model"] = options_.model_name;
+               view["queue"] = scheduler_->queued();
+               view["running"] = scheduler_->running();
+               res.set_header("Cache-Control", "no-cache");
+               res.set_content(Dump(view), "application/json");
+             }));
+  // The page itself holds no data and costs nothing, so it needs no key (a browser cannot
+  // send one to open it); everything it shows comes from the guarded endpoints, and it asks
+  // for the key when they answer 401.
+  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const std::string_view page = WebPage();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
   http_->Post("/v1/chat/completions",
               guarded([this](const httplib::Request& req, httplib::Response& res) {
                 Complete(Endpoint::kChat, req, res);

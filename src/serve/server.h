@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API over the scheduler (cpp-httplib): POST /v1/chat/completions
 // and /v1/completions (streaming as server-sent events), GET /v1/models, /health and
-// /metrics. Every error is OpenAI's error JSON with its 4xx/5xx status.
+// /metrics; and for people, the web page at / with the expert cache's view at
+// GET /moex/cache. Every error is OpenAI's error JSON with its 4xx/5xx status.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include "io/chat_template.h"
 #include "io/tokenizer.h"
 #include "serve/api_request.h"
+#include "serve/expert_activity.h"
 #include "serve/scheduler.h"
 #include "serve/serve_metrics.h"
 
@@ -30,7 +32,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (tests).
   std::string model_name = "moex";
-  std::string api_key;  // Non-empty: every endpoint but /health needs it.
+  std::string api_key;  // Non-empty: every endpoint but /health and the page at / needs it.
   size_t max_body_bytes = 8u << 20;
   int default_max_tokens = 256;  // Chat requests without max_tokens.
   SchedulerOptions scheduler;
@@ -38,7 +40,8 @@ struct ServerOptions {
 
 class Server {
  public:
-  // The transformer, tokenizer (may be null) and executor (may be null) outlive the server.
+  // The transformer, tokenizer (may be null) and executor (may be null) outlive the server,
+  // which observes the transformer's events while it lives.
   Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
          ServerOptions options);
   ~Server();
@@ -68,6 +71,8 @@ class Server {
   ApiLimits limits_;
   std::optional<ChatTemplate> chat_template_;
   ServeMetrics metrics_;
+  ExpertActivity activity_;  // The transformer's observer; read on the scheduler thread.
+  Clock::time_point start_ = Clock::now();
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<int64_t> next_id_{0};

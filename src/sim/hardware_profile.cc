@@ -84,6 +84,7 @@ nlohmann::json ProfileToJson(const HardwareProfile& p) {
           {"compute_tflops", p.compute_tflops},
           {"link_gb_per_s", p.link_gb_per_s},
           {"link_latency_us", p.link_latency_us},
+          {"link_in_flight", p.link_in_flight},
           {"op_overhead_us", p.op_overhead_us},
           {"layer_overhead_us", p.layer_overhead_us},
           {"cache_tier_bytes", p.cache_tier_bytes}};
@@ -108,6 +109,12 @@ HardwareProfile ProfileFromJson(const nlohmann::json& j) {
   p.link_gb_per_s = number("link_gb_per_s");
   p.link_latency_us = j.contains("link_latency_us") ? number("link_latency_us") : 0;
   p.op_overhead_us = j.contains("op_overhead_us") ? number("op_overhead_us") : 0;
+  if (j.contains("link_in_flight")) {
+    const double v = number("link_in_flight");
+    Check(v >= 1 && v <= 4096 && v == static_cast<int>(v), "hardware profile: 'link_in_flight' ",
+          "must be a whole number of transfers from 1 to 4096, not ", v);
+    p.link_in_flight = static_cast<int>(v);
+  }
   p.layer_overhead_us = j.contains("layer_overhead_us") ? number("layer_overhead_us") : 0;
   p.cache_tier_bytes =
       j.contains("cache_tier_bytes") ? static_cast<int64_t>(number("cache_tier_bytes")) : 0;

@@ -15,12 +15,16 @@ namespace moex::sim {
 struct HardwareProfile {
   std::string name;
   std::string description;
-  std::string source;            // Where the figures come from.
-  std::string cache_tier;        // "host" (CPU-only: experts cached in RAM) or "device" (GPU).
-  double compute_gb_per_s = 0;   // Weight streaming the compute tier achieves (decode).
-  double compute_tflops = 0;     // Dense matrix-multiply rate achieved (prefill).
-  double link_gb_per_s = 0;      // Slow tier -> cache tier (NVMe -> RAM, or RAM -> GPU).
-  double link_latency_us = 0;    // Fixed cost per chunk transfer not hidden by queueing.
+  std::string source;           // Where the figures come from.
+  std::string cache_tier;       // "host" (CPU-only: experts cached in RAM) or "device" (GPU).
+  double compute_gb_per_s = 0;  // Weight streaming the compute tier achieves (decode).
+  double compute_tflops = 0;    // Dense matrix-multiply rate achieved (prefill).
+  double link_gb_per_s = 0;     // Slow tier -> cache tier (NVMe -> RAM, or RAM -> GPU).
+  double link_latency_us = 0;   // Fixed cost per chunk transfer not hidden by queueing.
+  // Chunk transfers committed to the link at once (the engine's storage link keeps 32 reads
+  // in flight, a quarter kept for demand). 1, the default, is a serial link: a cancelled
+  // prefetch costs nothing unless it already started, a demand waits for one chunk at most.
+  int link_in_flight = 1;
   double op_overhead_us = 0;     // Fixed cost per expert computed (dispatch, kernel launch).
   double layer_overhead_us = 0;  // Fixed cost per decoder layer (norms, small ops, sync).
   int64_t cache_tier_bytes = 0;  // Memory of the cache tier, for context.

@@ -6,9 +6,14 @@
 
 namespace moex::sim {
 
-LinkModel::LinkModel(double gb_per_s, double latency_us)
-    : ms_per_byte_(1e3 / (gb_per_s * 1e9)), latency_ms_(latency_us / 1e3) {
+LinkModel::LinkModel(double gb_per_s, double latency_us, int in_flight)
+    : ms_per_byte_(1e3 / (gb_per_s * 1e9)),
+      latency_ms_(latency_us / 1e3),
+      max_in_flight_(in_flight),
+      // As HostTier: a quarter of the reads in flight is kept for demand.
+      max_prefetch_in_flight_(std::max(1, in_flight * 3 / 4)) {
   Check(gb_per_s > 0, "link bandwidth must be positive");
+  Check(in_flight >= 1, "link transfers in flight must be at least 1, not ", in_flight);
 }
 
 void LinkModel::Push(const Transfer& t) {
@@ -32,23 +37,42 @@ void LinkModel::Erase(const QueueKey& q) {
   queue_.erase(it);
 }
 
-void LinkModel::StartNext(double at) {
-  if (queue_.empty()) return;
-  current_ = queue_.begin()->second;
-  Erase(queue_.begin()->first);
-  const double duration = latency_ms_ + static_cast<double>(current_->bytes) * ms_per_byte_;
-  current_end_ = at + duration;
-  busy_ms_ += duration;
+void LinkModel::Submit(double at) {
+  while (static_cast<int>(in_flight_.size()) < max_in_flight_) {
+    auto it = queue_.begin();
+    for (; it != queue_.end(); ++it) {
+      const Transfer& t = it->second;
+      if (page_busy_.count(t.page)) continue;
+      if (!t.demand && prefetch_in_flight_ >= max_prefetch_in_flight_) continue;
+      break;
+    }
+    if (it == queue_.end()) return;
+    const Transfer t = it->second;
+    Erase(it->first);
+    const double duration = latency_ms_ + static_cast<double>(t.bytes) * ms_per_byte_;
+    const double end = std::max(at, pipe_free_at_) + duration;
+    pipe_free_at_ = end;
+    busy_ms_ += duration;
+    ++page_busy_[t.page];
+    if (!t.demand) ++prefetch_in_flight_;
+    in_flight_.push_back(InFlight{t, end, false});
+  }
 }
 
 void LinkModel::AdvanceTo(double t) {
   Check(t + 1e-9 >= now_, "link model: time went backwards");
-  while (current_ && current_end_ <= t) {
-    landed_[static_cast<size_t>(current_->page)] = current_->generation;
-    bytes_moved_ += current_->bytes;
-    if (current_->demand) demand_bytes_ += current_->bytes;
-    current_.reset();
-    StartNext(current_end_);
+  while (!in_flight_.empty() && in_flight_.front().end <= t) {
+    const InFlight done = in_flight_.front();
+    in_flight_.pop_front();
+    const Transfer& d = done.transfer;
+    // An orphan lands its old generation, which no reader asks for (as in the engine).
+    landed_[static_cast<size_t>(d.page)] = d.generation;
+    bytes_moved_ += d.bytes;
+    if (d.demand) demand_bytes_ += d.bytes;
+    if (done.orphan) orphan_bytes_ += d.bytes;
+    if (--page_busy_[d.page] == 0) page_busy_.erase(d.page);
+    if (!d.demand) --prefetch_in_flight_;
+    Submit(done.end);
   }
   now_ = std::max(now_, t);
 }
@@ -61,11 +85,13 @@ void LinkModel::Enqueue(const tiers::ExpertKey& key, int32_t page, uint32_t gene
     landed_.resize(static_cast<size_t>(page) + 1, -1);
   const uint64_t seq = seq_++;
   Push(Transfer{key, page, generation, bytes, demand, priority, seq});
-  if (!current_) StartNext(now_);
+  Submit(now_);
 }
 
 void LinkModel::Release(int32_t page, double now) {
   AdvanceTo(now);
+  for (InFlight& f : in_flight_)
+    if (f.transfer.page == page) f.orphan = true;
   auto found = by_page_.find(page);
   if (found == by_page_.end()) return;
   const std::vector<QueueKey> queued = found->second;
@@ -96,11 +122,13 @@ void LinkModel::Requeue(const tiers::ExpertKey& key, bool demand, const double* 
 void LinkModel::Promote(const tiers::ExpertKey& key, double now) {
   AdvanceTo(now);
   Requeue(key, true, nullptr);
+  Submit(now_);
 }
 
 void LinkModel::Reprioritize(const tiers::ExpertKey& key, double priority, double now) {
   AdvanceTo(now);
   Requeue(key, false, &priority);
+  Submit(now_);
 }
 
 bool LinkModel::Landed(int32_t page, uint32_t generation) const {
@@ -109,7 +137,7 @@ bool LinkModel::Landed(int32_t page, uint32_t generation) const {
 }
 
 double LinkModel::NextCompletion() const {
-  return current_ ? current_end_ : std::numeric_limits<double>::infinity();
+  return in_flight_.empty() ? std::numeric_limits<double>::infinity() : in_flight_.front().end;
 }
 
 }  // namespace moex::sim

@@ -60,6 +60,7 @@ nlohmann::json ReplayResult::ToJson() const {
   j["decode_tokens"] = decode_tokens;
   j["bytes_read"] = bytes_read;
   j["demand_bytes_read"] = demand_bytes;
+  j["released_in_flight_bytes"] = released_in_flight_bytes;
   j["bytes_per_token"] = bytes_per_token();
   j["decode_bytes_per_token"] = decode_bytes_per_token();
   if (timed) {
@@ -236,7 +237,8 @@ class Simulation {
                                     reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
     facts_.future = future;
     facts_.worker = worker.get();
-    if (cost_config) facts_.step_costs = StepCostsOf(o.hardware, *cost_config, g, geometry_.chunks_per_expert());
+    if (cost_config)
+      facts_.step_costs = StepCostsOf(o.hardware, *cost_config, g, geometry_.chunks_per_expert());
     std::unique_ptr<policy::Policy> policy =
         o.make_policy ? o.make_policy(facts_) : policy::MakePolicy(o.policy, facts_);
     controller_ = std::make_unique<tiers::OffloadController>(geometry_, std::move(policy),
@@ -249,7 +251,8 @@ class Simulation {
     result_.page_bytes = geometry_.page_bytes;
 
     next_staging_page_ = static_cast<int32_t>(geometry_.capacity_pages);
-    link_ = std::make_unique<LinkModel>(o.hardware.link_gb_per_s, o.hardware.link_latency_us);
+    link_ = std::make_unique<LinkModel>(o.hardware.link_gb_per_s, o.hardware.link_latency_us,
+                                        o.hardware.link_in_flight);
     if (cost_config) {
       cost_.emplace(o.hardware, *cost_config, 2.0, o.hardware.cache_tier == "device" ? 2.0 : 4.0);
       whole_model_ = cost_config->num_layers == m.num_layers;
@@ -304,6 +307,7 @@ class Simulation {
     for (const tiers::LayerCounters& c : result_.layers) result_.total.Add(c);
     result_.bytes_read = link_->bytes_moved();
     result_.demand_bytes = link_->demand_bytes();
+    result_.released_in_flight_bytes = link_->orphan_bytes();
     result_.total_ms = t_;
     result_.stall_ms = stall_ms_;
     result_.io_busy_ms = link_->busy_ms();

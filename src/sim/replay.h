@@ -55,11 +55,12 @@ struct ReplayResult {
 
   int64_t requests = 0, iterations = 0, prefill_tokens = 0, decode_tokens = 0;
   int64_t bytes_read = 0, demand_bytes = 0;
+  int64_t released_in_flight_bytes = 0;  // Read for pages released while in flight.
   int64_t decode_bytes_read = 0;
 
   std::string worker;  // The policy worker's mode.
   tiers::PolicyTiming policy_timing;
-  nlohmann::json predictions;  // tiers::PredictionMetrics::ToJson.
+  nlohmann::json predictions;    // tiers::PredictionMetrics::ToJson.
   nlohmann::json policy_report;  // Policy::ReportJson at the end (null when it adds nothing).
 
   bool timed = false;  // False when the trace has no model shape to cost.

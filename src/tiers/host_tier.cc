@@ -39,8 +39,12 @@ int64_t ParseBudget(const std::string& text, int64_t all_bytes) {
     scale = 1024.0 * 1024 * 1024 * 1024;
   else
     Check(unit.empty() || unit == "b", "invalid budget unit in '", text, "'");
+  Check(std::isfinite(value), "invalid budget '", text, "': not a finite number");
   Check(value >= 0, "budget must not be negative: '", text, "'");
-  return static_cast<int64_t>(std::floor(value * scale));
+  const double bytes = std::floor(value * scale);
+  // 2^62 bytes is beyond any machine; larger values would overflow int64_t.
+  Check(bytes < 0x1p62, "budget '", text, "' is too large (at most 4 EiB)");
+  return static_cast<int64_t>(bytes);
 }
 
 namespace {

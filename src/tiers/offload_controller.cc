@@ -45,7 +45,12 @@ void OffloadController::Decide(Fn handler, std::vector<CacheCommand>* out) {
   handler();
   timing_.hook_us +=
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const size_t from = decisions_.prefetch.size();
   worker_->Poll(&decisions_);
+  // Prefetches asked for by finished worker jobs are uses too: the evictor hears of them as
+  // it hears of those asked for inside the event (ComposedPolicy touches those).
+  for (size_t i = from; i < decisions_.prefetch.size(); ++i)
+    policy_->OnTouch(decisions_.prefetch[i].expert, false);
   Apply(decisions_, out);
 }
 

@@ -1,9 +1,11 @@
 #include "trace/trace_format.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "model/model_config.h"
 
 namespace moex::trace {
 
@@ -96,7 +98,35 @@ TraceHeader HeaderFromJson(const nlohmann::json& j) {
   for (int l : t.moe_layers)
     Check(l >= 0 && l < t.num_layers, "trace header: MoE layer ", l, " is outside 0..",
           t.num_layers - 1);
+  for (size_t i = 1; i < t.moe_layers.size(); ++i)
+    Check(t.moe_layers[i - 1] < t.moe_layers[i], "trace header: MoE layers are not ascending");
+  if (!t.config.is_null()) CheckConfigMatchesShape(t);
   return h;
+}
+
+void CheckConfigMatchesShape(const TraceModel& t) {
+  // The simulator sizes its caches from the config and indexes them with the records' ids,
+  // which are checked against the shape: the two must agree.
+  ModelConfig c;
+  try {
+    c = ModelConfig::FromHfJson(t.config);
+  } catch (const Error& e) {
+    Fail("trace header: model.config is invalid: ", e.what());
+  }
+  auto same = [](const char* what, int64_t config, int64_t shape) {
+    Check(config == shape, "trace header: model.config says ", what, " ", config,
+          ", the model shape says ", shape, " (inconsistent header)");
+  };
+  same("num_hidden_layers", c.num_layers, t.num_layers);
+  same("num_experts", c.num_experts, t.num_experts);
+  same("num_experts_per_tok", c.num_experts_per_tok, t.top_k);
+  same("hidden_size", c.hidden_size, t.hidden_size);
+  same("moe_intermediate_size", c.moe_intermediate_size, t.expert_neurons);
+  std::vector<int> moe_layers;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.IsMoeLayer(l)) moe_layers.push_back(l);
+  Check(moe_layers == t.moe_layers,
+        "trace header: model.config's MoE layers differ from the shape's moe_layers");
 }
 
 namespace {
@@ -271,6 +301,8 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
         TraceGate g;
         g.layer =
             static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_layers - 1, "layer", where));
+        Check(std::binary_search(h.model.moe_layers.begin(), h.model.moe_layers.end(), g.layer),
+              where, ": gate of layer ", g.layer, ", which the header does not list as a MoE layer");
         g.top_k = static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_experts, "top-k", where));
         g.n_tokens = total;
         const int64_t slots = total * g.top_k;

@@ -13,7 +13,9 @@
 namespace moex::trace {
 
 constexpr char kTraceMagic[8] = {'M', 'O', 'E', 'X', 'T', 'R', 'C', '\n'};
-constexpr uint32_t kTraceVersion = 1;
+// Version 2 adds a checksum of the JSON header after it; version 1 files are still read.
+constexpr uint32_t kTraceVersion = 2;
+constexpr uint32_t kOldestTraceVersion = 1;
 
 enum class RecordTag : uint32_t {
   kTensor = 1,        // A named f32 tensor (router weights, for predicting policies).
@@ -58,6 +60,9 @@ struct TraceHeader {
 };
 
 nlohmann::json HeaderToJson(const TraceHeader& h);
+// Throws Error when the header's model.config disagrees with its shape (layers, experts,
+// top-k, widths, MoE layers).
+void CheckConfigMatchesShape(const TraceModel& model);
 TraceHeader HeaderFromJson(const nlohmann::json& j);  // Throws Error on a missing field.
 
 struct TraceGate {

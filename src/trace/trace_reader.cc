@@ -47,13 +47,20 @@ TraceReader::TraceReader(const std::string& path)
         " is not a moex trace (bad magic)");
   uint32_t version = 0, length = 0;
   ReadExact(&version, sizeof version, "version");
-  Check(version == kTraceVersion, path, " is trace format version ", version,
-        "; this moex reads version ", kTraceVersion);
+  Check(version >= kOldestTraceVersion && version <= kTraceVersion, path,
+        " is trace format version ", version, "; this moex reads versions ", kOldestTraceVersion,
+        " to ", kTraceVersion);
   ReadExact(&length, sizeof length, "header length");
   Check(length <= file_size_ - offset_, path, " is truncated: its header needs ", length,
         " bytes, the file has ", file_size_ - offset_, " left");
   std::string json(length, '\0');
   ReadExact(json.data(), length, "header");
+  if (version >= 2) {
+    uint64_t checksum = 0;
+    ReadExact(&checksum, sizeof checksum, "header checksum");
+    Check(StoreChecksum(std::as_bytes(std::span(json))) == checksum, path,
+          ": the trace header fails its checksum (corrupt file)");
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json);

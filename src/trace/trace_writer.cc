@@ -17,6 +17,8 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
   out_.Write(&version, sizeof version);
   out_.Write(&length, sizeof length);
   out_.Write(json.data(), json.size());
+  const uint64_t checksum = StoreChecksum(std::as_bytes(std::span(json)));
+  out_.Write(&checksum, sizeof checksum);
 }
 
 void TraceWriter::WriteRecord(RecordTag tag, std::span<const std::byte> payload) {

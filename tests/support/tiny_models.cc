@@ -21,7 +21,13 @@ std::string WriteOnce(Arch arch, DType dtype, uint64_t seed, int expert_neurons)
   if (auto it = written.find(key); it != written.end()) return it->second;
   RandomModelOptions options;
   options.config = RandomModelConfig(arch, ModelSize::kTiny);
-  if (expert_neurons > 0) options.config.moe_intermediate_size = expert_neurons;
+  if (expert_neurons > 0) {
+    // Shared experts keep their count (DeepSeek sizes them as n_shared x expert width).
+    ModelConfig& c = options.config;
+    c.shared_expert_intermediate_size =
+        c.shared_expert_intermediate_size / c.moe_intermediate_size * expert_neurons;
+    c.moe_intermediate_size = expert_neurons;
+  }
   options.dtype = dtype;
   options.seed = seed;
   options.out = *root / (std::string(ArchName(arch)) + "-" + DTypeName(dtype) + "-" +

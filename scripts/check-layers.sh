@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Checks that every file under src/ includes only its own layer and the layers below it
+# (docs/design.md, "Layers of the code"). Run by ctest as `layers`; prints each upward
+# include and exits 1 if there is one.
+set -euo pipefail
+src=${1:-"$(dirname "$0")/../src"}
+
+# Lowest first; a layer may include any layer before it.
+order=(core io kernels model policy tiers engine trace sim serve cli)
+# Known upward edges, "file -> layer", kept until the code moves (the expert store reads the
+# model config; see docs/design.md).
+allowed=(
+  "io/expert_store.h -> model"
+  "io/expert_store_packer.h -> model"
+  "io/expert_store_packer.cc -> model"
+  "io/hf_checkpoint.h -> model"
+)
+
+rank() {
+  local i
+  for i in "${!order[@]}"; do
+    if [ "${order[$i]}" = "$1" ]; then echo "$i"; return; fi
+  done
+  echo -1
+}
+
+bad=0
+while IFS= read -r file; do
+  rel=${file#"$src"/}
+  layer=${rel%%/*}
+  own=$(rank "$layer")
+  if [ "$own" -lt 0 ]; then
+    echo "check-layers: $rel is in no known layer (add it to the order)"
+    bad=1
+    continue
+  fi
+  while IFS= read -r inc; do
+    target=${inc%%/*}
+    r=$(rank "$target")
+    [ "$r" -lt 0 ] && continue  # Not a layer of src/ (e.g. hwy/).
+    if [ "$r" -gt "$own" ]; then
+      edge="$rel -> $target"
+      ok=0
+      for a in "${allowed[@]}"; do [ "$a" = "$edge" ] && ok=1; done
+      if [ "$ok" -eq 0 ]; then
+        echo "check-layers: $rel ($layer) includes $inc from the higher layer $target"
+        bad=1
+      fi
+    fi
+  done < <(sed -n 's/^#include "\([a-z_]*\/[^"]*\)".*/\1/p' "$file")
+done < <(find "$src" -name '*.h' -o -name '*.cc' | sort)
+if [ "$bad" -eq 0 ]; then echo "check-layers: every include points down (${order[*]})"; fi
+exit "$bad"

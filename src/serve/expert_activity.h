@@ -1,0 +1,36 @@
+// Counts which experts the router picks, per MoE layer, as the engine runs: attached to the
+// Transformer as its EventObserver, it sees every gate of every request. The web page's
+// layer x expert heatmap is drawn from these counts (GET /moex/cache).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/event_observer.h"
+
+namespace moex::serve {
+
+class ExpertActivity : public EventObserver {
+ public:
+  ExpertActivity(int num_layers, int num_experts);
+
+  // Every (token, top-k slot) counts one activation of its expert; every distinct expert of
+  // a gate counts one access of its layer (what an offloading cache sees as a hit or miss).
+  void OnGate(const policy::GateEvent& e) override;
+
+  int num_layers() const { return num_layers_; }
+  int num_experts() const { return num_experts_; }
+  int64_t activations(int layer, int expert) const;
+  int64_t accesses(int layer) const { return accesses_[static_cast<std::size_t>(layer)]; }
+  int64_t gates() const { return gates_; }
+
+ private:
+  int num_layers_, num_experts_;
+  std::vector<int64_t> activations_;  // [layer * num_experts + expert]
+  std::vector<int64_t> accesses_;     // [layer]
+  std::vector<char> seen_;            // Scratch: experts of the current gate.
+  int64_t gates_ = 0;
+};
+
+}  // namespace moex::serve

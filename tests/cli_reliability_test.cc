@@ -1,0 +1,209 @@
+// End-to-end reproductions of bugs found by a new-user test with bad inputs (issue 20):
+// each once crashed, lost data, or answered with a wrong or misleading message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "support/run_command.h"
+#include "support/shared_data.h"
+#include "support/temp_dir.h"
+#include "support/tiny_models.h"
+
+namespace moex {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::MoexBinary;
+using testing::ReadFile;
+using testing::RunCommand;
+
+std::string Moex(const std::string& args) {
+  return MoexBinary() + " " + args;
+}
+
+// Runs with writes beyond `bytes` failing like a full disk (EFBIG; SIGXFSZ ignored).
+std::string WithFileSizeLimit(int64_t bytes, const std::string& command) {
+  return "trap '' XFSZ; ulimit -f " + std::to_string(bytes / 512) + "; " + command;
+}
+
+std::vector<std::string> Names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(CliReliability, BatchPrintsAndReturnsEverySequence) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const std::string args = "generate --model " + model +
+                           " --prompt-ids 1,2,3 --max-tokens 5 --ignore-eos --batch 3 "
+                           "--temperature 1.5 --seed 11";
+  const auto json = RunCommand(Moex(args + " --json"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j["sequences"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["sequences"][i]["tokens"].size(), 5u) << i;
+    EXPECT_EQ(j["sequences"][i]["seed"], 11 + i);
+  }
+  EXPECT_EQ(j["tokens"], j["sequences"][0]["tokens"]);
+  // Different seeds: 5 tokens each from 512 at temperature 1.5 cannot all agree.
+  EXPECT_FALSE(j["sequences"][0]["tokens"] == j["sequences"][1]["tokens"] &&
+               j["sequences"][1]["tokens"] == j["sequences"][2]["tokens"]);
+  // TTFT includes the prefill it waited for.
+  EXPECT_GE(j["timings"]["ttft_ms"].get<double>(), j["timings"]["prefill_ms"].get<double>());
+
+  const auto text = RunCommand(Moex(args));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (int i = 0; i < 3; ++i) {
+    const std::string header = "--- sequence " + std::to_string(i);
+    EXPECT_NE(text.out.find(header), std::string::npos) << text.out;
+    // Each sequence's ids, as --json gave them, follow its header.
+    std::string ids;
+    for (const auto& t : j["sequences"][i]["tokens"]) ids += std::to_string(t.get<int>()) + " ";
+    EXPECT_NE(text.out.find(ids), std::string::npos) << text.out;
+  }
+}
+
+TEST(CliReliability, SingleSequenceTtftIsNotBelowPrefill) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const auto r = RunCommand(
+      Moex("generate --model " + model + " --prompt-ids 1,2,3,4,5,6 --max-tokens 2 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto t = nlohmann::json::parse(r.out)["timings"];
+  EXPECT_GE(t["ttft_ms"].get<double>(), t["prefill_ms"].get<double>());
+}
+
+// Overwrites one f32 tensor of a safetensors file with NaN.
+void PoisonTensor(const std::string& file, const std::string& name) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_len = 0;
+  f.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  const auto j = nlohmann::json::parse(header);
+  ASSERT_EQ(j.at(name).at("dtype"), "F32");
+  const uint64_t begin = j[name]["data_offsets"][0], end = j[name]["data_offsets"][1];
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  f.seekp(static_cast<std::streamoff>(8 + header_len + begin));
+  for (uint64_t at = begin; at < end; at += 4) f.write(reinterpret_cast<const char*>(&nan), 4);
+}
+
+TEST(CliReliability, NanWeightsAreReportedNotSampled) {
+  testing::TempDir dir;
+  fs::copy(testing::TinyModelPath(Arch::kOlmoe, DType::kF32), dir.path() / "m",
+           fs::copy_options::recursive);
+  PoisonTensor(dir / "m/model.safetensors", "model.norm.weight");
+  const auto r = RunCommand(Moex("generate --model " + (dir / "m") + " --prompt-ids 1,2"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("non-finite logit"), std::string::npos) << r.err;
+}
+
+TEST(CliReliability, SharedExpertsInTheCheckpointNeedASize) {
+  testing::TempDir dir;
+  fs::copy(testing::TinyModelPath(Arch::kQwen2Moe), dir.path() / "m", fs::copy_options::recursive);
+  auto config = nlohmann::json::parse(std::ifstream(dir / "m/config.json"));
+  ASSERT_GT(config["shared_expert_intermediate_size"].get<int>(), 0);
+  config["shared_expert_intermediate_size"] = 0;
+  std::ofstream(dir / "m/config.json") << config.dump();
+  const auto r = RunCommand(Moex("generate --model " + (dir / "m") + " --prompt-ids 1,2"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has shared experts"), std::string::npos) << r.err;
+}
+
+struct BadInput {
+  std::string name;
+  std::string args;
+  std::string expected_message;
+};
+
+class CliReliabilityError : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliReliabilityError, FailsWithTheRightMessage) {
+  const BadInput& b = GetParam();
+  std::string args = b.args;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  for (size_t pos; (pos = args.find("{model}")) != std::string::npos;) args.replace(pos, 7, model);
+  const auto r = RunCommand(Moex(args));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(b.expected_message), std::string::npos) << "stderr: " << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadInputs, CliReliabilityError,
+    ::testing::Values(
+        BadInput{"HugeBudget",
+                 "generate --model {model} --prompt-ids 1 --host-budget 99999999999999999999",
+                 "too large"},
+        BadInput{"NanBudget", "generate --model {model} --prompt-ids 1 --host-budget nan%",
+                 "not a finite number"},
+        BadInput{"InfBudget", "generate --model {model} --prompt-ids 1 --host-budget inf",
+                 "not a finite number"},
+        BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"}),
+    [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
+
+TEST(CliReliability, BadThreadCountInTheEnvironmentIsNamed) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  for (const char* value : {"abc", "0", "-3", "4x"}) {
+    const auto r = RunCommand(std::string("MOEX_THREADS=") + value + " " +
+                              Moex("generate --model " + model + " --prompt-ids 1 --max-tokens 1"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(std::string("ignoring MOEX_THREADS=") + value), std::string::npos)
+        << r.err;
+  }
+  const auto ok = RunCommand("MOEX_THREADS=2 " +
+                             Moex("generate --model " + model + " --prompt-ids 1 --max-tokens 1"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.err.find("MOEX_THREADS"), std::string::npos) << ok.err;
+}
+
+TEST(CliReliability, FullDiskLeavesNoPartialFiles) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  // Logits of 4 tokens over 512 entries are 8 KiB; the limit is 4 KiB.
+  auto r = RunCommand(WithFileSizeLimit(
+      4096, Moex("logits --model " + model + " --prompt-ids 1,2,3,4 --out " + (dir / "l.f32"))));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("too large"), std::string::npos) << r.err;
+  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{});
+
+  r = RunCommand(WithFileSizeLimit(
+      64 * 1024, Moex("random-model --arch olmoe --size tiny --out " + (dir / "rm"))));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{}) << r.err;
+
+  // The hint names the option that moves the store.
+  r = RunCommand(WithFileSizeLimit(
+      64 * 1024, Moex("generate --model " + model + " --prompt-ids 1 --host-budget 10% --store " +
+                      (dir / "s.moex"))));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("disk full?"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--store"), std::string::npos) << r.err;
+  r = RunCommand(
+      WithFileSizeLimit(64 * 1024, Moex("pack --model " + model + " --out " + (dir / "p.moex"))));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+  for (const std::string& name : Names(dir.path()))
+    EXPECT_EQ(name.find(".partial"), std::string::npos) << name;
+}
+
+TEST(CliReliability, VersionAndHelpWithDefaults) {
+  const auto v = RunCommand(Moex("--version"));
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.out.rfind("moex ", 0), 0u) << v.out;
+  const auto help = RunCommand(Moex("generate --help"));
+  EXPECT_EQ(help.exit_code, 0);
+  const size_t at = help.out.find("--max-tokens");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  const std::string line = help.out.substr(at, help.out.find('\n', at) - at);
+  EXPECT_NE(line.find("64"), std::string::npos) << line;  // The default.
+}
+
+}  // namespace
+}  // namespace moex

@@ -1,0 +1,66 @@
+// Configurations that would compute garbage without a word are refused when loaded:
+// non-finite or non-positive rope_theta, negative shared-expert counts; and non-finite
+// logits stop sampling with an error.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "engine/sampler.h"
+#include "model/model_config.h"
+#include "model/random_model.h"
+
+namespace moex {
+namespace {
+
+std::string ErrorOf(const nlohmann::json& config) {
+  try {
+    ModelConfig::FromHfJson(config);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigValidation, RopeThetaMustBeFiniteAndPositive) {
+  nlohmann::json j = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny).ToHfJson();
+  EXPECT_EQ(ErrorOf(j), "");
+  for (double theta : {0.0, -10000.0, 1e300}) {  // 1e300 is infinite as a float.
+    SCOPED_TRACE(theta);
+    j["rope_theta"] = theta;
+    EXPECT_NE(ErrorOf(j).find("rope_theta"), std::string::npos) << ErrorOf(j);
+  }
+}
+
+TEST(ConfigValidation, SharedExpertSizesMustNotBeNegative) {
+  nlohmann::json deepseek = RandomModelConfig(Arch::kDeepseekMoe, ModelSize::kTiny).ToHfJson();
+  EXPECT_EQ(ErrorOf(deepseek), "");
+  deepseek["n_shared_experts"] = -1;
+  EXPECT_NE(ErrorOf(deepseek).find("n_shared_experts"), std::string::npos) << ErrorOf(deepseek);
+
+  nlohmann::json qwen = RandomModelConfig(Arch::kQwen2Moe, ModelSize::kTiny).ToHfJson();
+  EXPECT_EQ(ErrorOf(qwen), "");
+  qwen["shared_expert_intermediate_size"] = -64;
+  EXPECT_NE(ErrorOf(qwen).find("shared expert intermediate size"), std::string::npos)
+      << ErrorOf(qwen);
+}
+
+TEST(ConfigValidation, NonFiniteLogitsAreAnError) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float temperature : {0.0f, 0.8f}) {
+    Sampler sampler(SamplingParams{temperature, 0, 1.0f, 1});
+    EXPECT_THROW(sampler.Sample(std::vector<float>{0.5f, nan, 1.0f}), Error);
+    EXPECT_THROW(sampler.Sample(std::vector<float>{inf, 0.0f}), Error);
+    EXPECT_THROW(sampler.Sample(std::vector<float>{0.0f, -inf}), Error);
+  }
+  Sampler greedy(SamplingParams{});
+  EXPECT_EQ(greedy.Sample(std::vector<float>{0.5f, 2.0f, 1.0f}), 1);
+}
+
+}  // namespace
+}  // namespace moex

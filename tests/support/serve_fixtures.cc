@@ -1,0 +1,110 @@
+#include "support/serve_fixtures.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "support/run_command.h"
+
+namespace moex::testing {
+
+RunningServer::RunningServer(cli::ModelOptions model, serve::ServerOptions options) {
+  session = cli::OpenSession(model);
+  options.port = 0;
+  server = std::make_unique<serve::Server>(*session->transformer, session->tokenizer.get(),
+                                           session->executor.get(), options);
+  port = server->Bind();
+  thread = std::thread([this] { server->Run(); });
+}
+
+RunningServer::~RunningServer() {
+  server->Shutdown(5);
+  thread.join();
+}
+
+serve::HttpResult RunningServer::Post(const std::string& path, const nlohmann::json& body,
+                                      const serve::EventHandler& on_event) const {
+  return serve::HttpRequest("127.0.0.1", port, "POST", path, body.dump(), {}, on_event);
+}
+
+serve::HttpResult RunningServer::PostRaw(const std::string& path, const std::string& body) const {
+  return serve::HttpRequest("127.0.0.1", port, "POST", path, body);
+}
+
+serve::HttpResult RunningServer::Get(const std::string& path,
+                                     const std::vector<std::string>& headers) const {
+  return serve::HttpRequest("127.0.0.1", port, "GET", path, "", headers);
+}
+
+int RunningServer::Context() const {
+  return nlohmann::json::parse(Get("/v1/models").body)["data"][0]["max_model_len"];
+}
+
+ServeProcess::ServeProcess(std::vector<std::string> args) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> argv;
+    args.insert(args.begin(), {MoexBinary(), "serve"});
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  out_ = ::fdopen(fds[0], "r");
+}
+
+ServeProcess::~ServeProcess() {
+  if (pid_ > 0 && !waited_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  if (out_) std::fclose(out_);
+}
+
+int ServeProcess::ReadPort() {
+  char line[1024];
+  while (std::fgets(line, sizeof line, out_)) {
+    std::smatch m;
+    const std::string s(line);
+    if (std::regex_search(s, m, std::regex(R"(at http://[^:]+:(\d+))"))) return std::stoi(m[1]);
+  }
+  return 0;
+}
+
+void ServeProcess::Signal(int sig) {
+  ::kill(pid_, sig);
+}
+
+int ServeProcess::Wait() {
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  waited_ = true;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int64_t ServeProcess::ResidentBytes() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    in.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+}  // namespace moex::testing

@@ -1,0 +1,62 @@
+// `moex serve` for tests, in process (a Server on an open session, any free port) or as a
+// child process (the real binary: signals, exit codes, resident memory).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/session.h"
+#include "serve/http_client.h"
+#include "serve/server.h"
+
+namespace moex::testing {
+
+// A Server on loopback, any free port, running on its own thread until destroyed.
+struct RunningServer {
+  RunningServer(cli::ModelOptions model, serve::ServerOptions options);
+  ~RunningServer();
+  serve::HttpResult Post(const std::string& path, const nlohmann::json& body,
+                         const serve::EventHandler& on_event = {}) const;
+  serve::HttpResult PostRaw(const std::string& path, const std::string& body) const;
+  serve::HttpResult Get(const std::string& path,
+                        const std::vector<std::string>& headers = {}) const;
+  int Context() const;  // The model's context (max_model_len).
+
+  std::unique_ptr<cli::Session> session;
+  std::unique_ptr<serve::Server> server;
+  std::thread thread;
+  int port = 0;
+};
+
+// A `moex serve ARGS...` child process whose stdout is read line by line; killed (SIGKILL)
+// if still running when destroyed.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> args);
+  ~ServeProcess();
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+
+  // The port from the "serving ... at http://host:port" line; 0 if it never came.
+  int ReadPort();
+  void Signal(int sig);
+  // Exit status, or 128 + the signal that ended it.
+  int Wait();
+  pid_t pid() const { return pid_; }
+  // Its resident set (VmRSS) in bytes; 0 once it has gone.
+  int64_t ResidentBytes() const;
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  bool waited_ = false;
+};
+
+}  // namespace moex::testing

@@ -64,7 +64,7 @@ TEST(NewUserPath, RandomModelTakesTextChatAndPromptFiles) {
   EXPECT_NE(two.err.find("exactly one"), std::string::npos) << two.err;
 }
 
-TEST(NewUserPath, ChatEndsOnExitAndResetForgetsTheHistory) {
+TEST(NewUserPath, ChatKeepsHistoryEndsOnExitAndResetForgetsIt) {
   testing::TempDir dir;
   const std::string model = RandomModelWithTokenizer(dir);
   const std::string chat = Moex("chat --model " + model + " --max-tokens 3");
@@ -82,14 +82,40 @@ TEST(NewUserPath, ChatEndsOnExitAndResetForgetsTheHistory) {
   const auto once = RunCommand("(printf 'same\\n' | " + chat + ")");
   ASSERT_EQ(once.exit_code, 0) << once.err;
   EXPECT_EQ(once.out, first);
-  // Without /reset the first reply is the same; the second one's prompt holds the history.
+  // Without /reset the first reply is the same, and the second one is what generate gives
+  // for the whole rendered conversation (the model's template: <|role|>\ntext\n).
   const auto kept = RunCommand("(printf 'same\\nsame\\n' | " + chat + ")");
   ASSERT_EQ(kept.exit_code, 0) << kept.err;
-  EXPECT_EQ(kept.out.substr(0, first.size()), first);
+  ASSERT_EQ(kept.out.substr(0, first.size()), first);
+  const std::string reply1 = first.substr(0, first.size() - 1);
+  const std::string history =
+      "<|user|>\nsame\n<|assistant|>\n" + reply1 + "\n<|user|>\nsame\n<|assistant|>\n";
+  // --prompt-file drops one trailing newline: give it one more.
+  std::ofstream(dir / "history.txt", std::ios::binary) << history << "\n";
+  const auto expected = RunCommand(
+      Moex("generate --model " + model + " --max-tokens 3 --prompt-file " + (dir / "history.txt")));
+  ASSERT_EQ(expected.exit_code, 0) << expected.err;
+  EXPECT_EQ(kept.out.substr(first.size()), expected.out);
   // Without a tokenizer: a clear error.
   const auto none = RunCommand(Moex("chat --model " + testing::TinyModelPath(Arch::kOlmoe)));
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.err.find("no tokenizer"), std::string::npos) << none.err;
+}
+
+// A message too long for the context is refused on its own; the conversation goes on.
+TEST(NewUserPath, ChatSurvivesAMessageTooLongForTheContext) {
+  testing::TempDir dir;
+  const std::string model = RandomModelWithTokenizer(dir);
+  const auto config = nlohmann::json::parse(std::ifstream(model + "/config.json"));
+  const int context = config["max_position_embeddings"];
+  std::ofstream(dir / "turns.txt") << std::string(static_cast<size_t>(context), 'a') << "\nhi\n";
+  const std::string chat = Moex("chat --model " + model + " --max-tokens 3");
+  const auto r = RunCommand("(cat " + (dir / "turns.txt") + " | " + chat + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("too long for the model's context"), std::string::npos) << r.err;
+  const auto alone = RunCommand("(printf 'hi\\n' | " + chat + ")");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(r.out, alone.out);  // The refused message left no trace in the history.
 }
 
 TEST(NewUserPath, TokenizerLargerThanTheVocabularyIsRefused) {

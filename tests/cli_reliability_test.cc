@@ -193,6 +193,21 @@ TEST(CliReliability, FullDiskLeavesNoPartialFiles) {
     EXPECT_EQ(name.find(".partial"), std::string::npos) << name;
 }
 
+// pack --verify reads the finished store back, block by block.
+TEST(CliReliability, PackVerifyReadsTheStoreBack) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const auto r =
+      RunCommand(Moex("pack --model " + model + " --out " + (dir / "s.moex") + " --verify"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_TRUE(j.contains("verify_seconds"));
+  const auto plain = RunCommand(Moex("pack --model " + model + " --out " + (dir / "s.moex")));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("verified"));
+}
+
 TEST(CliReliability, VersionAndHelpWithDefaults) {
   const auto v = RunCommand(Moex("--version"));
   EXPECT_EQ(v.exit_code, 0);

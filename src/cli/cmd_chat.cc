@@ -29,21 +29,23 @@ struct ChatOptions {
 };
 
 // The conversation rendered and encoded; the oldest turns are dropped until the prompt
-// and the reply fit the model's context.
+// and the reply fit the model's context. On an error (the last message alone does not fit)
+// the history is left as it was.
 std::vector<int32_t> EncodeHistory(const Tokenizer& tok, const ChatTemplate& chat,
                                    std::vector<ChatMessage>& history, int64_t room) {
+  std::vector<ChatMessage> kept = history;
+  const size_t first_turn = !kept.empty() && kept.front().role == "system" ? 1 : 0;
   for (;;) {
-    std::vector<int32_t> ids = tok.Encode(ApplyChatTemplate(chat, history, true), false);
-    const size_t first_turn = !history.empty() && history.front().role == "system" ? 1 : 0;
-    if (static_cast<int64_t>(ids.size()) <= room || history.size() <= first_turn + 1) {
-      Check(static_cast<int64_t>(ids.size()) <= room, "the message is too long for the model's ",
-            "context (", ids.size(), " tokens, room for ", room, ")");
+    std::vector<int32_t> ids = tok.Encode(ApplyChatTemplate(chat, kept, true), false);
+    if (static_cast<int64_t>(ids.size()) <= room) {
+      history = std::move(kept);
       return ids;
     }
+    Check(kept.size() > first_turn + 1, "the message is too long for the model's context (",
+          ids.size(), " tokens with the template, room for ", room, ")");
     // Drop the oldest user turn and the reply to it.
-    history.erase(
-        history.begin() + static_cast<ptrdiff_t>(first_turn),
-        history.begin() + static_cast<ptrdiff_t>(std::min(first_turn + 2, history.size() - 1)));
+    kept.erase(kept.begin() + static_cast<ptrdiff_t>(first_turn),
+               kept.begin() + static_cast<ptrdiff_t>(std::min(first_turn + 2, kept.size() - 1)));
   }
 }
 
@@ -76,7 +78,14 @@ int RunChat(const ChatOptions& o) {
     if (line.empty()) continue;
     history.push_back({"user", line});
     GenerationRequest request;
-    request.prompt = EncodeHistory(tok, chat, history, context - o.max_tokens);
+    try {
+      request.prompt = EncodeHistory(tok, chat, history, context - o.max_tokens);
+    } catch (const Error& e) {
+      // One bad turn (too long for the context, say) does not end the conversation.
+      std::cerr << "moex chat: " << e.what() << "\n";
+      history.pop_back();
+      continue;
+    }
     request.max_tokens = o.max_tokens;
     request.sampling = {o.temperature, o.top_k, o.top_p, o.seed + turn++};
     request.stop_ids = session->StopIds();

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "cli/session.h"
 #include "core/error.h"
 #include "engine/generator.h"

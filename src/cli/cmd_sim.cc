@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "cli/policy_setup.h"
 #include "core/error.h"
 #include "io/output_file.h"

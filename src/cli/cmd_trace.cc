@@ -8,7 +8,7 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "cli/session.h"
 #include "core/clock.h"
 #include "core/error.h"

@@ -49,8 +49,8 @@ struct PromptOptions {
 // Registers --prompt, --prompt-file and --prompt-ids, and --chat/--system when `with_chat`.
 void AddPromptOptions(CLI::App& cmd, PromptOptions& options, bool with_chat);
 
-// The prompt text of --prompt (stdin for "-") or --prompt-file; throws Error when the file
-// cannot be read or is not UTF-8 text.
+// The prompt text of --prompt (stdin for "-") or --prompt-file, without one trailing
+// newline; throws Error when the file cannot be read or the prompt is empty.
 std::string PromptText(const PromptOptions& options);
 
 struct Session {

@@ -65,8 +65,10 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
   const int64_t vocab = transformer_.model().config.vocab_size;
   const size_t n = s.size();
   auto logits_row = [vocab](const std::vector<float>& logits, size_t b) {
-    return std::span<const float>(&logits[b * static_cast<size_t>(vocab)],
-                                  static_cast<size_t>(vocab));
+    const std::span<const float> row(&logits[b * static_cast<size_t>(vocab)],
+                                     static_cast<size_t>(vocab));
+    CheckFiniteLogits(row);
+    return row;
   };
 
   // Prefill in chunks of at most max_prefill_chunk_ tokens per forward pass; the logits of

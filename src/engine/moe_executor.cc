@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/progress.h"
 #include "io/expert_store_packer.h"
 #include "kernels/ops.h"
 #include "tiers/layer_runner.h"
@@ -61,6 +62,11 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
   const ModelConfig& c = model.config;
   const ExpertShape& shape = model.expert_shape;
   layer_records_.resize(static_cast<size_t>(c.num_layers));
+  // Repacking reads every expert from the checkpoint: half a minute for a 13 GB model, so
+  // big models say how far it is (small ones would only clutter the output).
+  Progress progress("loading experts, MoE layers",
+                    model.TotalExpertBytes() >= (size_t{1} << 30) ? model.NumMoeLayers() : 0);
+  int moe_layers_done = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     if (!model.layers[static_cast<size_t>(l)].is_moe) continue;
     AlignedBuffer buf(shape.ExpertBytes() * static_cast<size_t>(c.num_experts));
@@ -78,6 +84,7 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
     for (const TensorView* t : sources) model.weights->ReleasePages(*t);
     bytes_ += buf.size();
     layer_records_[static_cast<size_t>(l)] = std::move(buf);
+    progress.Update(++moe_layers_done);
   }
 }
 

@@ -25,12 +25,13 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
   params_.Validate();
 }
 
-int32_t Sampler::Sample(std::span<const float> logits) {
-  // NaN or infinite logits come from broken weights or configs; sampling them would give
-  // garbage tokens without a word.
+void CheckFiniteLogits(std::span<const float> logits) {
   for (size_t i = 0; i < logits.size(); ++i)
     Check(std::isfinite(logits[i]), "the model produced a non-finite logit (", logits[i],
           " for token ", i, "): its weights or configuration are broken");
+}
+
+int32_t Sampler::Sample(std::span<const float> logits) {
   if (params_.temperature == 0.0f) return ArgMax(logits);
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)

@@ -32,4 +32,9 @@ class Sampler {
 // Index of the largest value; ties go to the lowest index.
 int32_t ArgMax(std::span<const float> logits);
 
+// Throws Error naming the first NaN or infinite logit: they come from broken weights or
+// configs, and sampling them would give garbage tokens without a word. Callers that must
+// not throw mid-pass (the server's scheduler) decide how to fail the request.
+void CheckFiniteLogits(std::span<const float> logits);
+
 }  // namespace moex

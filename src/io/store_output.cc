@@ -78,7 +78,8 @@ std::string UniqueTempPath(const std::string& path) {
 StoreLock::StoreLock(const std::string& store_path) {
   const std::string lock_path = store_path + ".lock";
   fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  Check(fd_ >= 0, "cannot create lock file ", lock_path, ": ", std::strerror(errno));
+  Check(fd_ >= 0, "cannot create lock file ", lock_path, ": ", std::strerror(errno),
+        " (is the directory writable? --store puts the expert store elsewhere)");
   if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
   Log(LogLevel::kWarn, "another process is packing ", store_path, "; waiting for it");
   while (::flock(fd_, LOCK_EX) != 0) {

@@ -32,7 +32,7 @@ def main(res):
         paths = sorted(glob.glob(os.path.join(res, f"ablation-{label}-chunk*.json")))
         if not paths:
             continue
-        print(f"## Ablation (Fig. 12), GSM8K test split, 25 %, profile {label}\n")
+        print(f"## Ablation (Fig. 12), test split, 25 %, profile {label}\n")
         print("| chunk neurons | spec | TTFT ms | TPOT ms | decode stall ms/token "
               "| MiB / decoded token | decode hit rate |")
         print("|---|---|---|---|---|---|---|")

@@ -1,12 +1,12 @@
-// Progress lines of long commands: off a terminal, one line per tenth of the work.
-#include "cli/progress.h"
+// Progress lines of long operations: off a terminal, one line per tenth of the work.
+#include "core/progress.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 
-namespace moex::cli {
+namespace moex {
 namespace {
 
 TEST(Progress, OffATerminalPrintsOneLinePerTenth) {
@@ -35,4 +35,4 @@ TEST(Progress, TerminalOnlyProgressIsSilentInPipesAndEmptyWorkIsSilent) {
 }
 
 }  // namespace
-}  // namespace moex::cli
+}  // namespace moex

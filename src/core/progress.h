@@ -1,4 +1,4 @@
-// Progress of a long command on stderr (stdout stays clean for text and JSON): on a
+// Progress of a long operation on stderr (stdout stays clean for text and JSON): on a
 // terminal one line rewritten in place, elsewhere (logs, pipes) a line per tenth of the
 // work, so a long run is never silent and a log never fills with updates.
 #pragma once
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace moex::cli {
+namespace moex {
 
 class Progress {
  public:
@@ -28,4 +28,4 @@ class Progress {
   bool open_line_ = false;
 };
 
-}  // namespace moex::cli
+}  // namespace moex

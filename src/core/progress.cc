@@ -1,11 +1,11 @@
-#include "cli/progress.h"
+#include "core/progress.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <utility>
 
-namespace moex::cli {
+namespace moex {
 
 Progress::Progress(std::string what, int64_t total, bool only_on_terminal)
     : what_(std::move(what)), total_(total), tty_(isatty(STDERR_FILENO) != 0) {
@@ -33,4 +33,4 @@ void Progress::Update(int64_t done) {
   std::fflush(stderr);
 }
 
-}  // namespace moex::cli
+}  // namespace moex

@@ -247,15 +247,19 @@ class Harness {
     policy = std::make_unique<FmoePolicy>(facts_, o);
   }
   Decisions StartPass(int64_t request, Floats pooled, int64_t tokens = 1) {
-    requests_ = {request};
-    counts_ = {tokens};
+    return StartBatch({request}, {tokens}, std::move(pooled));
+  }
+  // Requests batched in one pass; `pooled` holds their embeddings one after another.
+  Decisions StartBatch(std::vector<int64_t> requests, std::vector<int64_t> counts, Floats pooled) {
+    requests_ = std::move(requests);
+    counts_ = std::move(counts);
     pooled_ = std::move(pooled);
     IterationBeginEvent e;
-    e.n_requests = 1;
+    e.n_requests = static_cast<int64_t>(requests_.size());
     e.requests = requests_.data();
     e.token_counts = counts_.data();
     e.pooled = pooled_.data();
-    e.d = static_cast<int64_t>(pooled_.size());
+    e.d = static_cast<int64_t>(pooled_.size() / requests_.size());
     Decisions d;
     policy->OnIterationBegin(e, &d);
     worker_.Poll(&d);
@@ -442,6 +446,65 @@ TEST(FmoePolicy, MapIsTheMeanOverThePassTokens) {
   const Floats want = {.5f, .5f, 0, 0, 0, 0, 1, 0, 0, 0, .25f, .75f};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(s.Map(0)[i], want[i]) << i;
   EXPECT_EQ(s.Sem(0)[1], 2.0f);
+}
+
+// Two requests in one pass (B = 2) search apart: r1 (embedding of A) gets A's layer 0
+// (expert 0), r2 (B's) gets B's (expert 3); the union is prefetched and layer 0's p for
+// eviction is the larger of the two maps' (.7, .1, .1, .7). At gate 0 each request's own
+// token (A's and B's layer 0) leads its trajectory to A's layer 1 (expert 1) and B's
+// (expert 2). Each request's map goes into the store.
+TEST(FmoePolicy, BatchedRequestsSearchApart) {
+  Harness h(DistanceOne());
+  Learn(h);
+  Decisions d = h.StartBatch({1, 2}, {1, 1}, {1, 0, 0, 1});
+  ASSERT_EQ(d.prefetch.size(), 2u);
+  EXPECT_NEAR(Priority(d, {0, 0}), 0.7, 1e-6);
+  EXPECT_NEAR(Priority(d, {0, 3}), 0.7, 1e-6);
+  Floats tokens = kLayersA[0];
+  tokens.insert(tokens.end(), kLayersB[0].begin(), kLayersB[0].end());
+  d = h.Gate(0, tokens);
+  EXPECT_NEAR(h.policy->GuideProbability({0, 0}), 0.7, 1e-6);
+  EXPECT_NEAR(h.policy->GuideProbability({0, 1}), 0.1, 1e-6);
+  EXPECT_NEAR(h.policy->GuideProbability({0, 3}), 0.7, 1e-6);
+  ASSERT_EQ(d.prefetch.size(), 2u);
+  EXPECT_GT(Priority(d, {1, 1}), 0);
+  EXPECT_GT(Priority(d, {1, 2}), 0);
+  for (int l = 1; l < 3; ++l) {
+    Floats both = kLayersA[static_cast<size_t>(l)];
+    both.insert(both.end(), kLayersB[static_cast<size_t>(l)].begin(),
+                kLayersB[static_cast<size_t>(l)].end());
+    h.Gate(l, both);
+  }
+  h.EndPass();
+  const ExpertMapStore& s = h.policy->Store();
+  ASSERT_EQ(s.size(), 4);
+  for (int l = 0; l < 3; ++l)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_FLOAT_EQ(s.Map(2)[l * 4 + j],
+                      kLayersA[static_cast<size_t>(l)][static_cast<size_t>(j)]);
+      EXPECT_FLOAT_EQ(s.Map(3)[l * 4 + j],
+                      kLayersB[static_cast<size_t>(l)][static_cast<size_t>(j)]);
+    }
+}
+
+// cancel=1: a prefetched expert its gate did not route to is cancelled there.
+TEST(FmoePolicy, CancelDropsMispredictedPrefetches) {
+  FmoeOptions o = DistanceOne();
+  o.cancel = true;
+  Harness h(o);
+  Learn(h);
+  h.StartPass(1, {1, 0});                // Prefetches A's layer-0 expert 0.
+  Decisions d = h.Gate(0, kLayersB[0]);  // Routes expert 3.
+  ASSERT_EQ(d.cancel.size(), 1u);
+  EXPECT_EQ(d.cancel[0], (ExpertKey{0, 0}));
+  h.EndPass();
+  h.StartPass(2, {1, 0});
+  EXPECT_TRUE(h.Gate(0, kLayersA[0]).cancel.empty());  // Routed: kept.
+  // The default (the paper's) never cancels.
+  Harness keep(DistanceOne());
+  Learn(keep);
+  keep.StartPass(1, {1, 0});
+  EXPECT_TRUE(keep.Gate(0, kLayersB[0]).cancel.empty());
 }
 
 TEST(FmoePolicy, AblationsSearchOneWay) {

@@ -71,6 +71,7 @@ int ExpertMapStore::Insert(const std::vector<float>& sem, const std::vector<floa
     norm_sq_.resize(norm_sq_.size() + static_cast<size_t>(layers_));
     sem_norm_sq_.push_back(0);
     stamp_.push_back(0);
+    ReserveRows(size());
   } else {
     // Full: replace the most redundant entry (ties: the oldest), or the oldest one.
     slot = 0;
@@ -98,6 +99,12 @@ void ExpertMapStore::Write(int slot, const std::vector<float>& sem, const std::v
   std::copy(sem.begin(), sem.end(), sems_.begin() + static_cast<ptrdiff_t>(slot) * dim_);
   std::copy(map.begin(), map.end(),
             maps_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(slot) * MapSize()));
+  const size_t J = static_cast<size_t>(experts_);
+  for (int l = 0; l < layers_; ++l)
+    std::copy(map.begin() + static_cast<ptrdiff_t>(l * J),
+              map.begin() + static_cast<ptrdiff_t>((l + 1) * J),
+              layer_rows_.begin() +
+                  static_cast<ptrdiff_t>((static_cast<size_t>(l) * row_capacity_ + slot) * J));
   double sum = 0;
   for (int l = 0; l < layers_; ++l) {
     for (int j = 0; j < experts_; ++j) {
@@ -111,6 +118,22 @@ void ExpertMapStore::Write(int slot, const std::vector<float>& sem, const std::v
   sem_norm_sq_[static_cast<size_t>(slot)] = sem_sq;
   stamp_[static_cast<size_t>(slot)] = stamp;
   ++version_;
+}
+
+void ExpertMapStore::ReserveRows(int n) {
+  if (n <= row_capacity_) return;
+  // Grows geometrically up to the capacity, so appends copy O(1) rows on average and a
+  // large capacity costs nothing until it fills.
+  const int cap = std::max(n, std::min(capacity_, std::max(64, 2 * row_capacity_)));
+  const size_t J = static_cast<size_t>(experts_);
+  std::vector<float> rows(static_cast<size_t>(layers_) * cap * J);
+  for (int l = 0; l < layers_; ++l)
+    std::copy_n(
+        layer_rows_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(l) * row_capacity_ * J),
+        static_cast<size_t>(row_capacity_) * J,
+        rows.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(l) * cap * J));
+  layer_rows_ = std::move(rows);
+  row_capacity_ = cap;
 }
 
 ExpertMapStore::Match ExpertMapStore::MatchSemantic(const std::vector<float>& sem) const {
@@ -160,6 +183,8 @@ void ExpertMapStore::Load(StateReader& in) {
   const uint64_t next_stamp = in.U64();
   sems_.clear();
   maps_.clear();
+  layer_rows_.clear();
+  row_capacity_ = 0;
   norm_sq_.clear();
   sem_norm_sq_.clear();
   stamp_.clear();
@@ -176,6 +201,7 @@ void ExpertMapStore::Load(StateReader& in) {
     norm_sq_.resize(norm_sq_.size() + static_cast<size_t>(layers_));
     sem_norm_sq_.push_back(0);
     stamp_.push_back(0);
+    ReserveRows(static_cast<int>(stamp_.size()));
     Write(static_cast<int>(y), sem, map, stamp);
   }
   next_stamp_ = next_stamp;
@@ -195,9 +221,10 @@ void TrajectoryMatch::AddLayer(const ExpertMapStore& store, int layer, const flo
   const int experts = store.experts();
   const size_t J = static_cast<size_t>(experts);
   query_norm_sq_ += ExpertMapStore::Dot(probs, probs, J);
+  const float* rows = store.LayerRows(layer);  // Every map's row of this layer, contiguous.
   for (int y = 0; y < store.size(); ++y)
     dots_[static_cast<size_t>(y)] +=
-        ExpertMapStore::Dot(probs, store.Map(y) + static_cast<size_t>(layer) * J, J);
+        ExpertMapStore::Dot(probs, rows + static_cast<size_t>(y) * J, J);
   ++next_layer_;
 }
 

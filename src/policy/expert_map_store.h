@@ -12,8 +12,9 @@
 //  * semantic (Eq. 4): the embedding against every stored embedding;
 //  * trajectory (Eq. 5): the layers observed so far against the same layers of every stored
 //    map. TrajectoryMatch keeps each entry's dot product across the gates of one pass and
-//    the store keeps each entry's squared norm through every layer, so a gate costs one
-//    layer's J multiply-adds per entry, not the whole prefix.
+//    the store keeps each entry's squared norm through every layer and a layer-major copy of
+//    the maps, so a gate costs one contiguous pass of J multiply-adds per entry, not the
+//    whole prefix.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,11 @@ class ExpertMapStore {
   const float* Map(int slot) const { return &maps_[static_cast<size_t>(slot) * MapSize()]; }
   const float* Sem(int slot) const { return &sems_[static_cast<size_t>(slot) * dim_]; }
   uint64_t Stamp(int slot) const { return stamp_[static_cast<size_t>(slot)]; }
+  // Layer `layer` of every stored map, [size()][J] contiguous (the trajectory search's
+  // layout: one stream per gate instead of one row per map at the map's stride).
+  const float* LayerRows(int layer) const {
+    return layer_rows_.data() + static_cast<size_t>(layer) * row_capacity_ * experts_;
+  }
   // Squared norm of a stored map's layers 0..layer.
   double NormSqThrough(int slot, int layer) const {
     return norm_sq_[static_cast<size_t>(slot) * layers_ + static_cast<size_t>(layer)];
@@ -70,14 +76,17 @@ class ExpertMapStore {
   size_t MapSize() const { return static_cast<size_t>(layers_) * static_cast<size_t>(experts_); }
   void Write(int slot, const std::vector<float>& sem, const std::vector<float>& map,
              uint64_t stamp);
+  void ReserveRows(int n);
 
   int layers_, experts_, capacity_, distance_;
   bool dedup_;
   int dim_ = 0;
   uint64_t version_ = 0;
   uint64_t next_stamp_ = 1;
-  std::vector<float> sems_;          // [size][dim]
-  std::vector<float> maps_;          // [size][L·J]
+  std::vector<float> sems_;        // [size][dim]
+  std::vector<float> maps_;        // [size][L·J]
+  std::vector<float> layer_rows_;  // [L][row_capacity_][J]: the same maps layer by layer.
+  int row_capacity_ = 0;
   std::vector<double> norm_sq_;      // [size][L]: squared norm of layers 0..l.
   std::vector<double> sem_norm_sq_;  // [size]
   std::vector<uint64_t> stamp_;      // [size] insertion order (larger = newer).

@@ -179,6 +179,24 @@ TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
                    t.hook_us / static_cast<double>(t.passes));
 }
 
+// A job that throws on the worker thread is an error raised by the Poll that reaches it,
+// in every mode; the worker goes on with later jobs.
+TEST(PolicyTest, AFailingWorkerJobIsAnErrorNotACrash) {
+  for (auto mode :
+       {PolicyWorker::Mode::kAsync, PolicyWorker::Mode::kSync, PolicyWorker::Mode::kModelled}) {
+    PolicyWorker worker(mode);
+    worker.Submit([]() -> PolicyWorker::Apply { throw Error("job failed"); });
+    worker.Submit([]() -> PolicyWorker::Apply {
+      return [](Decisions* d) { d->cancel.push_back({0, 1}); };
+    });
+    worker.Drain();
+    Decisions d;
+    EXPECT_THROW(worker.Flush(&d), Error);
+    worker.Flush(&d);  // The next job's Apply still runs.
+    EXPECT_EQ(d.cancel, (std::vector<ExpertKey>{{0, 1}}));
+  }
+}
+
 // Belady's MIN at 4 slots over gates {A,B} {C,D} {E,F} {A,G} (layer:expert A=0:0 B=0:1
 // C=1:0 D=1:1 E=2:0 F=2:1 G=0:2): A-D fill free slots; E evicts B (never used again, the
 // lowest such key), F evicts C, G evicts D. The oracle fetches exactly these, each once its

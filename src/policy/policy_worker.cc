@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "core/error.h"
 
@@ -23,7 +24,13 @@ PolicyWorker::~PolicyWorker() {
 
 double PolicyWorker::Run(Entry& e) {
   const auto start = std::chrono::steady_clock::now();
-  e.apply = e.job();
+  try {
+    e.apply = e.job();
+  } catch (...) {
+    // Raised again where its Apply would have run, on the driver's thread: a failing job
+    // is an error of the run, never a crash of the worker thread.
+    e.error = std::current_exception();
+  }
   e.job = nullptr;  // Free what the job captured.
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
       .count();
@@ -72,7 +79,9 @@ void PolicyWorker::RunLoop() {
   }
 }
 
-void PolicyWorker::Poll(Decisions* out) { PollUpTo(out, false); }
+void PolicyWorker::Poll(Decisions* out) {
+  PollUpTo(out, false);
+}
 
 void PolicyWorker::Flush(Decisions* out) {
   Drain();
@@ -83,6 +92,7 @@ void PolicyWorker::PollUpTo(Decisions* out, bool ignore_time) {
   const double now = mode_ == Mode::kModelled && clock_ ? clock_() : 0;
   for (;;) {
     Apply apply;
+    std::exception_ptr error;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (entries_.empty()) return;
@@ -90,9 +100,11 @@ void PolicyWorker::PollUpTo(Decisions* out, bool ignore_time) {
       if (!e.done) return;
       if (mode_ == Mode::kModelled && !ignore_time && e.ready_us > now) return;
       apply = std::move(e.apply);
+      error = e.error;
       entries_.pop_front();
       if (mode_ == Mode::kAsync) --next_to_run_;
     }
+    if (error) std::rethrow_exception(error);
     if (apply) apply(out);  // Outside the lock: it may submit more work.
   }
 }

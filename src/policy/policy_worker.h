@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -43,7 +44,8 @@ class PolicyWorker {
   // kModelled: the simulated clock (µs) that decides when a job's Apply is released.
   void set_clock(std::function<double()> now_us) { clock_ = std::move(now_us); }
   // Runs the Apply steps that are ready, oldest first, stopping at the first job that is
-  // not ready yet (so Apply steps always run in submission order).
+  // not ready yet (so Apply steps always run in submission order). A job that threw has its
+  // exception raised here, in the caller's thread, in place of its Apply step.
   void Poll(Decisions* out);
   // Blocks until every submitted job has finished (tests, end of a run).
   void Drain();
@@ -63,7 +65,8 @@ class PolicyWorker {
     Job job;
     Apply apply;
     bool done = false;
-    double ready_us = 0;  // kModelled: when Apply may run.
+    double ready_us = 0;         // kModelled: when Apply may run.
+    std::exception_ptr error{};  // What the job threw: raised by the Poll that reaches it.
   };
   void RunLoop();
   void PollUpTo(Decisions* out, bool ignore_time);

@@ -25,6 +25,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/progress.h"
 #include "policy/policy_worker.h"
 #include "policy/promoe_predictor.h"
 #include "policy/registry.h"
@@ -102,7 +103,12 @@ class ProMoEPolicy : public Policy {
     pass_hidden_.clear();
     if (kind_ != PredictorKind::kLearned) return;
     int64_t total = 0;
-    for (int target = 0; target < facts_.num_layers; ++target) total += TrainLayer(target);
+    Progress progress("promoe: training the layers' predictors", facts_.num_layers,
+                      /*only_on_terminal=*/true);
+    for (int target = 0; target < facts_.num_layers; ++target) {
+      total += TrainLayer(target);
+      progress.Update(target + 1);
+    }
     if (total == 0)
       Log(LogLevel::kWarn,
           "promoe: the learning traces gave no training samples (record them "

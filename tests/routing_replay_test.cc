@@ -24,7 +24,9 @@ namespace {
 // Returns the logits of every pass, concatenated.
 std::vector<float> RunPasses(Transformer& t, const ModelConfig& c) {
   std::vector<float> logits;
-  const auto keep = [&](const std::vector<float>& l) { logits.insert(logits.end(), l.begin(), l.end()); };
+  const auto keep = [&](const std::vector<float>& l) {
+    logits.insert(logits.end(), l.begin(), l.end());
+  };
   KvCache a(c, 64), b(c, 64);
   const std::vector<int32_t> prompt_a = {5, 9, 200, 31, 7, 64, 12, 90};
   const std::vector<int32_t> prompt_b = {77, 3, 41};
@@ -50,6 +52,7 @@ std::vector<float> Record(const Model& model, const std::string& path, sim::Trac
   h.probs = trace::Precision::kF32;
   h.hidden = trace::Precision::kF32;
   h.router_weights = true;
+  h.pooled = true;
   trace::TraceWriter writer(path, h);
   trace::TraceRecorder recorder(writer, model);
   t.set_observer(&recorder);
@@ -57,6 +60,15 @@ std::vector<float> Record(const Model& model, const std::string& path, sim::Trac
   std::vector<float> logits = RunPasses(t, model.config);
   writer.Finish();
   return logits;
+}
+
+std::vector<std::vector<float>> Pooled(const std::string& path) {
+  trace::TraceReader reader(path);
+  std::vector<std::vector<float>> pooled;
+  trace::TraceEvent e;
+  while (reader.Next(&e))
+    if (e.kind == trace::TraceEvent::kIteration) pooled.push_back(e.iteration.pooled);
+  return pooled;
 }
 
 std::vector<trace::TraceGate> Gates(const std::string& path) {
@@ -92,6 +104,9 @@ TEST(RoutingReplay, AnotherModelFollowsTheRecordedRoutes) {
     own_differs |= own[i].ids != want[i].ids;
   }
   EXPECT_TRUE(own_differs);  // Without replay model b routes its own way.
+  // Policies see the trace's pooled embeddings too (fmoe's semantic matching).
+  EXPECT_EQ(Pooled(dir / "b_replayed.trace"), Pooled(dir / "a.trace"));
+  EXPECT_NE(Pooled(dir / "b.trace"), Pooled(dir / "a.trace"));
 
   const nlohmann::json j = replay.ToJson();
   EXPECT_EQ(j["outputs_meaningful"], false);

@@ -5,7 +5,9 @@
 // the near-uniform routing of random weights. The model's outputs are meaningless then.
 #pragma once
 
+#include <cstdint>
 #include <span>
+#include <vector>
 
 #include "engine/router.h"
 
@@ -19,6 +21,13 @@ class RoutingSource {
   // decode step (its request's only token in the pass). May set routing->gate_input: the
   // gate input policies then see in place of the layer's.
   virtual void Override(int layer, std::span<const char> decode, Routing* routing) = 0;
+  // May replace the pass's pooled input embeddings (one row per request, `token_counts`
+  // tokens each) that iteration_begin carries, with rows of width *d. Returns false to
+  // keep the model's own.
+  virtual bool OverridePooled(std::span<const int64_t> token_counts, std::vector<float>* pooled,
+                              int64_t* d) {
+    return false;
+  }
 };
 
 }  // namespace moex

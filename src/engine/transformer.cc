@@ -16,7 +16,9 @@ void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-const float* BiasOrNull(const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
+const float* BiasOrNull(const std::vector<float>& b) {
+  return b.empty() ? nullptr : b.data();
+}
 
 }  // namespace
 
@@ -51,8 +53,8 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   positions_.resize(T);
   int64_t row = 0;
   for (const BatchItem& item : items) {
-    const int64_t rope_length = std::max(
-        item.cache->length() + static_cast<int64_t>(item.tokens.size()), item.rope_length);
+    const int64_t rope_length =
+        std::max(item.cache->length() + static_cast<int64_t>(item.tokens.size()), item.rope_length);
     for (size_t i = 0; i < item.tokens.size(); ++i, ++row) {
       const int32_t id = item.tokens[i];
       Check(id >= 0 && id < c.vocab_size, "token id ", id, " is outside the vocabulary (0..",
@@ -94,11 +96,11 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   }
   for (size_t i = 0; i < rows.size(); ++i)
     std::memcpy(&normed_[i * d], &hidden_[static_cast<size_t>(rows[i]) * d], sizeof(float) * d);
-  Norm(normed_.data(), model_.final_norm, model_.final_norm_bias,
-       static_cast<int64_t>(rows.size()), normed_.data());
+  Norm(normed_.data(), model_.final_norm, model_.final_norm_bias, static_cast<int64_t>(rows.size()),
+       normed_.data());
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.vocab_size));
-  kernels::Linear(*model_.lm_head, normed_.data(), static_cast<int64_t>(rows.size()),
-                  logits.data(), BiasOrNull(model_.lm_head_bias));
+  kernels::Linear(*model_.lm_head, normed_.data(), static_cast<int64_t>(rows.size()), logits.data(),
+                  BiasOrNull(model_.lm_head_bias));
   return logits;
 }
 
@@ -157,8 +159,11 @@ void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t t
   e.token_counts = iteration_token_counts_.data();
   e.tokens = iteration_tokens_.data();
   e.n_tokens = total;
+  int64_t pooled_d = d;
+  if (routing_source_ != nullptr)
+    routing_source_->OverridePooled(iteration_token_counts_, &pooled_, &pooled_d);
   e.pooled = pooled_.data();
-  e.d = d;
+  e.d = pooled_d;
   if (observer_ != nullptr) observer_->OnIterationBegin(e);
   executor_.IterationBegin(e);
 }

@@ -35,6 +35,10 @@ class TraceRouting : public RoutingSource {
   TraceRouting(const std::string& trace_path, const ModelConfig& config);
 
   void Override(int layer, std::span<const char> decode, Routing* routing) override;
+  // The trace's pooled embeddings (recorded with --pooled), one per request and pass, taken
+  // in order from a stream of prompt passes and one of decode passes as the gates are.
+  bool OverridePooled(std::span<const int64_t> token_counts, std::vector<float>* pooled,
+                      int64_t* d) override;
 
   // Gives the policies the trace's gate width and router weights (when it carries gate
   // inputs; else predicting policies have no router to run and say so).
@@ -62,6 +66,8 @@ class TraceRouting : public RoutingSource {
   int64_t hidden_d_ = 0;
   bool has_hidden_ = false, has_probs_ = false, has_router_ = false;
   std::vector<std::array<Stream, 2>> streams_;  // [layer][kind]; dense layers stay empty.
+  bool has_pooled_ = false;
+  std::array<Stream, 2> pooled_;  // [kind]: `hidden` holds the rows (one per request and pass).
   std::array<int64_t, 2> replayed_{}, wraps_{};
   std::vector<float> gate_input_;  // The pass's gate inputs for the policies.
 };

@@ -10,7 +10,8 @@
 // of its kind at every layer, so the layers of one token stay the trace's layers of one
 // token; a stream that runs out starts over (counted as a wrap). Policies see the trace's
 // gate inputs and router weights when the trace carries them (recorded with --hidden f32),
-// so next-gate speculation predicts the routing the engine really follows.
+// so next-gate speculation predicts the routing the engine really follows, and its pooled
+// embeddings (recorded with --pooled) for semantic matching.
 #pragma once
 
 #include <array>

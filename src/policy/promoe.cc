@@ -6,8 +6,8 @@
 // inference alike (§5.4).
 //
 // What moex's platform already does for it: the fetch queue has ProMoE's two levels (demand
-// before every prefetch, §5.1) and transfers in chunks (neuron ranges; `--chunk-neurons`
-// F/3 gives the paper's three chunks per expert), so a demand waits at most one chunk; and
+// before every prefetch, §5.1) and transfers in chunks (neuron ranges; the simulator's
+// `--chunk-neurons F/3` gives the paper's three per expert), so a demand waits one chunk; and
 // the executor computes whatever has landed first, chunk by chunk, which subsumes reordered
 // inference (§5.3: cached, then in flight, then not started). docs/policies/promoe.md.
 #include <algorithm>

@@ -18,13 +18,10 @@ namespace moex {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Moex;
 using testing::MoexBinary;
 using testing::ReadFile;
 using testing::RunCommand;
-
-std::string Moex(const std::string& args) {
-  return MoexBinary() + " " + args;
-}
 
 // A tiny random OLMoE written by the command, with its default byte-level tokenizer.
 std::string RandomModelWithTokenizer(const testing::TempDir& dir) {

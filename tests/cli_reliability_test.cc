@@ -19,13 +19,9 @@ namespace moex {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::MoexBinary;
+using testing::Moex;
 using testing::ReadFile;
 using testing::RunCommand;
-
-std::string Moex(const std::string& args) {
-  return MoexBinary() + " " + args;
-}
 
 // Runs with writes beyond `bytes` failing like a full disk (EFBIG; SIGXFSZ ignored).
 std::string WithFileSizeLimit(int64_t bytes, const std::string& command) {
@@ -101,37 +97,6 @@ TEST(CliReliability, SharedExpertsInTheCheckpointNeedASize) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("has shared experts"), std::string::npos) << r.err;
 }
-
-struct BadInput {
-  std::string name;
-  std::string args;
-  std::string expected_message;
-};
-
-class CliReliabilityError : public ::testing::TestWithParam<BadInput> {};
-
-TEST_P(CliReliabilityError, FailsWithTheRightMessage) {
-  const BadInput& b = GetParam();
-  std::string args = b.args;
-  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
-  for (size_t pos; (pos = args.find("{model}")) != std::string::npos;) args.replace(pos, 7, model);
-  const auto r = RunCommand(Moex(args));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find(b.expected_message), std::string::npos) << "stderr: " << r.err;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    BadInputs, CliReliabilityError,
-    ::testing::Values(
-        BadInput{"HugeBudget",
-                 "generate --model {model} --prompt-ids 1 --host-budget 99999999999999999999",
-                 "too large"},
-        BadInput{"NanBudget", "generate --model {model} --prompt-ids 1 --host-budget nan%",
-                 "not a finite number"},
-        BadInput{"InfBudget", "generate --model {model} --prompt-ids 1 --host-budget inf",
-                 "not a finite number"},
-        BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"}),
-    [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
 TEST(CliReliability, BadThreadCountInTheEnvironmentIsNamed) {
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);

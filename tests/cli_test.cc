@@ -13,23 +13,22 @@
 namespace moex {
 namespace {
 
+using testing::Moex;
 using testing::MoexBinary;
 using testing::RunCommand;
 
-std::string Moex(const std::string& args) { return MoexBinary() + " " + args; }
-
 TEST(CliTest, GenerateJsonReportsTheContract) {
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
-  const auto r = RunCommand(Moex("generate --model " + model +
-                                 " --prompt-ids 1,2,3 --max-tokens 5 --ignore-eos --json"));
+  const auto r = RunCommand(
+      Moex("generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 5 --ignore-eos --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"].size(), 5u);
   EXPECT_EQ(j["prompt_tokens"], 3);
   for (const char* key : {"prefill_ms", "ttft_ms", "tpot_ms", "decode_tokens_per_s"})
     EXPECT_TRUE(j["timings"].contains(key)) << key;
-  for (const char* key : {"hits", "misses", "hit_rate", "bytes_read", "stall_ms",
-                          "prefetch_issued", "prefetch_used"})
+  for (const char* key :
+       {"hits", "misses", "hit_rate", "bytes_read", "stall_ms", "prefetch_issued", "prefetch_used"})
     EXPECT_TRUE(j["offload"].contains(key)) << key;
   for (const char* key : {"peak_rss_bytes", "host_cache_bytes", "device_cache_bytes"})
     EXPECT_TRUE(j["memory"].contains(key)) << key;
@@ -43,7 +42,8 @@ TEST(CliTest, DecodeOrderEnvironmentGivesSameTokensAndWarnsOnBadValue) {
       " generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 6 --ignore-eos --json";
   std::vector<nlohmann::json> tokens;
   for (const char* order : {"interleaved", "sequential", "bogus"}) {
-    const auto r = RunCommand(std::string("MOEX_DECODE_ORDER=") + order + " " + MoexBinary() + args);
+    const auto r =
+        RunCommand(std::string("MOEX_DECODE_ORDER=") + order + " " + MoexBinary() + args);
     ASSERT_EQ(r.exit_code, 0) << order << ": " << r.err;
     tokens.push_back(nlohmann::json::parse(r.out)["tokens"]);
     const bool warned = r.err.find("ignoring MOEX_DECODE_ORDER=bogus") != std::string::npos;
@@ -56,8 +56,8 @@ TEST(CliTest, DecodeOrderEnvironmentGivesSameTokensAndWarnsOnBadValue) {
 TEST(CliTest, OffloadedGenerationEqualsResidentAndReportsMisses) {
   testing::TempDir dir;
   const std::string model = testing::TinyModelPath(Arch::kDeepseekMoe);
-  const std::string common = "generate --model " + model +
-                             " --prompt-ids 9,8,7,6 --max-tokens 6 --ignore-eos --json";
+  const std::string common =
+      "generate --model " + model + " --prompt-ids 9,8,7,6 --max-tokens 6 --ignore-eos --json";
   const auto resident = RunCommand(Moex(common));
   ASSERT_EQ(resident.exit_code, 0) << resident.err;
   for (const char* policy : {"lru", "nextgate"}) {
@@ -75,8 +75,8 @@ TEST(CliTest, OffloadedGenerationEqualsResidentAndReportsMisses) {
 TEST(CliTest, LogitsWritesTokensTimesVocabFloats) {
   testing::TempDir dir;
   const std::string model = testing::TinyModelPath(Arch::kMixtral);
-  const auto r = RunCommand(Moex("logits --model " + model + " --prompt-ids 4,5,6,7 --out " +
-                                 (dir / "logits.bin")));
+  const auto r = RunCommand(
+      Moex("logits --model " + model + " --prompt-ids 4,5,6,7 --out " + (dir / "logits.bin")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::filesystem::file_size(dir / "logits.bin"), 4u * 512u * sizeof(float));
 }
@@ -84,15 +84,15 @@ TEST(CliTest, LogitsWritesTokensTimesVocabFloats) {
 TEST(CliTest, RandomPhiMoeWithAShortOriginalContextGeneratesPastIt) {
   // --rope-original moves LongRoPE's switch; generation crosses it, offloaded as resident.
   testing::TempDir dir;
-  const auto w = RunCommand(Moex("random-model --arch phimoe --size tiny --rope-original 8 --out " +
-                                 (dir / "phi")));
+  const auto w = RunCommand(
+      Moex("random-model --arch phimoe --size tiny --rope-original 8 --out " + (dir / "phi")));
   ASSERT_EQ(w.exit_code, 0) << w.err;
   const auto config = nlohmann::json::parse(std::ifstream(dir / "phi/config.json"));
   EXPECT_EQ(config["model_type"], "phimoe");
   EXPECT_EQ(config["rope_scaling"]["original_max_position_embeddings"], 8);
   EXPECT_EQ(config["rope_scaling"]["short_factor"].size(), 8u);  // head_dim 16 / 2.
-  const std::string common =
-      "generate --model " + (dir / "phi") + " --prompt-ids 1,2,3,4,5 --max-tokens 8 --ignore-eos --json";
+  const std::string common = "generate --model " + (dir / "phi") +
+                             " --prompt-ids 1,2,3,4,5 --max-tokens 8 --ignore-eos --json";
   const auto resident = RunCommand(Moex(common));
   ASSERT_EQ(resident.exit_code, 0) << resident.err;
   const auto offloaded = RunCommand(Moex(common + " --host-budget 25% --policy nextgate"));
@@ -104,7 +104,8 @@ TEST(CliTest, RandomPhiMoeWithAShortOriginalContextGeneratesPastIt) {
 
 TEST(CliTest, BenchJsonReportsThroughput) {
   const std::string model = testing::TinyModelPath(Arch::kQwen2Moe);
-  const auto r = RunCommand(Moex("bench --model " + model + " --prompt-tokens 8 --gen-tokens 4 --json"));
+  const auto r =
+      RunCommand(Moex("bench --model " + model + " --prompt-tokens 8 --gen-tokens 4 --json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
@@ -133,19 +134,37 @@ TEST_P(CliErrorTest, FailsWithAClearMessage) {
 INSTANTIATE_TEST_SUITE_P(
     BadInputs, CliErrorTest,
     ::testing::Values(
-        BadInput{"MissingModel", "generate --model /nonexistent/m --prompt-ids 1", "does not exist"},
-        BadInput{"TokenOutsideVocab", "generate --model {model} --prompt-ids 1,99999", "outside the vocabulary"},
+        BadInput{"MissingModel", "generate --model /nonexistent/m --prompt-ids 1",
+                 "does not exist"},
+        BadInput{"TokenOutsideVocab", "generate --model {model} --prompt-ids 1,99999",
+                 "outside the vocabulary"},
         BadInput{"BadIdList", "generate --model {model} --prompt-ids 1,x", "not an integer"},
-        BadInput{"NegativeTemperature", "generate --model {model} --prompt-ids 1 --temperature -1", "temperature"},
-        BadInput{"BothPrompts", "generate --model {model} --prompt hi --prompt-ids 1", "exactly one"},
+        BadInput{"NegativeTemperature", "generate --model {model} --prompt-ids 1 --temperature -1",
+                 "temperature"},
+        BadInput{"BothPrompts", "generate --model {model} --prompt hi --prompt-ids 1",
+                 "exactly one"},
         BadInput{"TextWithoutTokenizer", "generate --model {model} --prompt hello", "no tokenizer"},
-        BadInput{"UnknownArch", "random-model --arch gpt2 --out /tmp/x", "unsupported architecture"},
-        BadInput{"UnknownSize", "random-model --arch olmoe --size huge --out /tmp/x", "unknown model size"},
-        BadInput{"UnknownDtype", "random-model --arch olmoe --dtype int4 --out /tmp/x", "unknown dtype"},
-        BadInput{"RopeOriginalWithoutLongRope", "random-model --arch olmoe --rope-original 8 --out /tmp/x",
+        BadInput{"UnknownArch", "random-model --arch gpt2 --out /tmp/x",
+                 "unsupported architecture"},
+        BadInput{"UnknownSize", "random-model --arch olmoe --size huge --out /tmp/x",
+                 "unknown model size"},
+        BadInput{"UnknownDtype", "random-model --arch olmoe --dtype int4 --out /tmp/x",
+                 "unknown dtype"},
+        BadInput{"RopeOriginalWithoutLongRope",
+                 "random-model --arch olmoe --rope-original 8 --out /tmp/x",
                  "--rope-original applies to LongRoPE models (phimoe)"},
-        BadInput{"LogitsUnwritable", "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot create"},
-        BadInput{"MissingSubcommand", "", "subcommand"}),
+        BadInput{"LogitsUnwritable",
+                 "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot create"},
+        BadInput{"MissingSubcommand", "", "subcommand"},
+        // Reported by the new-user test (issue 20).
+        BadInput{"HugeBudget",
+                 "generate --model {model} --prompt-ids 1 --host-budget 99999999999999999999",
+                 "too large"},
+        BadInput{"NanBudget", "generate --model {model} --prompt-ids 1 --host-budget nan%",
+                 "not a finite number"},
+        BadInput{"InfBudget", "generate --model {model} --prompt-ids 1 --host-budget inf",
+                 "not a finite number"},
+        BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
 TEST(CliTest, CorruptConfigIsAClearError) {

@@ -8,19 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/shared_data.h"
 #include "support/run_command.h"
+#include "support/shared_data.h"
 #include "support/temp_dir.h"
 
 namespace moex {
 namespace {
 
-using testing::MoexBinary;
+using testing::Moex;
 using testing::RunCommand;
 
-std::string Moex(const std::string& args) {
-  return MoexBinary() + " " + args;
-}
 const std::string kDemo = (testing::SourceDir() / "models/olmoe-demo").string();
 
 std::string WritePrompts(const testing::TempDir& dir) {

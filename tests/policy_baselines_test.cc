@@ -9,6 +9,7 @@
 #include "policy/policy.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
+#include "support/policy_events.h"
 #include "tiers/cache_plan.h"
 #include "tiers/offload_controller.h"
 #include "tiers/offload_metrics.h"
@@ -17,38 +18,15 @@
 namespace moex::policy {
 namespace {
 
-ModelConfig Config() {
-  ModelConfig c;
-  c.arch = Arch::kOlmoe;
-  c.hidden_size = 8;
-  c.num_layers = 3;
-  c.num_experts = 6;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 16;
-  return c;
-}
-
-// Facts for Config() with room for 4 whole experts; router weights from `weights` if given.
+// Facts for testing::SmallPolicyConfig(3) with room for 4 whole experts; router weights from
+// `weights` if given.
 PolicyFacts Facts(const WeightSource* weights = nullptr, uint64_t seed = 0) {
   static PolicyWorker worker(PolicyWorker::Mode::kSync);
-  const ModelConfig c = Config();
+  const ModelConfig c = testing::SmallPolicyConfig(3);
   tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 4};
   PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, weights, seed);
   f.worker = &worker;
   return f;
-}
-
-GateEvent Gate(int layer, const std::vector<int32_t>& ids,
-               const std::vector<float>* hidden = nullptr) {
-  GateEvent e;
-  e.layer = layer;
-  e.n_tokens = static_cast<int64_t>(ids.size()) / 2;
-  e.top_k = 2;
-  e.num_experts = 6;
-  e.ids = ids.data();
-  e.hidden = hidden ? hidden->data() : nullptr;
-  e.d = 8;
-  return e;
 }
 
 TEST(PolicyTest, NamesAreValidated) {
@@ -64,8 +42,8 @@ TEST(PolicyTest, LruScoresByLastUse) {
   auto p = MakePolicy("lru", Facts());
   Decisions d;
   std::vector<int32_t> a{0, 1}, b{2, 0};
-  p->OnGate(Gate(0, a), &d);
-  p->OnGate(Gate(0, b), &d);
+  p->OnGate(testing::TopTwoGate(0, a), &d);
+  p->OnGate(testing::TopTwoGate(0, b), &d);
   EXPECT_LT(p->EvictScore({0, 1}), p->EvictScore({0, 2}));
   EXPECT_LT(p->EvictScore({0, 5}), p->EvictScore({0, 1}));  // Never used: first to go.
   EXPECT_TRUE(d.prefetch.empty());
@@ -75,9 +53,9 @@ TEST(PolicyTest, LfuScoresByCountThenRecency) {
   auto p = MakePolicy("lfu", Facts());
   Decisions d;
   std::vector<int32_t> a{0, 1}, b{0, 2}, c{3, 1};
-  p->OnGate(Gate(0, a), &d);
-  p->OnGate(Gate(0, b), &d);
-  p->OnGate(Gate(0, c), &d);
+  p->OnGate(testing::TopTwoGate(0, a), &d);
+  p->OnGate(testing::TopTwoGate(0, b), &d);
+  p->OnGate(testing::TopTwoGate(0, c), &d);
   EXPECT_GT(p->EvictScore({0, 0}), p->EvictScore({0, 3}));  // 2 uses > 1 use.
   EXPECT_GT(p->EvictScore({0, 1}), p->EvictScore({0, 0}));  // Same count, more recent.
   EXPECT_LT(p->EvictScore({0, 2}), p->EvictScore({0, 3}));
@@ -90,7 +68,7 @@ TEST(PolicyTest, RandomIsReproducibleFromTheSeed) {
 }
 
 TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
-  const ModelConfig c = Config();
+  const ModelConfig c = testing::SmallPolicyConfig(3);
   RandomWeightSource src(c, DType::kF32, 3);
   auto p = MakePolicy("nextgate", Facts(&src));
   std::vector<float> h(8);
@@ -110,7 +88,7 @@ TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
   std::sort(s.begin(), s.end());
   Decisions d;
   std::vector<int32_t> ids{0, 1};
-  p->OnGate(Gate(0, ids, &h), &d);
+  p->OnGate(testing::TopTwoGate(0, ids, &h), &d);
   ASSERT_EQ(d.prefetch.size(), 2u);
   EXPECT_EQ(d.prefetch[0].expert, (ExpertKey{1, s[0].second}));
   EXPECT_EQ(d.prefetch[1].expert, (ExpertKey{1, s[1].second}));
@@ -118,7 +96,7 @@ TEST(PolicyTest, NextGatePredictsWithTheNextRouterAndCancelsMisses) {
   d.Clear();
   // Layer 1 routes to the first prediction only: the second is cancelled.
   std::vector<int32_t> real{s[0].second, s[5].second};
-  p->OnGate(Gate(1, real, &h), &d);
+  p->OnGate(testing::TopTwoGate(1, real, &h), &d);
   ASSERT_EQ(d.cancel.size(), 1u);
   EXPECT_EQ(d.cancel[0], (ExpertKey{1, s[1].second}));
 }
@@ -145,7 +123,7 @@ class WorkerPrefetcher : public Policy {
 // A prefetch asked for by a worker job is a use for the evictor, like one asked for inside
 // the event: LRU keeps the just-prefetched 0:5 and evicts the older 0:0 and 0:1.
 TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
-  const ModelConfig c = Config();
+  const ModelConfig c = testing::SmallPolicyConfig(3);
   const tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 3};
   auto worker = std::make_unique<PolicyWorker>(PolicyWorker::Mode::kSync);
   // A job before the controller exists (as --learn-from's) is not the run's policy time.
@@ -161,14 +139,14 @@ TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
   IterationBeginEvent begin;
   controller.IterationBegin(begin, &cmds);
   const std::vector<int32_t> first{0, 1};
-  controller.Gate(Gate(0, first), &cmds);
+  controller.Gate(testing::TopTwoGate(0, first), &cmds);
   ASSERT_TRUE(controller.cache().Present({0, 5}));
   controller.ExpertDone({0, 0}, &cmds);
   controller.ExpertDone({0, 1}, &cmds);
   controller.IterationEnd(&cmds);
   controller.IterationBegin(begin, &cmds);
   const std::vector<int32_t> second{2, 3};
-  controller.Gate(Gate(0, second), &cmds);
+  controller.Gate(testing::TopTwoGate(0, second), &cmds);
   EXPECT_TRUE(controller.cache().Present({0, 5}));
   EXPECT_FALSE(controller.cache().Present({0, 0}));
   EXPECT_FALSE(controller.cache().Present({0, 1}));
@@ -220,19 +198,19 @@ TEST(PolicyTest, OracleIssuesMinsFetchesOnceTheirVictimIsDead) {
   p->OnIterationBegin({}, &d);
   EXPECT_EQ(fetched(), (Fetches{{{0, 0}, -0.0}, {{0, 1}, -0.0}, {{1, 0}, -1}, {{1, 1}, -1}}));
   std::vector<int32_t> ids{0, 1};
-  p->OnGate(Gate(0, ids), &d);
+  p->OnGate(testing::TopTwoGate(0, ids), &d);
   EXPECT_TRUE(fetched().empty());  // B is still being computed.
   p->OnExpertDone({0, 0}, &d);
   EXPECT_TRUE(fetched().empty());
   p->OnExpertDone({0, 1}, &d);
   EXPECT_EQ(fetched(), (Fetches{{{2, 0}, -2}}));
-  p->OnGate(Gate(1, ids), &d);
+  p->OnGate(testing::TopTwoGate(1, ids), &d);
   EXPECT_TRUE(fetched().empty());
   p->OnExpertDone({1, 0}, &d);
   EXPECT_EQ(fetched(), (Fetches{{{2, 1}, -2}}));
   p->OnExpertDone({1, 1}, &d);
   EXPECT_EQ(fetched(), (Fetches{{{0, 2}, -3}}));
-  p->OnGate(Gate(2, ids), &d);
+  p->OnGate(testing::TopTwoGate(2, ids), &d);
   p->OnExpertDone({2, 0}, &d);
   p->OnExpertDone({2, 1}, &d);
   EXPECT_TRUE(fetched().empty());  // Nothing more to fetch: A is still cached for gate 3.
@@ -249,7 +227,7 @@ TEST(PolicyTest, OracleLookaheadBoundsFetchesOnTheirWay) {
   ASSERT_EQ(d.prefetch.size(), 3u);  // The fourth waits until gate 0 is in compute.
   d.Clear();
   std::vector<int32_t> ids{0, 1};
-  p->OnGate(Gate(0, ids), &d);
+  p->OnGate(testing::TopTwoGate(0, ids), &d);
   ASSERT_EQ(d.prefetch.size(), 1u);
   EXPECT_EQ(d.prefetch[0].expert, (ExpertKey{1, 1}));
 }

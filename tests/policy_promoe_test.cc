@@ -14,6 +14,7 @@
 #include "policy/policy_worker.h"
 #include "policy/promoe_predictor.h"
 #include "policy/registry.h"
+#include "support/policy_events.h"
 #include "tiers/cache_plan.h"
 
 namespace moex::policy {
@@ -114,35 +115,12 @@ TEST(ProMoEPredictor, TrainingIsDeterministicAndStateRoundTrips) {
 // ---------------------------------------------------------------------------------------
 // The policy on a 4-layer model with 6 experts, top-2, d = 8.
 
-ModelConfig Config() {
-  ModelConfig c;
-  c.arch = Arch::kOlmoe;
-  c.hidden_size = 8;
-  c.num_layers = 4;
-  c.num_experts = 6;
-  c.num_experts_per_tok = 2;
-  c.moe_intermediate_size = 16;
-  return c;
-}
-
 PolicyFacts Facts(PolicyWorker* worker) {
-  const ModelConfig c = Config();
+  const ModelConfig c = testing::SmallPolicyConfig(4);
   tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 8};
   PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, nullptr, 0);
   f.worker = worker;
   return f;
-}
-
-GateEvent Gate(int layer, const std::vector<int32_t>& ids, const std::vector<float>* hidden) {
-  GateEvent e;
-  e.layer = layer;
-  e.n_tokens = static_cast<int64_t>(ids.size()) / 2;
-  e.top_k = 2;
-  e.num_experts = 6;
-  e.ids = ids.data();
-  e.hidden = hidden ? hidden->data() : nullptr;
-  e.d = hidden ? 8 : 0;
-  return e;
 }
 
 IterationBeginEvent Begin(const std::vector<int32_t>& tokens) {
@@ -171,7 +149,7 @@ void LearnRule(Policy& p, int passes) {
         const std::vector<float>& src = h[static_cast<size_t>(l - 2)];
         ids = src[0] > 0 ? std::vector<int32_t>{4, 5} : std::vector<int32_t>{2, 3};
       }
-      p.OnGate(Gate(l, ids, &h[static_cast<size_t>(l)]), &d);
+      p.OnGate(testing::TopTwoGate(l, ids, &h[static_cast<size_t>(l)]), &d);
     }
     p.OnIterationEnd(&d);
   }
@@ -195,7 +173,7 @@ TEST(ProMoEPolicy, StrideTargetIsTwoLayersAheadAndEarlyPreemptionClearsThatLayer
   minus[0] = -2.0f;
   d.Clear();
   const std::vector<int32_t> routed0{0, 1};
-  p->OnGate(Gate(0, routed0, &plus), &d);  // Predicts layer 2 from layer 0's input.
+  p->OnGate(testing::TopTwoGate(0, routed0, &plus), &d);  // Predicts layer 2 from layer 0's input.
   worker.Poll(&d);
   ASSERT_EQ(d.prefetch.size(), 2u);
   std::vector<int32_t> got{d.prefetch[0].expert.expert, d.prefetch[1].expert.expert};
@@ -204,14 +182,14 @@ TEST(ProMoEPolicy, StrideTargetIsTwoLayersAheadAndEarlyPreemptionClearsThatLayer
   EXPECT_EQ(got, (std::vector<int32_t>{4, 5}));
   EXPECT_GT(d.prefetch[0].priority, d.prefetch[1].priority);  // One FIFO of tasks.
   d.Clear();
-  p->OnGate(Gate(1, routed0, &minus), &d);  // Predicts layer 3: {2, 3}.
+  p->OnGate(testing::TopTwoGate(1, routed0, &minus), &d);  // Predicts layer 3: {2, 3}.
   worker.Poll(&d);
   ASSERT_EQ(d.prefetch.size(), 2u);
   EXPECT_EQ(d.prefetch[0].expert.layer, 3);
   d.Clear();
   // Layer 2 routes to 4 and 0: its leftover speculative 5 is dropped, layer 3's stay.
   const std::vector<int32_t> routed2{4, 0};
-  p->OnGate(Gate(2, routed2, &plus), &d);
+  p->OnGate(testing::TopTwoGate(2, routed2, &plus), &d);
   EXPECT_EQ(d.cancel, (std::vector<ExpertKey>{{2, 5}}));
 }
 
@@ -223,7 +201,7 @@ TEST(ProMoEPolicy, GlobalPreemptionClearsEveryLayersSpeculation) {
   Decisions d;
   const std::vector<int32_t> token{7};
   p->OnIterationBegin(Begin(token), &d);
-  for (int l = 0; l < 4; ++l) p->OnGate(Gate(l, {4, 5}, nullptr), &d);
+  for (int l = 0; l < 4; ++l) p->OnGate(testing::TopTwoGate(l, {4, 5}, nullptr), &d);
   p->OnIterationEnd(&d);
   p->OnLearnEnd();
   d.Clear();
@@ -234,7 +212,7 @@ TEST(ProMoEPolicy, GlobalPreemptionClearsEveryLayersSpeculation) {
   EXPECT_EQ(d.prefetch[7].expert, (ExpertKey{3, 5}));
   d.Clear();
   // Layer 0 routes {4, 1}: 0:5 and every later layer's predictions are dropped.
-  p->OnGate(Gate(0, {4, 1}, nullptr), &d);
+  p->OnGate(testing::TopTwoGate(0, {4, 1}, nullptr), &d);
   std::vector<ExpertKey> cancelled = d.cancel;
   std::sort(cancelled.begin(), cancelled.end());
   EXPECT_EQ(cancelled,

@@ -25,7 +25,7 @@ namespace moex {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::MoexBinary;
+using testing::Moex;
 using testing::ReadFile;
 using testing::RunCommand;
 
@@ -91,10 +91,6 @@ TEST(StoreTarget, SecondLockWaitsForTheFirst) {
   }
   second.join();
   EXPECT_TRUE(second_held.load());
-}
-
-std::string Moex(const std::string& args) {
-  return MoexBinary() + " " + args;
 }
 
 std::string CopyOfTinyModel(const testing::TempDir& dir) {

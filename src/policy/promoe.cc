@@ -332,9 +332,15 @@ class ProMoEPolicy : public Policy {
         mass[static_cast<size_t>(j)] += std::exp(static_cast<double>(row[j] - top)) / sum;
       for (int32_t id : TopKIndices(row, E, k)) picked[static_cast<size_t>(id)] = 1;
     }
+    return ByMass(picked, mass);
+  }
+
+  // The picked experts, most total mass first (ties: lower id), at most max_prefetch.
+  std::vector<int32_t> ByMass(const std::vector<char>& picked,
+                              const std::vector<double>& mass) const {
     std::vector<int32_t> picks;
-    for (int j = 0; j < E; ++j)
-      if (picked[static_cast<size_t>(j)]) picks.push_back(j);
+    for (size_t j = 0; j < picked.size(); ++j)
+      if (picked[j]) picks.push_back(static_cast<int32_t>(j));
     std::stable_sort(picks.begin(), picks.end(), [&](int32_t a, int32_t b) {
       return mass[static_cast<size_t>(a)] > mass[static_cast<size_t>(b)];
     });
@@ -365,13 +371,7 @@ class ProMoEPolicy : public Policy {
       for (int32_t id : TopKIndices(row.data(), E, k))
         if (row[static_cast<size_t>(id)] > 0) picked[static_cast<size_t>(id)] = 1;
     }
-    std::vector<int32_t> picks;
-    for (int j = 0; j < E; ++j)
-      if (picked[static_cast<size_t>(j)]) picks.push_back(j);
-    std::stable_sort(picks.begin(), picks.end(), [&](int32_t a, int32_t b) {
-      return mass[static_cast<size_t>(a)] > mass[static_cast<size_t>(b)];
-    });
-    return Capped(std::move(picks));
+    return ByMass(picked, mass);
   }
 
   size_t MoeIndex(int layer) const {

@@ -30,6 +30,12 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-std::string MoexBinary() { return MOEX_BINARY; }
+std::string MoexBinary() {
+  return MOEX_BINARY;
+}
+
+std::string Moex(const std::string& args) {
+  return MoexBinary() + " " + args;
+}
 
 }  // namespace moex::testing

@@ -15,5 +15,7 @@ CommandResult RunCommand(const std::string& command);
 
 // The moex binary under test.
 std::string MoexBinary();
+// A command line running it with `args`.
+std::string Moex(const std::string& args);
 
 }  // namespace moex::testing

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "tiers/fetch_engine.h"
 
 namespace moex::sim {
 
@@ -10,8 +11,7 @@ LinkModel::LinkModel(double gb_per_s, double latency_us, int in_flight)
     : ms_per_byte_(1e3 / (gb_per_s * 1e9)),
       latency_ms_(latency_us / 1e3),
       max_in_flight_(in_flight),
-      // As HostTier: a quarter of the reads in flight is kept for demand.
-      max_prefetch_in_flight_(std::max(1, in_flight * 3 / 4)) {
+      max_prefetch_in_flight_(tiers::MaxPrefetchInFlight(in_flight)) {
   Check(gb_per_s > 0, "link bandwidth must be positive");
   Check(in_flight >= 1, "link transfers in flight must be at least 1, not ", in_flight);
 }

@@ -5,6 +5,8 @@
 // TransferLink (storage -> host now, host -> device later).
 #pragma once
 
+#include <algorithm>
+
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -42,6 +44,13 @@ struct FetchStats {
   uint64_t dropped = 0;  // Queued transfers removed by Release.
   double busy_ms = 0;    // Wall time with at least one transfer in flight.
 };
+
+// Of `in_flight` reads, how many may be prefetches: a quarter is kept for demand, so a
+// demand miss never waits behind a full window of speculation (the simulator's link model
+// uses the same split).
+inline int MaxPrefetchInFlight(int in_flight) {
+  return std::max(1, in_flight * 3 / 4);
+}
 
 class FetchEngine {
  public:

@@ -70,8 +70,8 @@ int64_t HostTier::FullFootprint(const ExpertStore& store, int chunk) {
 
 HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierOptions& options)
     : store_(std::move(store)), config_(config), options_(options) {
-  geometry_ = PlanCache(GeometryOf(store_, config.num_layers), options.chunk_neurons,
-                        options.budget_bytes);
+  geometry_ =
+      PlanCache(GeometryOf(store_, config.num_layers), options.chunk_neurons, options.budget_bytes);
   // Enough staging to overlap reads of one streamed expert with compute.
   staging_pages_ =
       std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
@@ -100,7 +100,7 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
   storage_ = link.get();
   fetch_ =
       std::make_unique<FetchEngine>(std::move(link), static_cast<int>(pages), config.num_layers,
-                                    std::max(1, options.queue_depth * 3 / 4),
+                                    MaxPrefetchInFlight(options.queue_depth),
                                     [this](const FetchRequest& r) { return Verify(r); });
   staging_gen_.assign(static_cast<size_t>(staging_pages_), 0);
   controller_->set_landed_probe([this](const ExpertKey& k) { return Landed(k); });

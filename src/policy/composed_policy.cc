@@ -20,7 +20,8 @@ void ComposedPolicy::ForEachPart(Decisions* out, Fn event) {
     const size_t from = out->prefetch.size();
     event(*p.policy);
     if (learning_) continue;
-    for (size_t i = from; i < out->prefetch.size(); ++i) evictor().OnTouch(out->prefetch[i].expert, false);
+    for (size_t i = from; i < out->prefetch.size(); ++i)
+      evictor().OnTouch(out->prefetch[i].expert, false);
   }
 }
 
@@ -47,7 +48,8 @@ void ComposedPolicy::OnGate(const GateEvent& e, Decisions* out) {
     const size_t before = out->prefetch.size();
     parts_[i].policy->OnGate(e, out);
     if (learning_) continue;
-    for (size_t j = before; j < out->prefetch.size(); ++j) ev.OnTouch(out->prefetch[j].expert, false);
+    for (size_t j = before; j < out->prefetch.size(); ++j)
+      ev.OnTouch(out->prefetch[j].expert, false);
   }
 }
 
@@ -65,6 +67,14 @@ void ComposedPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions* out) {
 
 void ComposedPolicy::ComputeOrder(int layer, std::vector<ExpertKey>* experts) {
   for (Part& p : parts_) p.policy->ComputeOrder(layer, experts);
+}
+
+bool ComposedPolicy::RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
+                                   std::vector<int>* group) {
+  for (Part& p : parts_) {
+    if (p.policy->RegroupPasses(candidates, groups, group)) return true;
+  }
+  return false;
 }
 
 void ComposedPolicy::OnLearnBegin() {

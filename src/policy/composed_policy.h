@@ -34,6 +34,9 @@ class ComposedPolicy : public Policy {
   double EvictScore(const ExpertKey& expert) override { return evictor().EvictScore(expert); }
   NeuronRange KeepOnMiss(const ExpertKey& expert) override { return evictor().KeepOnMiss(expert); }
   void ComputeOrder(int layer, std::vector<ExpertKey>* experts) override;
+  // The first part that regroups decides.
+  bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
+                     std::vector<int>* group) override;
 
   void OnLearnBegin() override;
   void OnLearnEnd() override;

@@ -59,6 +59,15 @@ struct RequestEndEvent {
   int64_t request = 0;
 };
 
+// A request ready to run, as the server's scheduler offers it for regrouping: the tokens it
+// would put in the next pass (its next input token when decoding, a prompt chunk when
+// prefilling).
+struct PassCandidate {
+  int64_t request = 0;
+  const int32_t* tokens = nullptr;
+  int64_t n_tokens = 0;
+};
+
 enum class Tier : uint8_t { kHost, kDevice };
 
 // Fetch (part of) an expert into `tier` ahead of need. Higher priority is served first;

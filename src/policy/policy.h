@@ -50,6 +50,16 @@ class Policy {
   // still computes whatever has landed first; this orders fetch issue and ties.
   virtual void ComputeOrder(int layer, std::vector<ExpertKey>* experts) {}
 
+  // Token regrouping (ExpertFlow §3.3): the server offers the requests ready to run and the
+  // number of consecutive passes (`groups`) they may be split into; a policy that predicts
+  // routing may set (*group)[i] in [0, groups) for candidate i so that each pass activates
+  // fewer experts, and return true. Regrouping changes only when a request runs, never what
+  // it computes. Default: false (the scheduler keeps its order).
+  virtual bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
+                             std::vector<int>* group) {
+    return false;
+  }
+
   // Learning from past traces (--learn-from): between these calls the events come from a
   // recorded trace, with no cache behind them, and decisions are discarded.
   virtual void OnLearnBegin() {}

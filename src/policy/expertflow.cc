@@ -29,6 +29,7 @@ ExpertFlowPolicy::ExpertFlowPolicy(const PolicyFacts& f, const Params& p)
       dim_(static_cast<int>(p.Int("dim"))),
       hidden_(static_cast<int>(p.Int("hidden"))),
       topk_(static_cast<int>(p.Int("topk"))),
+      threshold_(p.Real("threshold")),
       regroup_tokens_(static_cast<int>(p.Int("regroup_tokens"))),
       cancel_(p.Bool("cancel")),
       worker_gflops_(p.Real("worker_gflops")) {
@@ -82,6 +83,17 @@ std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const std::vector<RequestC
   std::vector<float> logits(tokens.size() * static_cast<size_t>(L) * static_cast<size_t>(E));
   predictor_.Predict(contexts, tokens, logits.data());
   paths.reserve(tokens.size());
+  if (threshold_ > 0) {  // Every bit the predictor gives at least `threshold`.
+    const float cut = static_cast<float>(std::log(threshold_ / (1 - threshold_)));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      RoutingPath& p = paths.emplace_back(L, E);
+      const float* z = logits.data() + i * static_cast<size_t>(L) * E;
+      for (int l = 0; l < L; ++l)
+        for (int x = 0; x < E; ++x)
+          if (z[static_cast<size_t>(l) * E + x] >= cut) p.Set(l, x);
+    }
+    return paths;
+  }
   for (size_t i = 0; i < tokens.size(); ++i)
     paths.push_back(TopKPath(logits.data() + i * static_cast<size_t>(L) * E, L, E, topk_));
   return paths;
@@ -496,6 +508,14 @@ std::vector<ParamSpec> ExpertFlowParams() {
        1 << 16,
        {},
        "experts per token and layer a path predicts: its highest logits (0: the model's top-k)"},
+      {"threshold",
+       T::kReal,
+       "0",
+       0,
+       0.999,
+       {},
+       "binarise a token's path by probability instead: every expert the predictor gives at "
+       "least this (0: the top-k logits)"},
       {"cancel",
        T::kBool,
        "1",

@@ -88,7 +88,9 @@ class ExpertFlowPolicy : public Policy {
   PolicyFacts facts_;
   Params params_;
   Kind kind_;
-  int dim_, hidden_, topk_, regroup_tokens_;
+  int dim_, hidden_, topk_;
+  double threshold_;
+  int regroup_tokens_;
   bool cancel_;
   double worker_gflops_;
   PathTraining training_;

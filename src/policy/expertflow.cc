@@ -73,11 +73,12 @@ RoutingPath ExpertFlowPolicy::FrequencyPath() const {
 }
 
 std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const std::vector<RequestContext>& contexts,
-                                                      const std::vector<int32_t>& tokens) const {
+                                                      const std::vector<int32_t>& tokens,
+                                                      const RoutingPath* frequent) const {
   const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
   std::vector<RoutingPath> paths;
   if (kind_ == Kind::kFrequency) {
-    paths.assign(tokens.size(), FrequencyPath());
+    paths.assign(tokens.size(), frequent ? *frequent : FrequencyPath());
     return paths;
   }
   std::vector<float> logits(tokens.size() * static_cast<size_t>(L) * static_cast<size_t>(E));
@@ -183,7 +184,7 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
       RoutingPathPredictor::Advance(&s.ctx, tokens[static_cast<size_t>(at)]);
     }
     // A decode token (a request's pass after its prefill, one token): scored for accuracy.
-    if (s.passes > 0 && e.token_counts[r] == 1) {
+    if (s.passes > 0 && e.token_counts[r] == 1 && scored_.size() < kMaxScored) {
       PathSample sample;
       sample.request = e.requests[r];
       sample.step = s.passes - 1;
@@ -213,8 +214,10 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
   const double cost_us = 10.0 + flops * static_cast<double>(tokens.size()) / (worker_gflops_ * 1e3);
   facts_.worker->Submit(
       [this, contexts = std::move(contexts), tokens = std::move(tokens), pass,
-       scored = pass_scored_]() {
-        std::vector<RoutingPath> paths = TokenPaths(contexts, tokens);
+       scored = pass_scored_, frequent = FrequencyPath()]() {
+        // The job reads the predictor (changed only by learning and loading, never while
+        // serving) and a copy of the counts, which the gates keep updating.
+        std::vector<RoutingPath> paths = TokenPaths(contexts, tokens, &frequent);
         return [this, paths = std::move(paths), pass, scored](Decisions* d) {
           // Accuracy samples are filled whenever the prediction lands.
           for (const auto& [row, index] : scored) scored_[index].predicted = paths[row];

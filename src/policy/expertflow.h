@@ -67,8 +67,10 @@ class ExpertFlowPolicy : public Policy {
   bool CanPredict() const;
   // Paths of `tokens`, token i after contexts[i]: [n] top-k paths, and per (layer, expert)
   // how many tokens picked it (the fetch order inside a layer).
+  // `frequent`: the frequency predictor's path, when the caller has a copy.
   std::vector<RoutingPath> TokenPaths(const std::vector<RequestContext>& contexts,
-                                      const std::vector<int32_t>& tokens) const;
+                                      const std::vector<int32_t>& tokens,
+                                      const RoutingPath* frequent = nullptr) const;
   RoutingPath FrequencyPath() const;
   RequestContext FreshContext(const int32_t* prompt, int64_t n) const;
   RequestState& State(int64_t request);
@@ -121,7 +123,9 @@ class ExpertFlowPolicy : public Policy {
   std::vector<uint64_t> last_use_;  // [key] OnTouch clock.
   uint64_t clock_ = 0;
   bool warned_untrained_ = false;
-  // Accuracy: the pass's decode tokens (gate row, index in scored_), and every one so far.
+  // Accuracy: at most kMaxScored decode tokens are kept (a long-running server stops adding).
+  static constexpr size_t kMaxScored = size_t{1} << 17;
+  // The pass's decode tokens (gate row, index in scored_), and every one so far.
   std::vector<std::pair<size_t, size_t>> pass_scored_;
   std::vector<PathSample> scored_;
   std::vector<RoutingPath> last_truth_;  // Per scored sample: the request's previous truth.

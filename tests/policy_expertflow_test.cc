@@ -375,12 +375,19 @@ TEST(RoutingPathPredictor, IncrementalStepsEqualOneBatch) {
   EXPECT_EQ(ctx.prev2, 25);
 }
 
-TEST(RoutingPathPredictor, TopKPathBreaksTiesByLowerId) {
+TEST(RoutingPathPredictor, TopKPathBreaksTiesByLowerIdAndThresholdPathCutsByProbability) {
   const float logits[] = {1, 3, 3, 0, /* layer 1 */ 5, 5, 5, 5};
   const RoutingPath p = TopKPath(logits, 2, 4, 2);
   EXPECT_TRUE(p.Test(0, 1) && p.Test(0, 2) && !p.Test(0, 0));
   EXPECT_TRUE(p.Test(1, 0) && p.Test(1, 1) && !p.Test(1, 2));
   EXPECT_EQ(p.Count(), 4);
+  // σ(z) ≥ 0.5 is z ≥ 0; σ(z) ≥ 0.9 is z ≥ ln 9 ≈ 2.197.
+  const float z[] = {-0.1f, 0.0f, 2.1f, 2.3f};
+  const RoutingPath half = ThresholdPath(z, 1, 4, 0.5), sure = ThresholdPath(z, 1, 4, 0.9);
+  EXPECT_FALSE(half.Test(0, 0));
+  EXPECT_TRUE(half.Test(0, 1) && half.Test(0, 2) && half.Test(0, 3));
+  EXPECT_EQ(sure.Count(), 1);
+  EXPECT_TRUE(sure.Test(0, 3));
 }
 
 TEST(RoutingPathPredictor, RefusesCorruptState) {

@@ -74,7 +74,8 @@ RoutingPath ExpertFlowPolicy::FrequencyPath() const {
 
 std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const std::vector<RequestContext>& contexts,
                                                       const std::vector<int32_t>& tokens,
-                                                      const RoutingPath* frequent) const {
+                                                      const RoutingPath* frequent,
+                                                      std::vector<float>* logits_out) const {
   const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
   std::vector<RoutingPath> paths;
   if (kind_ == Kind::kFrequency) {
@@ -84,19 +85,11 @@ std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const std::vector<RequestC
   std::vector<float> logits(tokens.size() * static_cast<size_t>(L) * static_cast<size_t>(E));
   predictor_.Predict(contexts, tokens, logits.data());
   paths.reserve(tokens.size());
-  if (threshold_ > 0) {  // Every bit the predictor gives at least `threshold`.
-    const float cut = static_cast<float>(std::log(threshold_ / (1 - threshold_)));
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      RoutingPath& p = paths.emplace_back(L, E);
-      const float* z = logits.data() + i * static_cast<size_t>(L) * E;
-      for (int l = 0; l < L; ++l)
-        for (int x = 0; x < E; ++x)
-          if (z[static_cast<size_t>(l) * E + x] >= cut) p.Set(l, x);
-    }
-    return paths;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const float* z = logits.data() + i * static_cast<size_t>(L) * E;
+    paths.push_back(threshold_ > 0 ? ThresholdPath(z, L, E, threshold_) : TopKPath(z, L, E, topk_));
   }
-  for (size_t i = 0; i < tokens.size(); ++i)
-    paths.push_back(TopKPath(logits.data() + i * static_cast<size_t>(L) * E, L, E, topk_));
+  if (logits_out) *logits_out = std::move(logits);
   return paths;
 }
 
@@ -193,6 +186,8 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
       last_truth_.push_back(prev != previous_truth_.end() ? prev->second : RoutingPath(L, E));
       pass_scored_.push_back({static_cast<size_t>(at - 1), scored_.size()});
       scored_.push_back(std::move(sample));
+      topk_scored_.emplace_back();
+      threshold_scored_.emplace_back();
     }
     ++s.passes;
   }
@@ -217,10 +212,26 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
        scored = pass_scored_, frequent = FrequencyPath()]() {
         // The job reads the predictor (changed only by learning and loading, never while
         // serving) and a copy of the counts, which the gates keep updating.
-        std::vector<RoutingPath> paths = TokenPaths(contexts, tokens, &frequent);
-        return [this, paths = std::move(paths), pass, scored](Decisions* d) {
+        std::vector<float> logits;
+        std::vector<RoutingPath> paths = TokenPaths(contexts, tokens, &frequent, &logits);
+        // For the report, the scored tokens' paths under both binarisations too.
+        std::vector<std::pair<RoutingPath, RoutingPath>> both;
+        const size_t width = moe_layers_.size() * static_cast<size_t>(facts_.num_experts);
+        const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+        for (const auto& [row, index] : scored)
+          if (!logits.empty())
+            both.push_back({TopKPath(logits.data() + row * width, L, E, topk_),
+                            ThresholdPath(logits.data() + row * width, L, E, 0.5)});
+        return [this, paths = std::move(paths), pass, scored, both](Decisions* d) {
           // Accuracy samples are filled whenever the prediction lands.
-          for (const auto& [row, index] : scored) scored_[index].predicted = paths[row];
+          for (size_t i = 0; i < scored.size(); ++i) {
+            const auto [row, index] = scored[i];
+            scored_[index].predicted = paths[row];
+            if (i < both.size()) {
+              topk_scored_[index] = both[i].first;
+              threshold_scored_[index] = both[i].second;
+            }
+          }
           if (pass != pass_) return;  // The pass ended before its prediction came.
           StartPlan(paths, d);
         };
@@ -461,12 +472,15 @@ void ExpertFlowPolicy::ReportJson(nlohmann::json* report) const {
     }
     return table;
   };
-  std::vector<PathSample> ours, frequent, temporal;
+  std::vector<PathSample> ours, topk, threshold, frequent, temporal;
   const RoutingPath freq = FrequencyPath();
   for (size_t i = 0; i < scored_.size(); ++i) {
     const PathSample& s = scored_[i];
     if (s.predicted.layers() == 0) continue;  // Never predicted (untrained).
     ours.push_back(s);
+    if (topk_scored_[i].layers()) topk.push_back({s.request, s.step, topk_scored_[i], s.truth});
+    if (threshold_scored_[i].layers())
+      threshold.push_back({s.request, s.step, threshold_scored_[i], s.truth});
     frequent.push_back({s.request, s.step, freq, s.truth});
     temporal.push_back({s.request, s.step, last_truth_[i], s.truth});
   }
@@ -483,6 +497,8 @@ void ExpertFlowPolicy::ReportJson(nlohmann::json* report) const {
       {"cancelled", cancels_},
       {"scored_decode_tokens", ours.size()},
       {"accuracy", accuracy(ours)},
+      {"accuracy_topk", accuracy(topk)},
+      {"accuracy_threshold_0_5", accuracy(threshold)},
       {"accuracy_most_frequent", accuracy(frequent)},
       {"accuracy_previous_token", accuracy(temporal)},
   };

@@ -70,7 +70,8 @@ class ExpertFlowPolicy : public Policy {
   // `frequent`: the frequency predictor's path, when the caller has a copy.
   std::vector<RoutingPath> TokenPaths(const std::vector<RequestContext>& contexts,
                                       const std::vector<int32_t>& tokens,
-                                      const RoutingPath* frequent = nullptr) const;
+                                      const RoutingPath* frequent = nullptr,
+                                      std::vector<float>* logits = nullptr) const;
   RoutingPath FrequencyPath() const;
   RequestContext FreshContext(const int32_t* prompt, int64_t n) const;
   RequestState& State(int64_t request);
@@ -128,6 +129,8 @@ class ExpertFlowPolicy : public Policy {
   // The pass's decode tokens (gate row, index in scored_), and every one so far.
   std::vector<std::pair<size_t, size_t>> pass_scored_;
   std::vector<PathSample> scored_;
+  // Per scored token, the learned predictor's path binarised by top-k and by σ ≥ 0.5.
+  std::vector<RoutingPath> topk_scored_, threshold_scored_;
   std::vector<RoutingPath> last_truth_;  // Per scored sample: the request's previous truth.
   std::unordered_map<int64_t, RoutingPath> previous_truth_;  // request -> last decode truth.
   int64_t plans_ = 0, prefetches_ = 0, cancels_ = 0;

@@ -66,6 +66,15 @@ RoutingPath TopKPath(const float* logits, int layers, int experts, int k) {
   return path;
 }
 
+RoutingPath ThresholdPath(const float* logits, int layers, int experts, double threshold) {
+  RoutingPath path(layers, experts);
+  const float cut = static_cast<float>(std::log(threshold / (1 - threshold)));
+  for (int l = 0; l < layers; ++l)
+    for (int e = 0; e < experts; ++e)
+      if (logits[static_cast<int64_t>(l) * experts + e] >= cut) path.Set(l, e);
+  return path;
+}
+
 RoutingPathPredictor::RoutingPathPredictor(int vocab, int dim, int hidden, int layers, int experts,
                                            uint64_t seed)
     : vocab_(vocab), dim_(dim), hidden_(hidden), layers_(layers), experts_(experts) {

@@ -103,5 +103,8 @@ class RoutingPathPredictor {
 // A token's predicted path: per layer, the `k` highest logits (ties: lower id), the
 // binarisation that gives each token exactly the k experts the MoE picks.
 RoutingPath TopKPath(const float* logits, int layers, int experts, int k);
+// Or every expert whose probability σ(logit) reaches `threshold` (in (0, 1)): the reading of
+// "active / idle" status classification that predicts only what it is sure of.
+RoutingPath ThresholdPath(const float* logits, int layers, int experts, double threshold);
 
 }  // namespace moex::policy

@@ -35,9 +35,11 @@ def accuracy_runs(res, results):
 
 def main(res, results=None):
     runs = accuracy_runs(res, results)
+    # t5-CASE.json or t5-CASE.TAG.json (TAG: a variant, e.g. b4 for batch 4).
     t5 = {}
-    for path in glob.glob(os.path.join(res, "t5-*.json")):
-        t5[os.path.basename(path)[3:-5]] = json.load(open(path))
+    for path in sorted(glob.glob(os.path.join(res, "t5-*.json"))):
+        case, _, tag = os.path.basename(path)[3:-5].partition(".")
+        t5.setdefault(case, []).append((tag, json.load(open(path))))
     print("## Batch-level accuracy (held-out requests' decode tokens)\n")
     print("Jaccard (precision/recall) per batch of B requests at the same decode step, mean "
           "over MoE layers.\n")
@@ -50,10 +52,10 @@ def main(res, results=None):
                            ("accuracy_most_frequent", "most frequent experts"),
                            ("accuracy_previous_token", "previous decode token's path")]:
             print(f"| {name} | {label} | " + " | ".join(cell(x) for x in rep[key]) + " |")
-        if name in t5:
-            t = t5[name]
-            print(f"| {name} | T5-style enc-dec ({t['bytes_f32'] / 2**20:.2f} MiB, "
-                  f"{t['epochs']} epochs) | " + " | ".join(cell(x) for x in t["accuracy"]) + " |")
+        for tag, t in t5.get(name, []):
+            print(f"| {name} | T5-style enc-dec, top-k ({t['bytes_f32'] / 2**20:.2f} MiB, "
+                  f"{t['epochs']} epochs{', ' + tag if tag else ''}) | "
+                  + " | ".join(cell(x) for x in t["accuracy"]) + " |")
     print()
     for name, r in runs.items():
         acc = r["policy_report"]["expertflow"]["accuracy_topk"]

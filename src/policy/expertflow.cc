@@ -209,7 +209,8 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
   const double cost_us = 10.0 + flops * static_cast<double>(tokens.size()) / (worker_gflops_ * 1e3);
   facts_.worker->Submit(
       [this, contexts = std::move(contexts), tokens = std::move(tokens), pass,
-       scored = pass_scored_, frequent = FrequencyPath()]() {
+       scored = pass_scored_,
+       frequent = kind_ == Kind::kFrequency ? FrequencyPath() : RoutingPath()]() {
         // The job reads the predictor (changed only by learning and loading, never while
         // serving) and a copy of the counts, which the gates keep updating.
         std::vector<float> logits;

@@ -13,6 +13,16 @@ spec's decode hit rate, bytes per decoded token, TPOT, TTFT and prefetch counts.
 import glob, json, os, sys
 
 
+def load(path):
+    """A result file, or None (with a note on stderr) when it is empty or cut short."""
+    try:
+        return json.load(open(path))
+    except ValueError:
+        print(f"skipping {path}: not complete JSON (a run still going, or one that failed)",
+              file=sys.stderr)
+        return None
+
+
 def cell(row):
     return f"{row['jaccard']:.3f} ({row['precision']:.2f}/{row['recall']:.2f})"
 
@@ -23,11 +33,13 @@ def accuracy_runs(res, results):
     if results:
         for path in glob.glob(os.path.join(results, "*-rtx4090.json")):
             name = os.path.basename(path)[:-len("-rtx4090.json")]
-            for r in json.load(open(path))["results"]:
+            for r in (load(path) or {"results": []})["results"]:
                 if r["policy"] == "expertflow" and abs(r["budget_fraction"] - 0.25) < 1e-6:
                     runs[name] = r
     for path in glob.glob(os.path.join(res, "accuracy-*.json")):
-        r = json.load(open(path))
+        r = load(path)
+        if r is None:
+            continue
         runs[os.path.basename(path)[len("accuracy-"):-len(".json")]] = (
             r["results"][0] if "results" in r else r)
     return dict(sorted(runs.items()))
@@ -39,7 +51,9 @@ def main(res, results=None):
     t5 = {}
     for path in sorted(glob.glob(os.path.join(res, "t5-*.json"))):
         case, _, tag = os.path.basename(path)[3:-5].partition(".")
-        t5.setdefault(case, []).append((tag, json.load(open(path))))
+        t = load(path)
+        if t is not None:
+            t5.setdefault(case, []).append((tag, t))
     print("## Batch-level accuracy (held-out requests' decode tokens)\n")
     print("Jaccard (precision/recall) per batch of B requests at the same decode step, mean "
           "over MoE layers.\n")
@@ -68,7 +82,9 @@ def main(res, results=None):
         path = os.path.join(res, f"ablation-{label}.json")
         if not os.path.exists(path):
             continue
-        d = json.load(open(path))
+        d = load(path)
+        if d is None:
+            continue
         print(f"## Ablation at 25 %, profile {label} ({d['hardware']['name'] if 'hardware' in d else label})\n")
         print("| spec | decode hit rate | MiB / decoded token | TPOT ms | TTFT ms "
               "| prefetches issued | used | wasted | cancelled |")

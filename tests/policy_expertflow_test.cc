@@ -553,6 +553,22 @@ TEST(ExpertFlowPolicy, PredictsThePassPathOfARegroupingCandidate) {
                Error);
 }
 
+TEST(ExpertFlowPolicy, HugeOrNegativeTokenIdsShareARowInsteadOfSizingTheTable) {
+  PolicyWorker worker(PolicyWorker::Mode::kSync);
+  const PolicyFacts f = ThreeByEight(&worker);
+  auto p = Make("expertflow:dim=4,hidden=8,epochs=1", f);
+  std::vector<PathSequence> data = Planted(3, 40, 8, 1);
+  data[0].tokens[4] = 2147483647;  // INT32_MAX: max_id + 2 would overflow.
+  data[1].tokens[5] = -7;
+  LearnPlanted(*p, data);
+  ASSERT_FALSE(p->predictor().empty());
+  EXPECT_EQ(p->predictor().vocab(), (1 << 18) + 2);
+  Decisions d;
+  const int32_t odd[] = {2147483647, -1, 5};
+  p->OnRequestBegin({9, odd, 3}, &d);
+  EXPECT_EQ(p->PredictPassPath({9, odd, 3}).layers(), 3);  // Predicts, no crash.
+}
+
 TEST(ExpertFlowPolicy, ReportsBatchLevelAccuracyAgainstBaselines) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   const PolicyFacts f = ThreeByEight(&worker);

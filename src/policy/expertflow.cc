@@ -402,7 +402,13 @@ void ExpertFlowPolicy::OnLearnEnd() {
   }
   for (const PathSequence& s : validation)
     validation_tokens_ += static_cast<int64_t>(s.tokens.size());
-  // One row per token id seen, and one shared by every id never seen.
+  // A row per id up to the largest seen, and one shared by every larger id. Ids past any
+  // real vocabulary (a corrupt trace) share that row rather than size the table.
+  if (max_id > kMaxVocab) {
+    Log(LogLevel::kWarn, "expertflow: the learning traces hold token id ", max_id, "; ids above ",
+        kMaxVocab, " share one embedding row");
+    max_id = kMaxVocab;
+  }
   RoutingPathPredictor p(max_id + 2, dim_, hidden_, static_cast<int>(moe_layers_.size()),
                          facts_.num_experts, training_.seed);
   Progress progress("expertflow: training the routing-path predictor", 100);

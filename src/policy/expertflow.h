@@ -88,6 +88,9 @@ class ExpertFlowPolicy : public Policy {
   void Fill(Decisions* out);
   void Learn(const GateEvent& e);
 
+  // Largest token id with its own embedding row (262144: above every common tokenizer's).
+  static constexpr int32_t kMaxVocab = int32_t{1} << 18;
+
   PolicyFacts facts_;
   Params params_;
   Kind kind_;

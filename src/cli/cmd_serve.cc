@@ -98,6 +98,12 @@ Runner AddServeCommand(CLI::App& app) {
                   "seconds a request may take from arrival (0: no limit)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--regroup", s.scheduler.regroup,
+                  "run passes in units of N (0/1: off; 2: ExpertFlow's two batches): each unit "
+                  "splits the running requests into N equal passes, regrouped by the policy "
+                  "so each pass activates fewer experts (docs/serving.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--default-max-tokens", s.default_max_tokens,
                   "max_tokens of chat requests that give none")
       ->capture_default_str()

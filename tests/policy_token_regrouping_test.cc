@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
+
+#include "policy/registry.h"
 
 namespace moex::policy {
 namespace {
@@ -171,6 +174,57 @@ TEST(TokenRegrouping, RefusesMismatchedInputs) {
   zero.groups = 0;
   EXPECT_THROW(RegroupTokens(same, std::vector<int>{0, 0}, zero), std::invalid_argument);
   EXPECT_TRUE(BalancedGroups({}, {}).empty());
+}
+
+}  // namespace
+}  // namespace moex::policy
+
+namespace moex::policy {
+namespace {
+
+// The `regroup` policy builds each request's path from the events: requests 0 and 2 route
+// to experts {0,1} of both layers, 1 and 3 to {2,3}; offered in admission order (0,1 | 2,3),
+// it regroups them into {0,2} and {1,3}.
+TEST(RegroupPolicy, RegroupsRequestsByTheirLastPaths) {
+  PolicyFacts f;
+  f.num_layers = 2;
+  f.moe_layer = {1, 1};
+  f.num_experts = 6;
+  f.top_k = 2;
+  std::unique_ptr<Policy> p = MakePolicy("regroup", f);
+  Decisions d;
+  const std::vector<int32_t> prompt = {1, 2};
+  for (int64_t r = 0; r < 4; ++r) p->OnRequestBegin({r, prompt.data(), 2}, &d);
+  const std::vector<int64_t> requests = {0, 1, 2, 3}, counts = {1, 1, 1, 1};
+  const std::vector<int32_t> tokens = {5, 6, 7, 8};
+  IterationBeginEvent it;
+  it.n_requests = 4;
+  it.requests = requests.data();
+  it.token_counts = counts.data();
+  it.tokens = tokens.data();
+  it.n_tokens = 4;
+  p->OnIterationBegin(it, &d);
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 1, 0, 3, 2};  // Two per token.
+  for (int layer = 0; layer < 2; ++layer) {
+    GateEvent g;
+    g.layer = layer;
+    g.n_tokens = 4;
+    g.top_k = 2;
+    g.num_experts = 6;
+    g.ids = ids.data();
+    p->OnGate(g, &d);
+  }
+  p->OnIterationEnd(&d);
+  std::vector<PassCandidate> candidates;
+  for (int64_t r = 0; r < 4; ++r) candidates.push_back({r, &tokens[r], 1});
+  std::vector<int> group = ContiguousGroups(4, 2);
+  ASSERT_TRUE(p->RegroupPasses(candidates, 2, &group));
+  EXPECT_EQ(group[0], group[2]);
+  EXPECT_EQ(group[1], group[3]);
+  EXPECT_NE(group[0], group[1]);
+  // One group: nothing to regroup.
+  std::vector<int> one(4, 0);
+  EXPECT_FALSE(p->RegroupPasses(candidates, 1, &one));
 }
 
 }  // namespace

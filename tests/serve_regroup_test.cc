@@ -17,6 +17,7 @@
 #include "policy/registry.h"
 #include "serve/server.h"
 #include "support/serve_fixtures.h"
+#include "support/temp_dir.h"
 #include "support/tiny_models.h"
 
 namespace moex::serve {
@@ -161,14 +162,45 @@ TEST_P(ServeRegroup, PolicySplitGivesEachRequestTheTokensItGetsAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Groups, ServeRegroup, ::testing::Values(2, 3));
 
-TEST(ServeRegroupPolicy, LastPathRegroupingKeepsEveryRequestsTokens) {
-  RunningServer s(TinyModel("25%", "lastpath+lru"), Units(2));
+TEST(ServeRegroupPolicy, PathRegroupingKeepsEveryRequestsTokens) {
+  RunningServer s(TinyModel("25%", "regroup+lru"), Units(2));
   for (int round = 0; round < 2; ++round) {
     const auto together = Together(s);
     for (size_t i = 0; i < Requests().size(); ++i)
       EXPECT_EQ(together[i], Alone()[i]) << "round " << round << ", request " << i;
   }
   EXPECT_GT(Metric(s, "moex_regroup_units_total"), 0);
+}
+
+// The paths one run records, saved with --policy-state, predict the next identical run's
+// passes exactly (an oracle for measurements); tokens stay those of requests run alone.
+TEST(ServeRegroupPolicy, RecordedPathsFromAnEarlierRunAreUsed) {
+  testing::TempDir dir;
+  cli::ModelOptions model = TinyModel("25%", "regroup+lru");
+  model.policy_state = (dir.path() / "paths.state").string();
+  auto report = [](RunningServer& s) {
+    json r;
+    auto* offload = dynamic_cast<OffloadMoeExecutor*>(s.session->executor.get());
+    offload->tier().controller().policy().ReportJson(&r);
+    return r["regroup"];
+  };
+  {
+    RunningServer s(model, Units(2));
+    Together(s);
+    const json r = report(s);
+    EXPECT_EQ(r["predicted_from_recorded"], 0);  // Nothing recorded yet: last paths.
+    EXPECT_GT(r["recorded_paths"].get<int>(), 0);
+    s.session->SavePolicyState();
+  }
+  RunningServer s(model, Units(2));
+  const auto together = Together(s);
+  for (size_t i = 0; i < Requests().size(); ++i)
+    EXPECT_EQ(together[i], Alone()[i]) << "request " << i;
+  const json r = report(s);
+  EXPECT_GT(r["predicted_from_recorded"].get<int>(), 0);
+  // The first run recorded every pass of every request (prompt chunks at fixed offsets,
+  // the same greedy tokens), so no candidate falls back to its last path.
+  EXPECT_EQ(r["predicted_from_last"], 0);
 }
 
 TEST(ServeRegroupPolicy, MalformedSplitKeepsAdmissionOrder) {

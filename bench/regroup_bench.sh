@@ -5,10 +5,13 @@
 #   bench/regroup_bench.sh BUILD_DIR [MODEL] [OUT.jsonl]
 # Each run starts a fresh server (so /metrics counts that run only), replays REQUESTS
 # arrivals of the trace scaled to RATE req/s with bench/serve_load.cc, then reads /metrics.
-# Configurations (CONFIGS, NAME:REGROUP:POLICY; default below):
+# Configurations (CONFIGS, NAME:REGROUP:POLICY[:STATE]; default below):
 #   one:1:lru            every running request in one pass (no units)
 #   split:2:lru          units of two passes, split in admission order (lru never regroups)
-#   lastpath:2:regroup+lru   units of two passes regrouped by each request's last path
+#   lastpath:2:regroup+lru:record   units of two passes regrouped by each request's last
+#                        path; its paths are recorded to a fresh --policy-state file
+#   oracle:2:regroup+lru:replay     the same, loading that file: the same requests replayed,
+#                        every pass is regrouped by the path it will take (ORACLE paths)
 # A pass may hold MAX_RUNNING / REGROUP decodes plus one prefill chunk (PREFILL_CHUNK).
 # Environment: RATES (default "2 4 8"), REQUESTS (48), MAX_TOKENS (64), BUDGET (25%),
 # MAX_RUNNING (32), PREFILL_CHUNK (16), STORE (default /tmp/moex-regroup-bench.store),
@@ -26,7 +29,7 @@ max_running=${MAX_RUNNING:-32}
 chunk=${PREFILL_CHUNK:-16}
 store=${STORE:-/tmp/moex-regroup-bench.store}
 port=${PORT:-18090}
-configs=${CONFIGS:-one:1:lru split:2:lru lastpath:2:regroup+lru}
+configs=${CONFIGS:-one:1:lru split:2:lru lastpath:2:regroup+lru:record oracle:2:regroup+lru:replay}
 prompts=${PROMPTS:-$root/../shared/data/prompts/sharegpt_v3_filtered_500.json}
 arrivals=${ARRIVALS:-$root/../shared/data/arrivals/AzureLLMInferenceTrace_conv.csv}
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
@@ -40,12 +43,18 @@ stop() { [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 
 trap 'stop; rm -f "$log"' EXIT
 for rate in $rates; do
   for config in $configs; do
-    IFS=: read -r name regroup policy <<<"$config"
+    IFS=: read -r name regroup policy state <<<"$config"
+    state_args=()
+    if [ -n "${state:-}" ]; then
+      [ "$state" = record ] && rm -f "$store.paths"
+      state_args=(--policy-state "$store.paths")
+    fi
     groups=$((regroup > 1 ? regroup : 1))
     pass_tokens=$(((max_running + groups - 1) / groups + chunk))
     "$build/moex" serve --model "$model" --port "$port" --host-budget "$budget" --store "$store" \
       --policy "$policy" --policy-worker sync --regroup "$regroup" --max-running "$max_running" \
-      --max-queue 1024 --max-batch-tokens "$pass_tokens" --prefill-chunk "$chunk" >"$log" 2>&1 &
+      --max-queue 1024 --max-batch-tokens "$pass_tokens" --prefill-chunk "$chunk" \
+      "${state_args[@]}" >"$log" 2>&1 &
     server=$!
     for _ in $(seq 600); do
       grep -q "serving" "$log" && break
@@ -62,6 +71,8 @@ for rate in $rates; do
       --arg load "$load" \
       --argjson experts "$(metric "$m" moex_pass_activated_experts_sum)" \
       --argjson passes "$(metric "$m" moex_pass_activated_experts_count)" \
+      --argjson dexperts "$(metric "$m" moex_decode_pass_activated_experts_sum)" \
+      --argjson dpasses "$(metric "$m" moex_decode_pass_activated_experts_count)" \
       --argjson units "$(metric "$m" moex_regroup_units_total)" \
       --argjson regrouped "$(metric "$m" moex_regroup_units_regrouped_total)" \
       --argjson hits "$(metric "$m" moex_offload_hits_total)" \
@@ -72,6 +83,7 @@ for rate in $rates; do
       '{config: $name, policy: $policy, regroup: $regroup, rate: $rate,
         max_batch_tokens: $pass_tokens, passes: $passes, units: $units,
         units_regrouped: $regrouped, experts_per_pass: ($experts / ([$passes, 1] | max)),
+        decode_passes: $dpasses, experts_per_decode_pass: ($dexperts / ([$dpasses, 1] | max)),
         experts_per_token: ($experts / ([$tokens + $prompt, 1] | max)),
         hit_rate: ($hits / ([$hits + $misses, 1] | max)),
         read_mib_per_token: ($read / 1048576 / ([$tokens, 1] | max)),

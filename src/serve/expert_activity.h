@@ -19,12 +19,17 @@ class ExpertActivity : public EventObserver {
   // Every (token, top-k slot) counts one activation of its expert; every distinct expert of
   // a gate counts one access of its layer (what an offloading cache sees as a hit or miss).
   void OnGate(const policy::GateEvent& e) override;
-  // A pass's distinct experts, summed over its MoE layers, go to the callback at its end.
-  void OnIterationBegin(const policy::IterationBeginEvent& e) override { pass_experts_ = 0; }
-  void OnIterationEnd() override {
-    if (on_pass_) on_pass_(pass_experts_);
+  // A pass's distinct experts, summed over its MoE layers, go to the callback at its end,
+  // with whether every request of the pass was decoding (one token each).
+  void OnIterationBegin(const policy::IterationBeginEvent& e) override {
+    pass_experts_ = 0;
+    decode_only_ = e.n_tokens == e.n_requests;
   }
-  void set_pass_callback(std::function<void(int64_t)> on_pass) { on_pass_ = std::move(on_pass); }
+  void OnIterationEnd() override {
+    if (on_pass_) on_pass_(pass_experts_, decode_only_);
+  }
+  using PassCallback = std::function<void(int64_t experts, bool decode_only)>;
+  void set_pass_callback(PassCallback on_pass) { on_pass_ = std::move(on_pass); }
 
   int num_layers() const { return num_layers_; }
   int num_experts() const { return num_experts_; }
@@ -39,7 +44,8 @@ class ExpertActivity : public EventObserver {
   std::vector<char> seen_;            // Scratch: experts of the current gate.
   int64_t gates_ = 0;
   int64_t pass_experts_ = 0;
-  std::function<void(int64_t)> on_pass_;
+  bool decode_only_ = false;
+  PassCallback on_pass_;
 };
 
 }  // namespace moex::serve

@@ -36,8 +36,9 @@ class ServeMetrics {
   void ObserveTtft(double seconds);
   void ObserveTpot(double seconds);
   void ObservePass(int64_t requests, int64_t tokens);
-  // Experts one pass activated, summed over its MoE layers (ExpertFlow's Eq. 5 term).
-  void ObserveActivatedExperts(int64_t experts);
+  // Experts one pass activated, summed over its MoE layers (ExpertFlow's Eq. 5 term);
+  // `decode_only`: every request of the pass decoded one token.
+  void ObserveActivatedExperts(int64_t experts, bool decode_only);
   // A regrouping unit started; `regrouped`: the policy changed its split.
   void CountUnit(bool regrouped);
 
@@ -49,7 +50,7 @@ class ServeMetrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;
   uint64_t units_ = 0, units_regrouped_ = 0;
-  Histogram ttft_, tpot_, batch_requests_, batch_tokens_, pass_experts_;
+  Histogram ttft_, tpot_, batch_requests_, batch_tokens_, pass_experts_, decode_pass_experts_;
 };
 
 }  // namespace moex::serve

@@ -8,11 +8,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "support/shared_data.h"
 
 namespace moex {
 namespace {
@@ -253,6 +257,39 @@ TEST_P(QuantFormatTest, BadInputsAreRefusedByName) {
     third[scale_offset] = 0x00, third[scale_offset + 1] = 0x7c;  // f16 +inf.
   }
   EXPECT_EQ(FindNonFiniteScale(f, data.data(), 4 * int64_t{info.block_elems}), 2);
+}
+
+std::vector<char> ReadAll(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+// llama.cpp's own reference decoder (gguf-py, `gguf.quants.dequantize`) decoded these blocks
+// when tools/reference/ggml_block_fixtures.py wrote them: random blocks and adversarial ones
+// (zero, largest and subnormal scales, all-zero and all-one codes).
+TEST_P(QuantFormatTest, DecoderMatchesLlamaCppsReferenceOnItsFixtures) {
+  const QuantFormat f = GetParam();
+  const QuantFormatInfo& info = Info(f);
+  const auto dir = testing::SourceDir() / "tests" / "data" / "ggml_blocks";
+  const std::vector<char> blocks = ReadAll(dir / (std::string(info.name) + ".blocks"));
+  const std::vector<char> expected = ReadAll(dir / (std::string(info.name) + ".f32"));
+  ASSERT_FALSE(blocks.empty()) << "missing fixture for " << info.name << " in " << dir;
+  ASSERT_EQ(blocks.size() % info.block_bytes, 0u);
+  const int64_t n = static_cast<int64_t>(blocks.size() / info.block_bytes) * info.block_elems;
+  ASSERT_EQ(expected.size(), static_cast<size_t>(n) * 4);
+  std::vector<float> want(n), got(n);
+  std::memcpy(want.data(), expected.data(), expected.size());
+  Dequantize(f, reinterpret_cast<const uint8_t*>(blocks.data()), n, got.data());
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(want[i])) {  // E.g. mxfp4's largest exponent times 6 overflows f32.
+      ASSERT_TRUE(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i])
+          << info.name << " weight " << i << ": " << got[i] << " vs " << want[i];
+      continue;
+    }
+    // gguf-py computes in float32 too, but may group products differently.
+    ASSERT_NEAR(got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-30)
+        << info.name << " block " << i / info.block_elems << " weight " << i % info.block_elems;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, QuantFormatTest, ::testing::ValuesIn(kAllQuantFormats),

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Markdown tables of a bench/expertflow_eval.sh output directory.
+
+    expertflow_eval_table.py RES_DIR
+
+Accuracy: per case, the batch-level Jaccard (Eq. 7 as defined in
+src/policy/routing_path_accuracy.h), precision and recall of the learned predictor at
+batches of 1, 8, 16 and 32 requests, beside the most-frequent-experts and previous-token
+predictors, and the T5-style reference when its JSON is there. Ablation: per profile, each
+spec's decode hit rate, bytes per decoded token, TPOT, TTFT and prefetch counts.
+"""
+import glob, json, os, sys
+
+
+def cell(row):
+    return f"{row['jaccard']:.3f} ({row['precision']:.2f}/{row['recall']:.2f})"
+
+
+def main(res):
+    t5 = {}
+    for path in glob.glob(os.path.join(res, "t5-*.json")):
+        t5[os.path.basename(path)[3:-5]] = json.load(open(path))
+    print("## Batch-level accuracy (held-out requests' decode tokens)\n")
+    print("Jaccard (precision/recall) per batch of B requests at the same decode step, mean "
+          "over MoE layers.\n")
+    print("| case | predictor | B = 1 | B = 8 | B = 16 | B = 32 |")
+    print("|---|---|---|---|---|---|")
+    for path in sorted(glob.glob(os.path.join(res, "accuracy-*.json"))):
+        name = os.path.basename(path)[len("accuracy-"):-len(".json")]
+        r = json.load(open(path))
+        r = r["results"][0] if "results" in r else r
+        rep = r["policy_report"]["expertflow"]
+        for key, label in [("accuracy", f"expertflow ({rep['parameters'] * 4 / 2**20:.2f} MiB)"),
+                           ("accuracy_most_frequent", "most frequent experts"),
+                           ("accuracy_previous_token", "previous decode token's path")]:
+            print(f"| {name} | {label} | " + " | ".join(cell(x) for x in rep[key]) + " |")
+        if name in t5:
+            t = t5[name]
+            print(f"| {name} | T5-style enc-dec ({t['bytes_f32'] / 2**20:.2f} MiB, "
+                  f"{t['epochs']} epochs) | " + " | ".join(cell(x) for x in t["accuracy"]) + " |")
+    print()
+    for path in sorted(glob.glob(os.path.join(res, "accuracy-*.json"))):
+        name = os.path.basename(path)[len("accuracy-"):-len(".json")]
+        r = json.load(open(path))
+        r = r["results"][0] if "results" in r else r
+        rep = r["policy_report"]["expertflow"]
+        print(f"**{name}** per MoE layer, expertflow Jaccard at B = 1 / 8 / 32: " + ", ".join(
+            f"{a:.2f}/{b:.2f}/{c:.2f}" for a, b, c in zip(rep["accuracy"][0]["jaccard_per_layer"],
+                                                          rep["accuracy"][1]["jaccard_per_layer"],
+                                                          rep["accuracy"][3]["jaccard_per_layer"])))
+        print()
+    for label in ["cpu", "rtx4090"]:
+        path = os.path.join(res, f"ablation-{label}.json")
+        if not os.path.exists(path):
+            continue
+        d = json.load(open(path))
+        print(f"## Ablation at 25 %, profile {label} ({d['hardware']['name'] if 'hardware' in d else label})\n")
+        print("| spec | decode hit rate | MiB / decoded token | TPOT ms | TTFT ms "
+              "| prefetches issued | used | wasted | cancelled |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in d["results"]:
+            m = r["modelled"]
+            print(f"| `{r['policy']}` | {r['decode_hit_rate']:.3f} "
+                  f"| {r['decode_bytes_per_token'] / 2**20:.1f} | {m['tpot_ms']:.2f} "
+                  f"| {m['ttft_ms']:.1f} | {r['prefetch_issued']} | {r['prefetch_used']} "
+                  f"| {r['prefetch_wasted']} | {r['prefetch_cancelled']} |")
+        print()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

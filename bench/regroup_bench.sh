@@ -11,7 +11,10 @@
 #   lastpath:2:regroup+lru:record   units of two passes regrouped by each request's last
 #                        path; its paths are recorded to a fresh --policy-state file
 #   oracle:2:regroup+lru:replay     the same, loading that file: the same requests replayed,
-#                        every pass is regrouped by the path it will take (ORACLE paths)
+#                        every pass is regrouped by the path it will take (ORACLE paths);
+#                        its line also scores, on those true paths and on the same units,
+#                        the admission-order split and the last-path clustering's split
+#                        (true_experts_per_unit: activated experts per unit, Eq. 5)
 # A pass may hold MAX_RUNNING / REGROUP decodes plus one prefill chunk (PREFILL_CHUNK).
 # Environment: RATES (default "2 4 8"), REQUESTS (48), MAX_TOKENS (64), BUDGET (25%),
 # MAX_RUNNING (32), PREFILL_CHUNK (16), STORE (default /tmp/moex-regroup-bench.store),
@@ -66,6 +69,7 @@ for rate in $rates; do
       --requests "$requests" --rate "$rate" --max-tokens "$max_tokens" --json)
     m=$(curl -s "http://127.0.0.1:$port/metrics")
     stop
+    report=$(sed -n 's/^moex: policy report: //p' "$log" | tail -1)
     jq -c --arg name "$name" --arg policy "$policy" --argjson regroup "$regroup" \
       --argjson rate "$rate" --argjson pass_tokens "$pass_tokens" --arg cpu "$cpu" \
       --arg load "$load" \
@@ -80,6 +84,7 @@ for rate in $rates; do
       --argjson read "$(metric "$m" moex_offload_read_bytes_total)" \
       --argjson tokens "$(metric "$m" moex_completion_tokens_total)" \
       --argjson prompt "$(metric "$m" moex_prompt_tokens_total)" \
+      --argjson report "${report:-null}" \
       '{config: $name, policy: $policy, regroup: $regroup, rate: $rate,
         max_batch_tokens: $pass_tokens, passes: $passes, units: $units,
         units_regrouped: $regrouped, experts_per_pass: ($experts / ([$passes, 1] | max)),
@@ -89,6 +94,12 @@ for rate in $rates; do
         read_mib_per_token: ($read / 1048576 / ([$tokens, 1] | max)),
         output_tok_s: .output_tokens_per_s, ttft_p50_ms: .ttft_ms.p50,
         tpot_p50_ms: .tpot_ms.p50, errors: .errors, requests: .requests,
-        cpu: $cpu, load_average: $load}' <<<"$result" >>"$out"
+        cpu: $cpu, load_average: $load}
+       + (if $report.regroup.scored_units > 0 then {scored_units: $report.regroup.scored_units,
+            true_experts_per_unit: ($report.regroup | {
+              admission_order: (.true_experts_admission_order / .scored_units),
+              last_path: (.true_experts_last_path / .scored_units),
+              recorded_path: (.true_experts_recorded_path / .scored_units)})}
+          else {} end)' <<<"$result" >>"$out"
   done
 done

@@ -222,6 +222,15 @@ TEST(RegroupPolicy, RegroupsRequestsByTheirLastPaths) {
   EXPECT_EQ(group[0], group[2]);
   EXPECT_EQ(group[1], group[3]);
   EXPECT_NE(group[0], group[1]);
+  // A request that has not run yet has an empty path (nothing to raise over).
+  const std::vector<int32_t> other = {9, 9, 9};
+  p->OnRequestBegin({4, other.data(), 3}, &d);
+  candidates.push_back({4, other.data(), 3});
+  std::vector<int> five = ContiguousGroups(5, 2);
+  ASSERT_TRUE(p->RegroupPasses(candidates, 2, &five));
+  EXPECT_EQ(five[0], five[2]);
+  EXPECT_EQ(five[1], five[3]);
+  candidates.pop_back();
   // One group: nothing to regroup.
   std::vector<int> one(4, 0);
   EXPECT_FALSE(p->RegroupPasses(candidates, 1, &one));

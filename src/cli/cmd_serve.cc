@@ -58,6 +58,12 @@ int RunServe(ServeOptions o) {
   stopped = true;
   watcher.join();
   session->SavePolicyState();
+  // What the policy reports of the whole run (e.g. regroup's scored units), as one line.
+  if (auto* offload = dynamic_cast<OffloadMoeExecutor*>(session->executor.get())) {
+    nlohmann::json report = nlohmann::json::object();
+    offload->tier().controller().policy().ReportJson(&report);
+    if (!report.empty()) std::fprintf(stderr, "moex: policy report: %s\n", report.dump().c_str());
+  }
   std::fprintf(stderr, "moex: server stopped\n");
   return 0;
 }

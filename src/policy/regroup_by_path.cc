@@ -11,7 +11,10 @@
 //   at the same position uses the recorded path instead. The kernels are batch-invariant and
 //   prompts are chunked at fixed offsets, so when an identical workload is replayed (greedy,
 //   same prompts) these are exactly the paths the passes will take: ORACLE paths, a bound for
-//   measurements, not a predictor (they need the run to have happened already).
+//   measurements, not a predictor (they need the run to have happened already). When every
+//   request of a unit has a recorded path, the report also scores, on those true paths, the
+//   admission-order split, the last-path clustering's split and the recorded one's: a paired
+//   comparison on the same unit, whatever the timing of the run.
 //
 // It neither prefetches nor evicts: compose it before an evictor (regroup+lru).
 #include <map>
@@ -63,6 +66,7 @@ class PathRegrouper : public Policy {
     if (learning_) return;
     Request& r = requests_[e.request];
     r.prompt = PromptHash(e.prompt, e.prompt_len);
+    r.chunk = r.last = RoutingPath(layers_, experts_);  // No pass yet: an empty path.
   }
 
   // The pass's tokens are request after request: remember whose each token is.
@@ -113,29 +117,39 @@ class PathRegrouper : public Policy {
   bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
                      std::vector<int>* group) override {
     if (groups < 2 || group->size() != candidates.size()) return false;
-    std::vector<RoutingPath> predicted;
-    predicted.reserve(candidates.size());
+    // Each candidate's last path, and its recorded path when an earlier run recorded it.
+    std::vector<RoutingPath> last, predicted;
+    bool all_recorded = true;
     for (const PassCandidate& c : candidates) {
       auto it = requests_.find(c.request);
-      if (it == requests_.end()) {
-        predicted.emplace_back(layers_, experts_);
-        continue;
-      }
-      const Request& r = it->second;
+      if (it == requests_.end()) it = requests_.emplace(c.request, Request{}).first;
+      Request& r = it->second;
+      if (r.chunk.layers() == 0) r.chunk = r.last = RoutingPath(layers_, experts_);
+      last.push_back(c.n_tokens > 1 ? r.chunk : r.last);
       if (auto rec = recorded_.find(PathKey{r.prompt, r.position}); rec != recorded_.end()) {
         predicted.push_back(rec->second);
         ++recorded_used_;
       } else {
-        predicted.push_back(c.n_tokens > 1 ? r.chunk : r.last);
+        predicted.push_back(last.back());
+        all_recorded = false;
         ++last_used_;
       }
     }
     RegroupOptions o = options_;
     o.groups = groups;
-    const RegroupResult result = RegroupTokens(predicted, *group, o);
+    const std::vector<int> input = *group;
+    const RegroupResult result = RegroupTokens(predicted, input, o);
     *group = result.group;
     predicted_before_ += result.before;
     predicted_after_ += result.after;
+    if (all_recorded) {
+      // The recorded paths are the ones the passes take: score the admission-order split,
+      // the last-path clustering's and the recorded-path clustering's on the same unit.
+      ++scored_units_;
+      true_admission_ += ActivatedExperts(predicted, input, groups);
+      true_last_ += ActivatedExperts(predicted, RegroupTokens(last, input, o).group, groups);
+      true_recorded_ += result.after;
+    }
     return true;
   }
 
@@ -180,7 +194,11 @@ class PathRegrouper : public Policy {
                             {"predicted_from_recorded", recorded_used_},
                             {"predicted_from_last", last_used_},
                             {"predicted_experts_before", predicted_before_},
-                            {"predicted_experts_after", predicted_after_}};
+                            {"predicted_experts_after", predicted_after_},
+                            {"scored_units", scored_units_},
+                            {"true_experts_admission_order", true_admission_},
+                            {"true_experts_last_path", true_last_},
+                            {"true_experts_recorded_path", true_recorded_}};
   }
 
  private:
@@ -200,6 +218,9 @@ class PathRegrouper : public Policy {
   std::unordered_map<PathKey, RoutingPath, PathKeyHash> recorded_;
   int64_t recorded_used_ = 0, last_used_ = 0;
   int64_t predicted_before_ = 0, predicted_after_ = 0;  // Eq. 5 on the predicted paths.
+  // Units whose every candidate had a recorded path, and Eq. 5 on those paths of the
+  // admission-order split and of the last-path and recorded-path clusterings.
+  int64_t scored_units_ = 0, true_admission_ = 0, true_last_ = 0, true_recorded_ = 0;
 };
 
 MOEX_REGISTER_POLICY({

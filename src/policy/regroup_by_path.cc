@@ -4,7 +4,8 @@
 //
 // - the last path: a request's next token is predicted to route as its last token did
 //   (decode steps of one request reuse experts), a prefill chunk as its previous chunk did
-//   (the OR of its tokens); a request with no pass yet has an empty path. This runs at serve
+//   (the OR of its tokens); a request's first chunk of several tokens is predicted to touch
+//   every expert (it touches most), a lone first token nothing. This runs at serve
 //   time and stands in for ExpertFlow's learned predictor until that predictor regroups.
 // - recorded paths: every pass's path is recorded under (the request's prompt, its position),
 //   and saved with --policy-state. A later run that loads the state and meets the same prompt
@@ -53,9 +54,12 @@ uint64_t PromptHash(const int32_t* tokens, int64_t n) {
 class PathRegrouper : public Policy {
  public:
   PathRegrouper(const PolicyFacts& f, const Params& p)
-      : layers_(f.num_layers), experts_(f.num_experts) {
+      : layers_(f.num_layers), experts_(f.num_experts), every_expert_(layers_, experts_) {
     options_.seed = static_cast<uint64_t>(p.Int("seed"));
     options_.restarts = static_cast<int>(p.Int("restarts"));
+    for (int l = 0; l < layers_; ++l)
+      if (f.IsMoeLayer(l))
+        for (int e = 0; e < experts_; ++e) every_expert_.Set(l, e);
   }
   std::string name() const override { return "regroup"; }
 
@@ -125,7 +129,12 @@ class PathRegrouper : public Policy {
       if (it == requests_.end()) it = requests_.emplace(c.request, Request{}).first;
       Request& r = it->second;
       if (r.chunk.layers() == 0) r.chunk = r.last = RoutingPath(layers_, experts_);
-      last.push_back(c.n_tokens > 1 ? r.chunk : r.last);
+      // A first prompt chunk has nothing to go by; several tokens touch most experts, so it
+      // is predicted to touch all (an empty path would look like the sparsest decode).
+      if (r.position == 0 && c.n_tokens > 1)
+        last.push_back(every_expert_);
+      else
+        last.push_back(c.n_tokens > 1 ? r.chunk : r.last);
       if (auto rec = recorded_.find(PathKey{r.prompt, r.position}); rec != recorded_.end()) {
         predicted.push_back(rec->second);
         ++recorded_used_;
@@ -210,6 +219,7 @@ class PathRegrouper : public Policy {
     RoutingPath last;           // Its last token's path.
   };
   int layers_, experts_;
+  RoutingPath every_expert_;  // Every expert of every MoE layer.
   RegroupOptions options_;
   bool learning_ = false;
   std::map<int64_t, Request> requests_;

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "engine/kv_cache.h"
-#include "io/tokenizer_stream.h"
+#include "text/tokenizer_stream.h"
 #include "serve/api_error.h"
 #include "serve/stop_text.h"
 

@@ -5,9 +5,11 @@
 #     src/policy/routing_path_accuracy.h) on each set's held-out 30 %, learning from its
 #     first 70 % (and GSM8K / MT-Bench learning from ShareGPT), for batches of 1, 8, 16, 32
 #     requests, beside the most-frequent-experts and previous-token predictors;
+#     (a case bench/policy_eval.sh already replayed with expertflow is read from its
+#     results, OUT_DIR/results/CASE-rtx4090.json, at 25 %, rather than replayed again);
 #  2. ablations at 25 % on one set, costed as OLMoE-1B-7B on the CPU and RTX 4090 profiles:
-#     lru, PLEC with the frequency predictor, PLEC with the learned predictor (top-k and
-#     threshold binarisation), without cancelling mis-prefetches, and oracle+belady;
+#     lru, PLEC with the frequency predictor, PLEC with the learned predictor (sigma >= 0.5
+#     and top-k binarisation), without cancelling mis-prefetches, and oracle+belady;
 #  3. optionally (T5=1, needs python3-torch) the paper's T5-style encoder-decoder trained on
 #     the same split (tools/expertflow/t5_predictor.py), for the predictor's justification.
 #
@@ -42,6 +44,10 @@ if [ -f "$traces/sharegpt.trace" ]; then
 fi
 for c in $cases; do
   IFS=: read -r name test learn <<<"$c"
+  if grep -qs '"expertflow"' "$out/results/$name-rtx4090.json"; then
+    echo "predictor accuracy on $name: from $out/results/$name-rtx4090.json" >&2
+    continue
+  fi
   echo "predictor accuracy on $name" >&2
   "$moex" sim --trace "$traces/$test.trace" --learn-from "$traces/$learn.trace" \
     --policy expertflow --budget 25% --hardware rtx4090 --scale-to olmoe:full \
@@ -49,7 +55,7 @@ for c in $cases; do
 done
 
 aset=${ABLATION_SET:-sharegpt}
-ladder="lru,expertflow:predictor=frequency,expertflow,expertflow:threshold=0.5"
+ladder="lru,expertflow:predictor=frequency,expertflow,expertflow:threshold=0"
 ladder+=",expertflow:cancel=0,oracle+belady"
 for hw in cpu:"$cpu_profile" rtx4090:rtx4090; do
   label=${hw%%:*}
@@ -64,5 +70,5 @@ if [ "${T5:-0}" = 1 ]; then
   /usr/bin/python3 "$root/tools/expertflow/t5_predictor.py" "$traces/$aset.learn.trace" \
     "$traces/$aset.test.trace" --epochs "${T5_EPOCHS:-30}" --json "$res/t5-$aset.json"
 fi
-python3 "$root/tools/bench/expertflow_eval_table.py" "$res" >"$res/tables.md"
+python3 "$root/tools/bench/expertflow_eval_table.py" "$res" "$out/results" >"$res/tables.md"
 echo "tables: $res/tables.md" >&2

@@ -12,6 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/generator.h"
+#include "engine/moe_executor.h"
+#include "engine/transformer.h"
+#include "model/model.h"
 #include "policy/expertflow.h"
 #include "policy/expertflow_predictor.h"
 #include "policy/plec.h"
@@ -19,6 +23,14 @@
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
 #include "policy/routing_path_accuracy.h"
+#include "sim/replay.h"
+#include "support/engine_runs.h"
+#include "support/temp_dir.h"
+#include "support/tiny_models.h"
+#include "tiers/offload_metrics.h"
+#include "trace/policy_learning.h"
+#include "trace/trace_reader.h"
+#include "trace/trace_recorder.h"
 
 namespace moex::policy {
 namespace {
@@ -566,6 +578,97 @@ TEST(ExpertFlowPolicy, ReportsBatchLevelAccuracyAgainstBaselines) {
   EXPECT_EQ(r["accuracy"][1]["batches"], 12);  // Two requests per decode step.
   EXPECT_GT(r["accuracy"][0]["jaccard"].get<double>(), 0.9);
   EXPECT_LT(r["accuracy_most_frequent"][0]["jaccard"].get<double>(), 0.5);
+}
+
+// ---------------------------------------------------------------------------------------
+// A trained predictor on the engine: the generic conformance tests run `expertflow`
+// untrained (no learning there), so the learned path is held to the same promises here.
+
+void RecordRequests(const Model& model, const std::string& path) {
+  ResidentMoeExecutor resident(model);
+  Transformer t(model, resident);
+  trace::TraceHeader h;
+  h.source = "test";
+  h.model = trace::TraceModelOf(model);
+  trace::TraceWriter writer(path, h);
+  trace::TraceRecorder recorder(writer, model);
+  t.set_observer(&recorder);
+  Generator g(t);
+  GenerationRequest a, b;
+  a.prompt = {5, 9, 200, 31, 7, 64, 12, 90};
+  a.max_tokens = 12;
+  b.prompt = {77, 3, 41};
+  b.max_tokens = 9;
+  g.Generate({a, b});
+  g.Generate({b});
+  writer.Finish();
+}
+
+TEST(ExpertFlowPolicy, TrainedPredictorIsLosslessAndTheSimulatorGivesTheEnginesCounts) {
+  auto model = LoadModel(moex::testing::ChunkedTinyModelPath(Arch::kOlmoe));
+  moex::testing::TempDir dir;
+  const std::string trace_path = dir / "learn.trace";
+  RecordRequests(*model, trace_path);
+  const std::string spec = "expertflow:dim=8,hidden=16,epochs=2";
+  // Learns from the trace, then serves: the CLI's --learn-from.
+  const tiers::PolicyMaker learned = [&](const PolicyFacts& f) -> std::unique_ptr<Policy> {
+    std::unique_ptr<Policy> p = MakePolicy(spec, f);
+    trace::LearnFromTraces(*p, f, {trace_path});
+    return p;
+  };
+  ResidentMoeExecutor resident(*model);
+  const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
+  const std::vector<float> want = moex::testing::PrefillLogits(*model, resident, prompt);
+  for (const char* budget : {"25%", "50%"}) {
+    SCOPED_TRACE(budget);
+    OffloadOptions o;
+    o.store_path = dir / "experts.moex";
+    o.host_budget = budget;
+    o.policy = spec;
+    o.make_policy = learned;
+    o.worker = PolicyWorker::Mode::kSync;
+    o.chunk_neurons = moex::testing::kChunkNeurons;
+    o.progress = false;
+    for (auto mode : {PolicyWorker::Mode::kSync, PolicyWorker::Mode::kAsync}) {
+      OffloadOptions oo = o;
+      oo.worker = mode;
+      OffloadMoeExecutor offload(*model, oo);
+      EXPECT_EQ(moex::testing::PrefillLogits(*model, offload, prompt), want);
+      EXPECT_EQ(moex::testing::GreedyTokens(*model, offload),
+                moex::testing::GreedyTokens(*model, resident));
+    }
+    // Replaying the learning trace through the trained policy: engine == simulator.
+    OffloadMoeExecutor offload(*model, o);
+    Transformer t(*model, offload);
+    Generator g(t);
+    GenerationRequest a, b;
+    a.prompt = {5, 9, 200, 31, 7, 64, 12, 90};
+    a.max_tokens = 12;
+    b.prompt = {77, 3, 41};
+    b.max_tokens = 9;
+    g.Generate({a, b});
+    g.Generate({b});
+    const tiers::OffloadMetrics engine = offload.Metrics();
+    EXPECT_GT(engine.total.counters.prefetch_issued, 0);  // The predictor planned.
+    trace::TraceReader reader(trace_path);
+    sim::ReplayOptions so;
+    so.policy = spec;
+    so.make_policy = learned;
+    so.budget = budget;
+    so.chunk_neurons = moex::testing::kChunkNeurons;
+    so.worker = PolicyWorker::Mode::kSync;
+    so.hardware.name = "test";
+    so.hardware.compute_gb_per_s = 10;
+    so.hardware.compute_tflops = 1;
+    so.hardware.link_gb_per_s = 1;
+    const sim::ReplayResult r = sim::Replay(reader, so);
+    EXPECT_EQ(r.total.hits, engine.total.counters.hits);
+    EXPECT_EQ(r.total.misses, engine.total.counters.misses);
+    EXPECT_EQ(r.total.prefetch_issued, engine.total.counters.prefetch_issued);
+    EXPECT_EQ(r.total.prefetch_used, engine.total.counters.prefetch_used);
+    EXPECT_EQ(r.total.prefetch_cancelled, engine.total.counters.prefetch_cancelled);
+    EXPECT_EQ(r.total.evictions, engine.total.counters.evictions);
+  }
 }
 
 }  // namespace

@@ -529,12 +529,12 @@ std::vector<ParamSpec> ExpertFlowParams() {
        "experts per token and layer a path predicts: its highest logits (0: the model's top-k)"},
       {"threshold",
        T::kReal,
-       "0",
+       "0.5",
        0,
        0.999,
        {},
-       "binarise a token's path by probability instead: every expert the predictor gives at "
-       "least this (0: the top-k logits)"},
+       "a token's path: every expert whose predicted probability reaches this (status "
+       "classification); 0: the top-k logits instead"},
       {"cancel",
        T::kBool,
        "1",

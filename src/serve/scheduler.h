@@ -35,7 +35,7 @@
 #include "core/clock.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 #include "serve/serve_metrics.h"
 
 namespace moex::serve {

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Markdown tables of a bench/expertflow_eval.sh output directory.
 
-    expertflow_eval_table.py RES_DIR
+    expertflow_eval_table.py RES_DIR [POLICY_EVAL_RESULTS_DIR]
 
 Accuracy: per case, the batch-level Jaccard (Eq. 7 as defined in
 src/policy/routing_path_accuracy.h), precision and recall of the learned predictor at
 batches of 1, 8, 16 and 32 requests, beside the most-frequent-experts and previous-token
-predictors, and the T5-style reference when its JSON is there. Ablation: per profile, each
+predictors, and the T5-style reference when its JSON is there; cases come from RES_DIR's
+accuracy-CASE.json and from bench/policy_eval.sh's CASE-rtx4090.json (expertflow at 25 %). Ablation: per profile, each
 spec's decode hit rate, bytes per decoded token, TPOT, TTFT and prefetch counts.
 """
 import glob, json, os, sys
@@ -16,38 +17,52 @@ def cell(row):
     return f"{row['jaccard']:.3f} ({row['precision']:.2f}/{row['recall']:.2f})"
 
 
-def main(res):
+def accuracy_runs(res, results):
+    """case -> the expertflow result whose report holds the accuracy."""
+    runs = {}
+    if results:
+        for path in glob.glob(os.path.join(results, "*-rtx4090.json")):
+            name = os.path.basename(path)[:-len("-rtx4090.json")]
+            for r in json.load(open(path))["results"]:
+                if r["policy"] == "expertflow" and abs(r["budget_fraction"] - 0.25) < 1e-6:
+                    runs[name] = r
+    for path in glob.glob(os.path.join(res, "accuracy-*.json")):
+        r = json.load(open(path))
+        runs[os.path.basename(path)[len("accuracy-"):-len(".json")]] = (
+            r["results"][0] if "results" in r else r)
+    return dict(sorted(runs.items()))
+
+
+def main(res, results=None):
+    runs = accuracy_runs(res, results)
+    # t5-CASE.json or t5-CASE.TAG.json (TAG: a variant, e.g. b4 for batch 4).
     t5 = {}
-    for path in glob.glob(os.path.join(res, "t5-*.json")):
-        t5[os.path.basename(path)[3:-5]] = json.load(open(path))
+    for path in sorted(glob.glob(os.path.join(res, "t5-*.json"))):
+        case, _, tag = os.path.basename(path)[3:-5].partition(".")
+        t5.setdefault(case, []).append((tag, json.load(open(path))))
     print("## Batch-level accuracy (held-out requests' decode tokens)\n")
     print("Jaccard (precision/recall) per batch of B requests at the same decode step, mean "
           "over MoE layers.\n")
     print("| case | predictor | B = 1 | B = 8 | B = 16 | B = 32 |")
     print("|---|---|---|---|---|---|")
-    for path in sorted(glob.glob(os.path.join(res, "accuracy-*.json"))):
-        name = os.path.basename(path)[len("accuracy-"):-len(".json")]
-        r = json.load(open(path))
-        r = r["results"][0] if "results" in r else r
+    for name, r in runs.items():
         rep = r["policy_report"]["expertflow"]
-        for key, label in [("accuracy", f"expertflow ({rep['parameters'] * 4 / 2**20:.2f} MiB)"),
+        for key, label in [("accuracy_threshold_0_5", f"expertflow, σ ≥ 0.5 ({rep['parameters'] * 4 / 2**20:.2f} MiB)"),
+                           ("accuracy_topk", "expertflow, top-k"),
                            ("accuracy_most_frequent", "most frequent experts"),
                            ("accuracy_previous_token", "previous decode token's path")]:
             print(f"| {name} | {label} | " + " | ".join(cell(x) for x in rep[key]) + " |")
-        if name in t5:
-            t = t5[name]
-            print(f"| {name} | T5-style enc-dec ({t['bytes_f32'] / 2**20:.2f} MiB, "
-                  f"{t['epochs']} epochs) | " + " | ".join(cell(x) for x in t["accuracy"]) + " |")
+        for tag, t in t5.get(name, []):
+            print(f"| {name} | T5-style enc-dec, top-k ({t['bytes_f32'] / 2**20:.2f} MiB, "
+                  f"{t['epochs']} epochs{', ' + tag if tag else ''}) | "
+                  + " | ".join(cell(x) for x in t["accuracy"]) + " |")
     print()
-    for path in sorted(glob.glob(os.path.join(res, "accuracy-*.json"))):
-        name = os.path.basename(path)[len("accuracy-"):-len(".json")]
-        r = json.load(open(path))
-        r = r["results"][0] if "results" in r else r
-        rep = r["policy_report"]["expertflow"]
-        print(f"**{name}** per MoE layer, expertflow Jaccard at B = 1 / 8 / 32: " + ", ".join(
-            f"{a:.2f}/{b:.2f}/{c:.2f}" for a, b, c in zip(rep["accuracy"][0]["jaccard_per_layer"],
-                                                          rep["accuracy"][1]["jaccard_per_layer"],
-                                                          rep["accuracy"][3]["jaccard_per_layer"])))
+    for name, r in runs.items():
+        acc = r["policy_report"]["expertflow"]["accuracy_topk"]
+        print(f"**{name}** per MoE layer, expertflow (top-k) Jaccard at B = 1 / 8 / 32: " + ", ".join(
+            f"{a:.2f}/{b:.2f}/{c:.2f}" for a, b, c in zip(acc[0]["jaccard_per_layer"],
+                                                          acc[1]["jaccard_per_layer"],
+                                                          acc[3]["jaccard_per_layer"])))
         print()
     for label in ["cpu", "rtx4090"]:
         path = os.path.join(res, f"ablation-{label}.json")
@@ -68,6 +83,6 @@ def main(res):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -197,6 +197,7 @@ def main():
         "parameters": params,
         "bytes_f32": params * 4,
         "d_model": a.d, "heads": a.heads, "layers": a.layers, "ff": a.ff, "epochs": a.epochs,
+        "batch": a.batch, "lr": a.lr,
         "train_requests": len(learn), "train_seconds": time.time() - start,
         "test_decode_tokens": len(samples),
         "test_loss": test_loss / max(1, test_bits),

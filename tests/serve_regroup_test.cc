@@ -13,9 +13,11 @@
 
 #include "cli/session.h"
 #include "core/error.h"
+#include "model/model.h"
 #include "policy/composed_policy.h"
 #include "policy/registry.h"
 #include "serve/server.h"
+#include "support/engine_runs.h"
 #include "support/serve_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
@@ -170,6 +172,25 @@ TEST(ServeRegroupPolicy, PathRegroupingKeepsEveryRequestsTokens) {
       EXPECT_EQ(together[i], Alone()[i]) << "round " << round << ", request " << i;
   }
   EXPECT_GT(Metric(s, "moex_regroup_units_total"), 0);
+}
+
+// ExpertFlow's own token scheduler: `expertflow` trained (--learn-from) on a trace of the same
+// model answers the regrouping with its predicted paths; every request still gets exactly
+// the tokens it gets alone.
+TEST(ServeRegroupPolicy, ExpertFlowRegroupsByPredictedPathsAndKeepsEveryRequestsTokens) {
+  testing::TempDir dir;
+  const std::string trace = (dir.path() / "learn.trace").string();
+  testing::RecordLearningTrace(*LoadModel(testing::TinyModelPath(Arch::kOlmoe)), trace);
+  cli::ModelOptions model = TinyModel("25%", "expertflow:dim=8,hidden=32,epochs=3");
+  model.learn_from = {trace};
+  RunningServer s(model, Units(2));
+  for (int round = 0; round < 2; ++round) {
+    const auto together = Together(s);
+    for (size_t i = 0; i < Requests().size(); ++i)
+      EXPECT_EQ(together[i], Alone()[i]) << "round " << round << ", request " << i;
+  }
+  EXPECT_GT(Metric(s, "moex_regroup_units_total"), 0);
+  EXPECT_GT(Metric(s, "moex_regroup_units_regrouped_total"), 0);  // The policy answered.
 }
 
 // The paths one run records, saved with --policy-state, predict the next identical run's

@@ -4,6 +4,11 @@
 // times divided by --time-scale, or scaled to a mean of --rate requests per second; output
 // lengths from GeneratedTokens capped by --max-tokens).
 // Reports throughput and TTFT / TPOT / latency percentiles, one JSON object with --json.
+// Any OpenAI-compatible server can be driven (llama.cpp's llama-server included): tokens are
+// counted from moex's `token_ids` when a chunk has them, else one per non-empty chunk, and
+// the final `usage.completion_tokens` wins when the server sends it. `--endpoint completions`
+// sends the prompt text to /v1/completions, so that two servers with the same vocabulary see
+// the same prompt tokens whatever their chat templates.
 //
 //   serve_load --port 8080 --prompts ../shared/data/prompts/sharegpt_v3_filtered_500.json
 //       --clients 4 --requests 64 --max-tokens 64 --json
@@ -44,6 +49,7 @@ struct Options {
   size_t max_prompt_chars = 2000;
   bool ignore_eos = true;  // Output lengths as asked, so runs are comparable.
   std::string api_key;
+  std::string endpoint = "chat";  // chat (/v1/chat/completions) or completions.
   bool json = false;
 };
 
@@ -92,13 +98,15 @@ double ScaleForRate(const std::vector<Arrival>& arrivals, double rate) {
 }
 
 Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
-  const json body = {{"model", "moex"},
-                     {"messages", {{{"role", "user"}, {"content", prompt}}}},
-                     {"max_tokens", max_tokens},
-                     {"temperature", 0},
-                     {"ignore_eos", o.ignore_eos},
-                     {"stream", true},
-                     {"stream_options", {{"include_usage", true}}}};
+  const bool chat = o.endpoint == "chat";
+  json body = {{"model", "moex"},  {"max_tokens", max_tokens},
+               {"temperature", 0}, {"ignore_eos", o.ignore_eos},
+               {"stream", true},   {"stream_options", {{"include_usage", true}}}};
+  if (chat) {
+    body["messages"] = {{{"role", "user"}, {"content", prompt}}};
+  } else {
+    body["prompt"] = prompt;
+  }
   std::vector<std::string> headers;
   if (!o.api_key.empty()) headers.push_back("Authorization: Bearer " + o.api_key);
   Sample s;
@@ -106,9 +114,10 @@ Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
   Clock::time_point first{}, last{};
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   bool done = false;
+  int64_t usage_tokens = 0;
   const moex::serve::HttpResult r = moex::serve::HttpRequest(
-      o.host, o.port, "POST", "/v1/chat/completions", body.dump(), headers,
-      [&](const std::string& data) {
+      o.host, o.port, "POST", chat ? "/v1/chat/completions" : "/v1/completions", body.dump(),
+      headers, [&](const std::string& data) {
         if (data == "[DONE]") {
           done = true;
           return true;
@@ -121,9 +130,19 @@ Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
         }
         if (chunk.contains("usage") && chunk["usage"].is_object()) {
           s.prompt_tokens = chunk["usage"].value("prompt_tokens", 0);
+          usage_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
         }
-        if (chunk["choices"].empty()) return true;
-        const auto n = static_cast<int64_t>(chunk["choices"][0]["token_ids"].size());
+        if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
+          return true;
+        const json& choice = chunk["choices"][0];
+        int64_t n = 0;
+        if (choice.contains("token_ids")) {
+          n = static_cast<int64_t>(choice["token_ids"].size());
+        } else {  // Another server: one token per chunk that carries text.
+          const json& text = chat ? choice.value("delta", json::object()).value("content", json())
+                                  : choice.value("text", json());
+          n = text.is_string() && !text.get<std::string>().empty() ? 1 : 0;
+        }
         if (n > 0) {
           last = Clock::now();
           if (s.tokens == 0) first = last;
@@ -131,6 +150,7 @@ Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
         }
         return true;
       });
+  if (usage_tokens > 0) s.tokens = usage_tokens;
   s.latency_s = seconds(Clock::now() - start);
   if (r.status != 200) {
     s.error = "HTTP " + std::to_string(r.status) + " " + r.error + " " + r.body.substr(0, 200);
@@ -182,6 +202,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-prompt-chars", o.max_prompt_chars, "cut prompts to this many characters")
       ->capture_default_str();
   app.add_option("--api-key", o.api_key);
+  app.add_option("--endpoint", o.endpoint, "chat or completions (prompt text, no chat template)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"chat", "completions"}));
   app.add_flag("--json", o.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
 

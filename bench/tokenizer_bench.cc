@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 
 #ifndef MOEX_SOURCE_DIR
 #define MOEX_SOURCE_DIR "."

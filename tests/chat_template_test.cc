@@ -2,7 +2,7 @@
 // (Qwen3 and DeepSeek-V3 from their tokenizer_config.json; Mixtral-instruct and Tulu/OLMoE
 // style templates written here), fixed expected prompts, and agreement with @huggingface/jinja
 // on many conversations when the npm reference is available.
-#include "io/chat_template.h"
+#include "text/chat_template.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include "support/shared_data.h"
 

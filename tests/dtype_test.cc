@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
-#include "core/error.h"
-
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "kernels/ops.h"
 
 namespace moex {
 namespace {
@@ -32,9 +36,9 @@ TEST(DTypeTest, F16RoundTripsEveryHalf) {
 TEST(DTypeTest, F16KnownValues) {
   EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
   EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));  // Smallest subnormal.
-  EXPECT_EQ(F32ToF16(65504.0f), 0x7bff);                // Largest finite.
-  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);                // Rounds to infinity.
-  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -25)), 0x0000);   // Tie with zero goes to even (0).
+  EXPECT_EQ(F32ToF16(65504.0f), 0x7bff);               // Largest finite.
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);               // Rounds to infinity.
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -25)), 0x0000);  // Tie with zero goes to even (0).
   EXPECT_EQ(F32ToF16(std::ldexp(1.5f, -25)), 0x0001);
 }
 
@@ -44,6 +48,72 @@ TEST(DTypeTest, SizesAndNames) {
   EXPECT_THROW(DTypeBytes(DType::kQ8_0, 33), Error);
   EXPECT_EQ(ParseDType("BF16"), DType::kBF16);
   EXPECT_THROW(ParseDType("int4"), Error);
+}
+
+// The one scalar widening every layer uses, on values worked out by hand.
+TEST(DTypeTest, ConvertToF32OfEveryDType) {
+  auto bytes = [](const void* p, size_t n) {
+    std::vector<std::byte> b(n);
+    std::memcpy(b.data(), p, n);
+    return b;
+  };
+  float out[32];
+  const float f32[] = {1.5f, -0.25f};
+  ConvertToF32(bytes(f32, sizeof f32).data(), DType::kF32, 2, out);
+  EXPECT_EQ(out[0], 1.5f);
+  EXPECT_EQ(out[1], -0.25f);
+  const uint16_t f16[] = {0x3c00, 0xc100, 0x0001};  // 1, -2.5, 2^-24.
+  ConvertToF32(bytes(f16, sizeof f16).data(), DType::kF16, 3, out);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -2.5f);
+  EXPECT_EQ(out[2], std::ldexp(1.0f, -24));
+  const uint16_t bf16[] = {0x3f80, 0xc040};  // 1, -3.
+  ConvertToF32(bytes(bf16, sizeof bf16).data(), DType::kBF16, 2, out);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -3.0f);
+  // Q8_0: scale 0.5 (f16 0x3800), then 32 int8 values; element i is q[i] * 0.5.
+  std::vector<std::byte> q8(kQ8BlockBytes);
+  const uint16_t scale = 0x3800;
+  std::memcpy(q8.data(), &scale, 2);
+  for (int i = 0; i < kQ8BlockSize; ++i)
+    q8[2 + i] = static_cast<std::byte>(static_cast<int8_t>(i - 16));
+  ConvertToF32(q8.data(), DType::kQ8_0, kQ8BlockSize, out);
+  EXPECT_EQ(out[0], -8.0f);
+  EXPECT_EQ(out[16], 0.0f);
+  EXPECT_EQ(out[31], 7.5f);
+  EXPECT_EQ(ElementToF32(DType::kQ8_0, q8.data(), 17), 0.5f);
+}
+
+// kernels::ToF32 is the vectorised form of ConvertToF32: the same bits for every dtype, and
+// TensorToF32 widens a whole tensor the same way.
+TEST(DTypeTest, KernelWideningMatchesTheScalarOne) {
+  std::vector<std::byte> raw(2 * kQ8BlockBytes);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::byte>((i * 37 + 11) % 251);
+  for (size_t b = 0; b < 2; ++b) {  // Finite Q8_0 scales (f16 0x2c00 = 1/16).
+    raw[b * kQ8BlockBytes] = std::byte{0x00};
+    raw[b * kQ8BlockBytes + 1] = std::byte{0x2c};
+  }
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0}) {
+    const int64_t n = dtype == DType::kQ8_0 ? 64 : 34;
+    std::vector<float> scalar(n), vector(n);
+    ConvertToF32(raw.data(), dtype, n, scalar.data());
+    kernels::ToF32(raw.data(), dtype, n, vector.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(scalar[i])) {
+        EXPECT_TRUE(std::isnan(vector[i])) << DTypeName(dtype) << " " << i;
+      } else {
+        EXPECT_EQ(scalar[i], vector[i]) << DTypeName(dtype) << " " << i;
+      }
+    }
+    TensorView t;
+    t.dtype = dtype;
+    t.shape = {2, n / 2};
+    t.data = raw.data();
+    t.nbytes = DTypeBytes(dtype, n);
+    const std::vector<float> whole = TensorToF32(t);
+    ASSERT_EQ(whole.size(), static_cast<size_t>(n));
+    EXPECT_EQ(std::memcmp(whole.data(), scalar.data(), n * sizeof(float)), 0) << DTypeName(dtype);
+  }
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 #include "engine/generator.h"
 #include "engine/moe_executor.h"
 #include "engine/sampler.h"
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "support/shared_data.h"

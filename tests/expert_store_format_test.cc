@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "io/expert_store_packer.h"
-#include "tiers/random_weight_source.h"
+#include "model/expert_store_packer.h"
+#include "support/random_weight_source.h"
 
 namespace moex {
 namespace {
@@ -75,9 +75,9 @@ TEST_F(ExpertStoreTest, PackedRecordsAreNeuronMajorCopies) {
   EXPECT_EQ(store.moe_layers(), (std::vector<int>{1, 2}));
   EXPECT_EQ(store.MoeIndex(0), -1);
   EXPECT_EQ(store.record_bytes(), 3u * 64 * 2);
-  EXPECT_EQ(store.Mismatch(c, DType::kBF16, "ckpt-test"), "");
-  EXPECT_NE(store.Mismatch(c, DType::kBF16, "ckpt-other"), "");
-  EXPECT_NE(store.Mismatch(c, DType::kF32, "ckpt-test"), "");
+  EXPECT_EQ(StoreMismatch(store, c, DType::kBF16, "ckpt-test"), "");
+  EXPECT_NE(StoreMismatch(store, c, DType::kBF16, "ckpt-other"), "");
+  EXPECT_NE(StoreMismatch(store, c, DType::kF32, "ckpt-test"), "");
   store.VerifyData();
 
   std::ifstream in(opts_.out_path, std::ios::binary);
@@ -164,7 +164,7 @@ TEST_F(ExpertStoreTest, StaleSourceIsRebuilt) {
   RandomWeightSource b(c, DType::kBF16, 9);
   opts_.source_id = "ckpt-new";
   ExpertStore s = OpenOrPackExpertStore(b, c, opts_);
-  EXPECT_EQ(s.Mismatch(c, DType::kBF16, "ckpt-new"), "");
+  EXPECT_EQ(StoreMismatch(s, c, DType::kBF16, "ckpt-new"), "");
 }
 
 TEST_F(ExpertStoreTest, DiskFullLeavesNoStoreBehind) {

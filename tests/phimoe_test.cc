@@ -28,7 +28,7 @@
 #include "support/reference_model.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
-#include "tiers/random_weight_source.h"
+#include "support/random_weight_source.h"
 
 namespace moex {
 namespace {

@@ -10,10 +10,10 @@
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
 #include "support/policy_events.h"
+#include "support/random_weight_source.h"
 #include "tiers/cache_plan.h"
 #include "tiers/offload_controller.h"
 #include "tiers/offload_metrics.h"
-#include "tiers/random_weight_source.h"
 
 namespace moex::policy {
 namespace {

@@ -569,6 +569,52 @@ TEST(ExpertFlowPolicy, HugeOrNegativeTokenIdsShareARowInsteadOfSizingTheTable) {
   EXPECT_EQ(p->PredictPassPath({9, odd, 3}).layers(), 3);  // Predicts, no crash.
 }
 
+// The scheduler offers four new requests split [0, 0, 1, 1]; their first tokens route
+// (planted rule) to experts 0, 1, 0, 1 in layers 0-1, and in layer 2, which routes by the
+// previous token, to expert 0 (no token before them has run). The split activates 2 + 2 + 1
+// experts per pass (10 over the two passes); clustering the predicted paths pairs the
+// requests of equal routing: 1 expert per layer and pass (6), as the paper's Fig. 4.
+TEST(ExpertFlowPolicy, RegroupsRequestsByPredictedPaths) {
+  PolicyWorker worker(PolicyWorker::Mode::kSync);
+  const PolicyFacts f = ThreeByEight(&worker);
+  auto p = Make("expertflow:dim=16,hidden=64,epochs=6,lr=0.01", f);
+  const int32_t prompts[4] = {16, 17, 24, 25};
+  const int32_t next[4] = {0, 1, 8, 9};
+  std::vector<PassCandidate> candidates;
+  for (int i = 0; i < 4; ++i) candidates.push_back({i + 1, &next[i], 1});
+  std::vector<int> group = {0, 0, 1, 1};
+  EXPECT_FALSE(p->RegroupPasses(candidates, 2, &group));  // Nothing learned: no opinion.
+
+  LearnPlanted(*p, Planted(200, 40, 8, 1));
+  Decisions d;
+  for (int i = 0; i < 4; ++i) p->OnRequestBegin({i + 1, &prompts[i], 1}, &d);
+  for (int i = 0; i < 4; ++i) {
+    const RoutingPath path = p->PredictPassPath(candidates[static_cast<size_t>(i)]);
+    for (int l = 0; l < 2; ++l) EXPECT_TRUE(path.Test(l, next[i] % 8)) << i << " " << l;
+    EXPECT_TRUE(path.Test(2, 0)) << i;
+    EXPECT_EQ(path.Count(), 3) << i;
+  }
+  ASSERT_TRUE(p->RegroupPasses(candidates, 2, &group));
+  EXPECT_EQ(group[0], group[2]);
+  EXPECT_EQ(group[1], group[3]);
+  EXPECT_NE(group[0], group[1]);
+  nlohmann::json report;
+  p->ReportJson(&report);
+  const auto& r = report["expertflow"]["regrouping"];
+  EXPECT_EQ(r["units"], 1);
+  EXPECT_EQ(r["changed"], 1);
+  EXPECT_EQ(r["predicted_activated_before"], 10);
+  EXPECT_EQ(r["predicted_activated_after"], 6);
+
+  // Requests already grouped by routing stay as they are (the safeguard); regroup=0 declines.
+  group = {0, 1, 0, 1};
+  ASSERT_TRUE(p->RegroupPasses(candidates, 2, &group));
+  EXPECT_EQ(group, (std::vector<int>{0, 1, 0, 1}));
+  auto off = Make("expertflow:dim=16,hidden=64,epochs=6,lr=0.01,regroup=0", f);
+  LearnPlanted(*off, Planted(200, 40, 8, 1));
+  EXPECT_FALSE(off->RegroupPasses(candidates, 2, &group));
+}
+
 TEST(ExpertFlowPolicy, ReportsBatchLevelAccuracyAgainstBaselines) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   const PolicyFacts f = ThreeByEight(&worker);
@@ -600,31 +646,11 @@ TEST(ExpertFlowPolicy, ReportsBatchLevelAccuracyAgainstBaselines) {
 // A trained predictor on the engine: the generic conformance tests run `expertflow`
 // untrained (no learning there), so the learned path is held to the same promises here.
 
-void RecordRequests(const Model& model, const std::string& path) {
-  ResidentMoeExecutor resident(model);
-  Transformer t(model, resident);
-  trace::TraceHeader h;
-  h.source = "test";
-  h.model = trace::TraceModelOf(model);
-  trace::TraceWriter writer(path, h);
-  trace::TraceRecorder recorder(writer, model);
-  t.set_observer(&recorder);
-  Generator g(t);
-  GenerationRequest a, b;
-  a.prompt = {5, 9, 200, 31, 7, 64, 12, 90};
-  a.max_tokens = 12;
-  b.prompt = {77, 3, 41};
-  b.max_tokens = 9;
-  g.Generate({a, b});
-  g.Generate({b});
-  writer.Finish();
-}
-
 TEST(ExpertFlowPolicy, TrainedPredictorIsLosslessAndTheSimulatorGivesTheEnginesCounts) {
   auto model = LoadModel(moex::testing::ChunkedTinyModelPath(Arch::kOlmoe));
   moex::testing::TempDir dir;
   const std::string trace_path = dir / "learn.trace";
-  RecordRequests(*model, trace_path);
+  moex::testing::RecordLearningTrace(*model, trace_path);
   const std::string spec = "expertflow:dim=8,hidden=16,epochs=2";
   // Learns from the trace, then serves: the CLI's --learn-from.
   const tiers::PolicyMaker learned = [&](const PolicyFacts& f) -> std::unique_ptr<Policy> {

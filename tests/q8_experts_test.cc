@@ -15,9 +15,9 @@
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
 #include "io/expert_store.h"
-#include "io/expert_store_packer.h"
 #include "kernels/quantize.h"
 #include "model/expert_layout.h"
+#include "model/expert_store_packer.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "model/tensor_names.h"
@@ -355,8 +355,8 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
   EXPECT_EQ(store.header().dtype, 3u);
   store.VerifyData();
   const std::string source_id = CheckpointFingerprint(model->path);
-  EXPECT_EQ(store.Mismatch(model->config, DType::kQ8_0, source_id), "");
-  EXPECT_NE(store.Mismatch(model->config, DType::kBF16, source_id).find("dtype"),
+  EXPECT_EQ(StoreMismatch(store, model->config, DType::kQ8_0, source_id), "");
+  EXPECT_NE(StoreMismatch(store, model->config, DType::kBF16, source_id).find("dtype"),
             std::string::npos);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

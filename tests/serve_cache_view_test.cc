@@ -46,6 +46,29 @@ TEST(ServeExpertActivity, CountsTokensPerExpertAndDistinctExpertsPerGate) {
   for (int e = 0; e < 4; ++e) EXPECT_EQ(a.activations(0, e), 0);
 }
 
+// Each pass reports its distinct experts summed over its gates, and whether it only decoded.
+TEST(ServeExpertActivity, ReportsActivatedExpertsPerPass) {
+  ExpertActivity a(3, 4);
+  std::vector<std::pair<int64_t, bool>> passes;
+  a.set_pass_callback([&](int64_t n, bool decode_only) { passes.push_back({n, decode_only}); });
+  policy::IterationBeginEvent decode;
+  decode.n_requests = 2;
+  decode.n_tokens = 2;
+  a.OnIterationBegin(decode);
+  const std::vector<int32_t> first = {0, 1, 1, 2};   // Layer 0: {0,1,2} = 3.
+  const std::vector<int32_t> second = {3, 3, 3, 3};  // Layer 2: {3} = 1.
+  a.OnGate(Gate(0, 2, 2, first));
+  a.OnGate(Gate(2, 2, 2, second));
+  a.OnIterationEnd();
+  policy::IterationBeginEvent prefill;  // One request, two prompt tokens.
+  prefill.n_requests = 1;
+  prefill.n_tokens = 2;
+  a.OnIterationBegin(prefill);
+  a.OnGate(Gate(0, 2, 2, second));
+  a.OnIterationEnd();
+  EXPECT_EQ(passes, (std::vector<std::pair<int64_t, bool>>{{4, true}, {1, false}}));
+}
+
 TEST(ServeExpertActivity, GateOutsideTheShapeIsAnError) {
   ExpertActivity a(2, 4);
   const std::vector<int32_t> ids = {0};

@@ -93,6 +93,20 @@ TEST(ServeCli, BadSchedulerOptionsAreRefused) {
   EXPECT_NE(running.err.find("--max-batch-tokens (512) must be at least --max-running (600)"),
             std::string::npos)
       << running.err;
+  // With units of two passes, a pass holds half the running requests.
+  const testing::CommandResult units =
+      testing::RunCommand(testing::MoexBinary() + " serve --model " + model +
+                          " --port 0 --max-running 600 --max-batch-tokens 256 --regroup 2");
+  EXPECT_EQ(units.exit_code, 1);
+  EXPECT_NE(units.err.find("--max-batch-tokens (256) must be at least --max-running (600) / "
+                           "--regroup (2)"),
+            std::string::npos)
+      << units.err;
+  const testing::CommandResult negative = testing::RunCommand(
+      testing::MoexBinary() + " serve --model " + model + " --port 0 --regroup -1");
+  EXPECT_NE(negative.exit_code, 0) << negative.err;  // CLI11's validation error.
+  EXPECT_NE(negative.err.find("--regroup: Value -1 not in range 0 to 64"), std::string::npos)
+      << negative.err;
 }
 
 }  // namespace

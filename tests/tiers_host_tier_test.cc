@@ -13,12 +13,12 @@
 #include <random>
 
 #include "core/error.h"
-#include "io/expert_store_packer.h"
+#include "engine/layer_runner.h"
 #include "kernels/ops.h"
+#include "model/expert_store_packer.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
-#include "tiers/layer_runner.h"
-#include "tiers/random_weight_source.h"
+#include "support/random_weight_source.h"
 
 namespace moex::tiers {
 namespace {

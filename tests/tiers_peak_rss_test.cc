@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/hf_checkpoint.h"
+#include "model/hf_checkpoint.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <random>
 
-#include "io/tokenizer.h"
-#include "io/tokenizer_nfc.h"
-#include "io/tokenizer_stream.h"
-#include "io/tokenizer_utf8.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_nfc.h"
+#include "text/tokenizer_stream.h"
+#include "text/tokenizer_utf8.h"
 
 #include "support/shared_data.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include "support/shared_data.h"
 

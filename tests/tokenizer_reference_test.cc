@@ -18,7 +18,7 @@
 
 #include <unistd.h>
 
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include "support/shared_data.h"
 

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/tokenizer.h"
-#include "io/tokenizer_stream.h"
-#include "io/tokenizer_utf8.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_stream.h"
+#include "text/tokenizer_utf8.h"
 
 #include "support/shared_data.h"
 

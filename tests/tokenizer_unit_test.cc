@@ -8,14 +8,14 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "io/tokenizer.h"
-#include "io/tokenizer_added.h"
-#include "io/tokenizer_bpe.h"
-#include "io/tokenizer_nfc.h"
-#include "io/tokenizer_regex.h"
-#include "io/tokenizer_stream.h"
-#include "io/tokenizer_utf8.h"
 #include "support/shared_data.h"
+#include "text/tokenizer.h"
+#include "text/tokenizer_added.h"
+#include "text/tokenizer_bpe.h"
+#include "text/tokenizer_nfc.h"
+#include "text/tokenizer_regex.h"
+#include "text/tokenizer_stream.h"
+#include "text/tokenizer_utf8.h"
 
 namespace moex {
 namespace {

@@ -11,8 +11,8 @@
 #include "cli/session.h"
 #include "core/error.h"
 #include "engine/generator.h"
-#include "io/chat_template.h"
-#include "io/tokenizer_stream.h"
+#include "text/chat_template.h"
+#include "text/tokenizer_stream.h"
 
 namespace moex::cli {
 

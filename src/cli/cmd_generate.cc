@@ -4,11 +4,11 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "core/progress.h"
 #include "cli/session.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "engine/generator.h"
-#include "io/tokenizer_stream.h"
+#include "text/tokenizer_stream.h"
 
 namespace moex::cli {
 

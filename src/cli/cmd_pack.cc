@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "core/clock.h"
-#include "io/expert_store_packer.h"
+#include "model/expert_store_packer.h"
 
 namespace moex::cli {
 

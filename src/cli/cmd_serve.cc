@@ -58,6 +58,12 @@ int RunServe(ServeOptions o) {
   stopped = true;
   watcher.join();
   session->SavePolicyState();
+  // What the policy reports of the whole run (e.g. regroup's scored units), as one line.
+  if (auto* offload = dynamic_cast<OffloadMoeExecutor*>(session->executor.get())) {
+    nlohmann::json report = nlohmann::json::object();
+    offload->tier().controller().policy().ReportJson(&report);
+    if (!report.empty()) std::fprintf(stderr, "moex: policy report: %s\n", report.dump().c_str());
+  }
   std::fprintf(stderr, "moex: server stopped\n");
   return 0;
 }
@@ -98,6 +104,12 @@ Runner AddServeCommand(CLI::App& app) {
                   "seconds a request may take from arrival (0: no limit)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--regroup", s.scheduler.regroup,
+                  "run passes in units of N (0/1: off; 2: ExpertFlow's two batches): each unit "
+                  "splits the running requests into N equal passes, regrouped by the policy "
+                  "so each pass activates fewer experts (docs/serving.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--default-max-tokens", s.default_max_tokens,
                   "max_tokens of chat requests that give none")
       ->capture_default_str()

@@ -12,8 +12,8 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "io/chat_template.h"
 #include "io/gguf_file.h"
+#include "text/chat_template.h"
 
 namespace moex::cli {
 

@@ -11,7 +11,7 @@
 
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 #include "model/model.h"
 #include "sim/routing_replay.h"
 

@@ -9,10 +9,14 @@ namespace moex {
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kQ8_0: return "q8_0";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kQ8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -30,14 +34,24 @@ DType ParseDType(const std::string& name) {
 
 size_t DTypeBytes(DType t, int64_t count) {
   switch (t) {
-    case DType::kF32: return static_cast<size_t>(count) * 4;
+    case DType::kF32:
+      return static_cast<size_t>(count) * 4;
     case DType::kF16:
-    case DType::kBF16: return static_cast<size_t>(count) * 2;
+    case DType::kBF16:
+      return static_cast<size_t>(count) * 2;
     case DType::kQ8_0:
       Check(count % kQ8BlockSize == 0, "q8_0 row length ", count, " is not a multiple of 32");
       return static_cast<size_t>(count / kQ8BlockSize) * kQ8BlockBytes;
   }
   return 0;
+}
+
+void ConvertToF32(const std::byte* src, DType dtype, int64_t n, float* dst) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = ElementToF32(dtype, src, static_cast<size_t>(i));
 }
 
 float F16ToF32(uint16_t h) {
@@ -72,7 +86,7 @@ uint16_t F32ToF16(float f) {
   std::memcpy(&bits, &f, sizeof bits);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (abs >= 0x477ff000u) return sign | 0x7c00u;  // Overflows to infinity after rounding.
   if (abs < 0x38800000u) {                        // Result is subnormal or zero.
     if (abs < 0x33000000u) return sign;           // Below half the smallest subnormal.

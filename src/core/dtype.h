@@ -44,4 +44,33 @@ inline uint16_t F32ToBF16(float f) {
 float F16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);  // Round-to-nearest-even, with overflow to infinity.
 
+// Element i of a row of `dtype` values (any alignment), widened to f32 exactly: Q8_0's
+// q * scale has at most 8 + 11 significant bits. The one scalar conversion every layer uses;
+// kernels::ToF32 is its vectorised form and gives the same bits.
+inline float ElementToF32(DType dtype, const std::byte* row, size_t i) {
+  switch (dtype) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+    case DType::kF16:
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return dtype == DType::kBF16 ? BF16ToF32(h) : F16ToF32(h);
+    }
+    case DType::kQ8_0: {
+      const std::byte* block = row + (i / kQ8BlockSize) * kQ8BlockBytes;
+      uint16_t scale;
+      std::memcpy(&scale, block, 2);
+      return static_cast<float>(static_cast<int8_t>(block[2 + i % kQ8BlockSize])) * F16ToF32(scale);
+    }
+  }
+  return 0.0f;
+}
+
+// Widens n consecutive elements (Q8_0: n a multiple of 32) to f32, as ElementToF32.
+void ConvertToF32(const std::byte* src, DType dtype, int64_t n, float* dst);
+
 }  // namespace moex

@@ -11,4 +11,10 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+std::vector<float> TensorToF32(const TensorView& tensor) {
+  std::vector<float> out(static_cast<size_t>(tensor.numel()));
+  ConvertToF32(tensor.data, tensor.dtype, tensor.numel(), out.data());
+  return out;
+}
+
 }  // namespace moex

@@ -32,4 +32,8 @@ struct TensorView {
 
 std::string ShapeString(const std::vector<int64_t>& shape);
 
+// All of `tensor`'s elements widened to f32 (ConvertToF32): small tensors off the hot path,
+// such as norms and router weights.
+std::vector<float> TensorToF32(const TensorView& tensor);
+
 }  // namespace moex

@@ -6,9 +6,9 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/progress.h"
-#include "io/expert_store_packer.h"
+#include "model/expert_store_packer.h"
 #include "kernels/ops.h"
-#include "tiers/layer_runner.h"
+#include "engine/layer_runner.h"
 
 namespace moex {
 
@@ -183,9 +183,9 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
   batch_.Build(routing, x, shape.hidden_size);
   const policy::GateEvent gate = GateEventOf(layer, routing, x, shape.hidden_size);
   std::vector<kernels::ExpertJob> jobs;
-  tiers::RunOffloadedLayer(*tier_, gate, [&](std::span<const tiers::ChunkTask> tasks) {
+  RunOffloadedLayer(*tier_, gate, [&](std::span<const ChunkTask> tasks) {
     jobs.clear();
-    for (const tiers::ChunkTask& t : tasks) {
+    for (const ChunkTask& t : tasks) {
       kernels::ExpertJob job;
       job.records = t.records;
       job.neuron_count = t.neuron_count;

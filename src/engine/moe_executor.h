@@ -40,6 +40,12 @@ class MoeExecutor {
   virtual void IterationBegin(const policy::IterationBeginEvent& e) {}
   virtual void IterationEnd() {}
   virtual void RequestEnd(const policy::RequestEndEvent& e) {}
+  // Token regrouping (policy::Policy::RegroupPasses), asked between passes by the server's
+  // scheduler. Executors without a policy keep the scheduler's split (false).
+  virtual bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
+                             std::vector<int>* group) {
+    return false;
+  }
 };
 
 // Groups a layer's tokens by expert and combines per-expert outputs in the fixed order.
@@ -113,6 +119,10 @@ class OffloadMoeExecutor : public MoeExecutor {
   void IterationBegin(const policy::IterationBeginEvent& e) override { tier_->IterationBegin(e); }
   void IterationEnd() override { tier_->IterationEnd(); }
   void RequestEnd(const policy::RequestEndEvent& e) override { tier_->RequestEnd(e); }
+  bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
+                     std::vector<int>* group) override {
+    return tier_->controller().RegroupPasses(candidates, groups, group);
+  }
 
   tiers::HostTier& tier() { return *tier_; }
   tiers::OffloadMetrics Metrics() const { return tier_->Metrics(); }

@@ -41,6 +41,12 @@ class Transformer {
   // request_begin / request_end: ids count from 0 over this transformer's lifetime.
   int64_t BeginRequest(std::span<const int32_t> prompt);
   void EndRequest(int64_t request);
+  // Asks the executor's policy to regroup the requests of the next `groups` passes
+  // (policy::Policy::RegroupPasses); false: keep `group` as given.
+  bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
+                     std::vector<int>* group) {
+    return executor_.RegroupPasses(candidates, groups, group);
+  }
 
   void set_observer(EventObserver* observer) { observer_ = observer; }
   // Routing replay: MoE layers follow `source` instead of the router (null: the router).

@@ -122,29 +122,6 @@ uint64_t ExpertStore::BlockChecksum(int layer, int expert, int block) const {
                     static_cast<size_t>(block)];
 }
 
-std::string ExpertStore::Mismatch(const ModelConfig& c, DType dtype,
-                                  const std::string& source_id) const {
-  const StoreHeader& h = header_;
-  if (std::string(h.source_id, strnlen(h.source_id, sizeof h.source_id)) != source_id)
-    return "it was packed from a different checkpoint (or the checkpoint changed since)";
-  if (std::string(h.arch, strnlen(h.arch, sizeof h.arch)) != ArchName(c.arch))
-    return "it was packed for another architecture";
-  if (h.num_layers != static_cast<uint32_t>(c.num_layers) ||
-      h.num_experts != static_cast<uint32_t>(c.num_experts) ||
-      h.hidden_size != static_cast<uint32_t>(c.hidden_size) ||
-      h.neurons != static_cast<uint32_t>(c.moe_intermediate_size))
-    return "its shape differs from the model's";
-  if (h.dtype != static_cast<uint32_t>(dtype)) return "its dtype differs from the checkpoint's";
-  int moe = 0;
-  for (int l = 0; l < c.num_layers; ++l) {
-    if (!c.IsMoeLayer(l)) continue;
-    if (MoeIndex(l) != moe) return "its MoE layers differ from the model's";
-    ++moe;
-  }
-  if (moe != static_cast<int>(h.num_moe_layers)) return "its MoE layers differ from the model's";
-  return "";
-}
-
 void ExpertStore::VerifyData(const std::function<void(uint64_t, uint64_t)>& progress) const {
   Fd f;
   f.fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);

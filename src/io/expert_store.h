@@ -9,7 +9,6 @@
 
 #include "core/dtype.h"
 #include "io/expert_store_format.h"
-#include "model/model_config.h"
 
 namespace moex {
 
@@ -41,10 +40,6 @@ class ExpertStore {
   uint64_t ExpertOffset(int layer, int expert) const;
   uint64_t ExpertChecksum(int layer, int expert) const;
   uint64_t BlockChecksum(int layer, int expert, int block) const;
-
-  // Empty when the store was packed from `source_id` for this model shape and dtype;
-  // otherwise a sentence saying what differs.
-  std::string Mismatch(const ModelConfig& config, DType dtype, const std::string& source_id) const;
 
   // Reads every expert and checks every block checksum (a full scan of the file). Throws
   // Error naming the first corrupt expert. progress(done, total) is called per expert.

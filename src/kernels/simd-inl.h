@@ -32,12 +32,6 @@ using VF = hn::Vec<DF>;
 // Largest vector any target uses, in floats (AVX-512); sizes stack buffers for tails.
 constexpr size_t kMaxLanes = 16;
 
-HWY_INLINE float HalfToFloat(const std::byte* p) {
-  const hn::CappedTag<float, 1> d1;
-  const hn::Rebind<hwy::float16_t, decltype(d1)> dh;
-  return hn::GetLane(hn::PromoteTo(d1, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))));
-}
-
 // The f16 at p, converted and broadcast to every lane (one broadcast and one vector
 // conversion, cheaper than converting a scalar and broadcasting it).
 HWY_INLINE VF BroadcastHalf(DF df, const std::byte* p) {
@@ -51,19 +45,7 @@ HWY_INLINE VF BroadcastHalf(DF df, const std::byte* p) {
 // Scalar weight element `i` of a row, exactly as the vector loads produce it.
 template <DType kT>
 HWY_INLINE float LoadScalar(const std::byte* row, size_t i) {
-  if constexpr (kT == DType::kF32) {
-    float v;
-    std::memcpy(&v, row + 4 * i, 4);
-    return v;
-  } else if constexpr (kT == DType::kBF16 || kT == DType::kF16) {
-    uint16_t h;
-    std::memcpy(&h, row + 2 * i, 2);
-    return kT == DType::kBF16 ? BF16ToF32(h) : F16ToF32(h);
-  } else {
-    const std::byte* block = row + (i / kQ8BlockSize) * kQ8BlockBytes;
-    const int8_t q = static_cast<int8_t>(block[2 + i % kQ8BlockSize]);
-    return static_cast<float>(q) * HalfToFloat(block);  // Exact: 8 x 11 significant bits.
-  }
+  return ElementToF32(kT, row, i);
 }
 
 // Lanes(df) weights starting at element i of a row, widened to f32 (exactly). For Q8_0, i

@@ -2,6 +2,8 @@
 // adapter translates both ways: ModelConfig <-> llama.cpp metadata keys, and HF tensor
 // names <-> GGUF names, including the 3-D stacked expert tensors (expert e is one
 // contiguous slice) and the Q/K row permutation llama.cpp applies for interleaved RoPE.
+// Reading is in gguf_model_reader.cc, writing in gguf_model_writer.cc; the name mapping and
+// row copies they share in gguf_tensor_map.h.
 #pragma once
 
 #include <cstdint>

@@ -3,19 +3,15 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "io/hf_checkpoint.h"
-#include "kernels/ops.h"
 #include "model/gguf_model.h"
+#include "model/hf_checkpoint.h"
 
 namespace moex {
 
 namespace {
 
 std::vector<float> LoadF32(const WeightSource& w, const std::string& name, int64_t size) {
-  const TensorView& t = w.Get(name, {size});
-  std::vector<float> out(static_cast<size_t>(size));
-  kernels::ToF32(t.data, t.dtype, size, out.data());
-  return out;
+  return TensorToF32(w.Get(name, {size}));
 }
 
 const TensorView* Matrix(const WeightSource& w, const std::string& name, int64_t rows,
@@ -104,8 +100,8 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     }
     L.is_moe = c.IsMoeLayer(i);
     if (!L.is_moe) {
-      L.dense_ffn = LoadDenseFfn(w, i, n.dense_gate, n.dense_up, n.dense_down, d,
-                                 c.intermediate_size);
+      L.dense_ffn =
+          LoadDenseFfn(w, i, n.dense_gate, n.dense_up, n.dense_down, d, c.intermediate_size);
       continue;
     }
     L.router = Matrix(w, layer(n.router), c.num_experts, d);

@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/byte_tokenizer_json.h"
+#include "text/byte_tokenizer_json.h"
 #include "io/gguf_file.h"
-#include "io/hf_checkpoint.h"
-#include "io/tokenizer.h"
+#include "model/hf_checkpoint.h"
+#include "text/tokenizer.h"
 #include "io/safetensors_writer.h"
 #include "model/gguf_model.h"
 #include "model/tensor_names.h"

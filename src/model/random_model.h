@@ -38,7 +38,7 @@ struct RandomModelOptions {
   // Optional tokenizer.json to ship with the model (its vocabulary size must fit).
   std::string tokenizer_json;
   // For "hf" without tokenizer_json: ship a byte-level tokenizer sized to the vocabulary
-  // (io/byte_tokenizer_json.h), so text prompts and --chat work on the model.
+  // (text/byte_tokenizer_json.h), so text prompts and --chat work on the model.
   bool byte_tokenizer = false;
   // For "gguf": a GGUF whose tokenizer.* metadata is copied in (so llama.cpp can load it).
   std::string gguf_vocab;

@@ -19,6 +19,7 @@
 #include "core/logging.h"
 #include "core/progress.h"
 #include "policy/policy_worker.h"
+#include "policy/token_regrouping.h"
 
 namespace moex::policy {
 
@@ -31,6 +32,7 @@ ExpertFlowPolicy::ExpertFlowPolicy(const PolicyFacts& f, const Params& p)
       topk_(static_cast<int>(p.Int("topk"))),
       threshold_(p.Real("threshold")),
       regroup_tokens_(static_cast<int>(p.Int("regroup_tokens"))),
+      regroup_(p.Bool("regroup")),
       cancel_(p.Bool("cancel")),
       worker_gflops_(p.Real("worker_gflops")) {
   if (topk_ == 0) topk_ = f.top_k;
@@ -120,6 +122,24 @@ RoutingPath ExpertFlowPolicy::PredictPassPath(const PassCandidate& c) const {
   }
   for (const RoutingPath& p : TokenPaths(contexts, tokens)) path.OrWith(p);
   return path;
+}
+
+bool ExpertFlowPolicy::RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
+                                     std::vector<int>* group) {
+  if (!regroup_ || groups < 2 || !CanPredict() || group->size() != candidates.size()) return false;
+  std::vector<RoutingPath> paths;
+  paths.reserve(candidates.size());
+  for (const PassCandidate& c : candidates) paths.push_back(PredictPassPath(c));
+  RegroupOptions options;
+  options.groups = groups;
+  options.seed = training_.seed;
+  const RegroupResult r = RegroupTokens(paths, *group, options);
+  *group = r.group;
+  ++regroup_units_;
+  regroup_changed_ += r.changed ? 1 : 0;
+  regroup_before_ += r.before;
+  regroup_after_ += r.after;
+  return true;
 }
 
 // ---- Events ----------------------------------------------------------------------------
@@ -502,6 +522,11 @@ void ExpertFlowPolicy::ReportJson(nlohmann::json* report) const {
       {"plans", plans_},
       {"prefetches", prefetches_},
       {"cancelled", cancels_},
+      {"regrouping",
+       {{"units", regroup_units_},
+        {"changed", regroup_changed_},
+        {"predicted_activated_before", regroup_before_},
+        {"predicted_activated_after", regroup_after_}}},
       {"scored_decode_tokens", ours.size()},
       {"accuracy", accuracy(ours)},
       {"accuracy_topk", accuracy(topk)},
@@ -563,6 +588,13 @@ std::vector<ParamSpec> ExpertFlowParams() {
        1 << 20,
        {},
        "most tokens of a pass PredictPassPath evaluates (token regrouping)"},
+      {"regroup",
+       T::kBool,
+       "1",
+       0,
+       1,
+       {},
+       "answer the server's token regrouping (moex serve --regroup) with the predicted paths"},
       {"worker_gflops",
        T::kReal,
        "20",
@@ -575,10 +607,11 @@ std::vector<ParamSpec> ExpertFlowParams() {
 
 MOEX_REGISTER_POLICY({
     .name = "expertflow",
-    .roles = kPrefetches | kEvicts,
+    .roles = kPrefetches | kEvicts | kRegroups,
     .doc = "routing-path prediction from token ids, PLEC: one pool filled in layer order from "
-           "the predicted path, real-time correction at each gate",
-    .source = "ExpertFlow (He et al.) §3.1-3.2",
+           "the predicted path, real-time correction at each gate, token regrouping by the "
+           "predicted paths",
+    .source = "ExpertFlow (He et al.) §3.1-3.3",
     .params = ExpertFlowParams(),
     .test_specs = {"expertflow:predictor=frequency", "expertflow:predictor=frequency,cancel=0"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {

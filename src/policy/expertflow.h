@@ -33,6 +33,11 @@ class ExpertFlowPolicy : public Policy {
   // `regroup_tokens` tokens (a long prompt chunk counts by its first ones). An empty path
   // (Count() == 0) when nothing is learned yet or `c` has no tokens. Changes nothing.
   RoutingPath PredictPassPath(const PassCandidate& c) const;
+  // Token regrouping (§3.3): the candidates' predicted paths (PredictPassPath) clustered by
+  // policy/token_regrouping.h, which keeps the scheduler's split unless Eq. 5 drops. False
+  // (no opinion) while nothing is learned or with `regroup=0`.
+  bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
+                     std::vector<int>* group) override;
 
   void OnRequestBegin(const RequestBeginEvent& e, Decisions* out) override;
   void OnIterationBegin(const IterationBeginEvent& e, Decisions* out) override;
@@ -97,6 +102,7 @@ class ExpertFlowPolicy : public Policy {
   int dim_, hidden_, topk_;
   double threshold_;
   int regroup_tokens_;
+  bool regroup_;
   bool cancel_;
   double worker_gflops_;
   PathTraining training_;
@@ -137,6 +143,9 @@ class ExpertFlowPolicy : public Policy {
   std::vector<RoutingPath> last_truth_;  // Per scored sample: the request's previous truth.
   std::unordered_map<int64_t, RoutingPath> previous_truth_;  // request -> last decode truth.
   int64_t plans_ = 0, prefetches_ = 0, cancels_ = 0;
+  // Token regrouping: units asked, units whose split changed, Eq. 5 of the scheduler's
+  // splits and of the chosen ones, on the predicted paths.
+  int64_t regroup_units_ = 0, regroup_changed_ = 0, regroup_before_ = 0, regroup_after_ = 0;
 };
 
 }  // namespace moex::policy

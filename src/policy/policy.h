@@ -51,10 +51,12 @@ class Policy {
   virtual void ComputeOrder(int layer, std::vector<ExpertKey>* experts) {}
 
   // Token regrouping (ExpertFlow §3.3): the server offers the requests ready to run and the
-  // number of consecutive passes (`groups`) they may be split into; a policy that predicts
-  // routing may set (*group)[i] in [0, groups) for candidate i so that each pass activates
-  // fewer experts, and return true. Regrouping changes only when a request runs, never what
-  // it computes. Default: false (the scheduler keeps its order).
+  // number of consecutive passes (`groups`) they may be split into; *group arrives holding
+  // the scheduler's own split (admission order, balanced). A policy that predicts routing
+  // may set (*group)[i] in [0, groups) for candidate i so that each pass activates fewer
+  // experts (policy/token_regrouping.h clusters predicted paths), and return true.
+  // Regrouping changes only when a request runs, never what it computes. Default: false
+  // (the scheduler keeps its split).
   virtual bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
                              std::vector<int>* group) {
     return false;

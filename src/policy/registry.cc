@@ -4,6 +4,8 @@
 #include <cmath>
 #include <deque>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -35,8 +37,11 @@ const char* TypeName(ParamType t) {
 }
 
 std::string RolesText(unsigned roles) {
-  if (roles == (kPrefetches | kEvicts)) return "prefetch+evict";
-  return roles & kPrefetches ? "prefetch" : "evict";
+  std::string text;
+  for (auto [bit, name] : {std::pair{kPrefetches, "prefetch"}, std::pair{kEvicts, "evict"},
+                           std::pair{kRegroups, "regroup"}})
+    if (roles & bit) text += (text.empty() ? "" : "+") + std::string(name);
+  return text;
 }
 
 std::string ValidNames() {
@@ -169,7 +174,8 @@ std::vector<ResolvedPart> ResolvePolicySpec(const std::string& text) {
     parts.push_back({info, Params(&info->params, std::move(values))});
   }
   for (size_t i = 0; i + 1 < parts.size(); ++i)
-    Check(parts[i].info->roles & kPrefetches, "policy spec '", text, "': ", parts[i].info->name,
+    Check(parts[i].info->roles & (kPrefetches | kRegroups), "policy spec '", text,
+          "': ", parts[i].info->name,
           " only evicts, so it must be the last part (a spec is prefetchers then one evictor, "
           "e.g. nextgate+lfu)");
   return parts;
@@ -193,8 +199,8 @@ std::unique_ptr<Policy> MakePolicy(const std::string& spec, const PolicyFacts& f
   std::vector<ComposedPolicy::Part> parts;
   for (const ResolvedPart& r : resolved) {
     for (const ResolvedPart& other : resolved)
-      Check(&other == &r || other.info != r.info, "policy spec '", spec, "' names ",
-            r.info->name, " twice");
+      Check(&other == &r || other.info != r.info, "policy spec '", spec, "' names ", r.info->name,
+            " twice");
     std::string name = r.info->name;
     if (const std::string p = r.params.NonDefault(); !p.empty()) name += ":" + p;
     parts.push_back({name, r.info->make(facts, r.params)});

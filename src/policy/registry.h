@@ -56,7 +56,8 @@ class Params {
   std::map<std::string, std::string> values_;  // Every declared parameter.
 };
 
-enum PolicyRole : unsigned { kPrefetches = 1, kEvicts = 2 };
+// kRegroups: answers Policy::RegroupPasses (the server's token regrouping).
+enum PolicyRole : unsigned { kPrefetches = 1, kEvicts = 2, kRegroups = 4 };
 
 // What a policy needs from a trace in the simulator (the engine always has all of it).
 enum TraceNeed : unsigned {

@@ -28,6 +28,7 @@ void ExpertActivity::OnGate(const policy::GateEvent& e) {
     if (!seen_[static_cast<size_t>(expert)]) {
       seen_[static_cast<size_t>(expert)] = 1;
       ++accesses_[static_cast<size_t>(e.layer)];
+      ++pass_experts_;
     }
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/event_observer.h"
@@ -18,6 +19,17 @@ class ExpertActivity : public EventObserver {
   // Every (token, top-k slot) counts one activation of its expert; every distinct expert of
   // a gate counts one access of its layer (what an offloading cache sees as a hit or miss).
   void OnGate(const policy::GateEvent& e) override;
+  // A pass's distinct experts, summed over its MoE layers, go to the callback at its end,
+  // with whether every request of the pass was decoding (one token each).
+  void OnIterationBegin(const policy::IterationBeginEvent& e) override {
+    pass_experts_ = 0;
+    decode_only_ = e.n_tokens == e.n_requests;
+  }
+  void OnIterationEnd() override {
+    if (on_pass_) on_pass_(pass_experts_, decode_only_);
+  }
+  using PassCallback = std::function<void(int64_t experts, bool decode_only)>;
+  void set_pass_callback(PassCallback on_pass) { on_pass_ = std::move(on_pass); }
 
   int num_layers() const { return num_layers_; }
   int num_experts() const { return num_experts_; }
@@ -31,6 +43,9 @@ class ExpertActivity : public EventObserver {
   std::vector<int64_t> accesses_;     // [layer]
   std::vector<char> seen_;            // Scratch: experts of the current gate.
   int64_t gates_ = 0;
+  int64_t pass_experts_ = 0;
+  bool decode_only_ = false;
+  PassCallback on_pass_;
 };
 
 }  // namespace moex::serve

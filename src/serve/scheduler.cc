@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "engine/kv_cache.h"
-#include "io/tokenizer_stream.h"
+#include "policy/token_regrouping.h"
+#include "text/tokenizer_stream.h"
 #include "serve/api_error.h"
 #include "serve/stop_text.h"
 
@@ -86,9 +88,13 @@ Scheduler::Scheduler(Transformer& transformer, const Tokenizer* tokenizer, Sched
   Check(options_.max_running >= 1, "--max-running must be at least 1");
   Check(options_.max_queue >= 0, "--max-queue must be at least 0");
   Check(options_.prefill_chunk >= 1, "--prefill-chunk must be at least 1");
-  Check(options_.max_batch_tokens >= options_.max_running, "--max-batch-tokens (",
-        options_.max_batch_tokens, ") must be at least --max-running (", options_.max_running,
-        "): every running request's next token must fit one pass");
+  Check(options_.regroup >= 0, "--regroup must be at least 0");
+  // With units of N passes, a pass holds one group: about max_running / N decodes.
+  const int64_t per_pass = (options_.max_running + groups() - 1) / groups();
+  Check(options_.max_batch_tokens >= per_pass, "--max-batch-tokens (", options_.max_batch_tokens,
+        ") must be at least --max-running (", options_.max_running, ")",
+        groups() > 1 ? " / --regroup (" + std::to_string(groups()) + ")" : std::string(),
+        ": every running request's next token must fit its pass");
   Check(options_.max_batch_tokens >= options_.prefill_chunk, "--max-batch-tokens (",
         options_.max_batch_tokens, ") must be at least --prefill-chunk (", options_.prefill_chunk,
         ")");
@@ -263,6 +269,51 @@ void Scheduler::Emit(Sequence& s, int32_t token) {
   }
 }
 
+void Scheduler::FormUnit() {
+  const int n = static_cast<int>(running_.size());
+  std::vector<policy::PassCandidate> candidates;
+  candidates.reserve(running_.size());
+  for (const auto& s : running_) {
+    policy::PassCandidate c;
+    c.request = s->id;
+    if (s->decoding()) {
+      c.tokens = &s->next;
+      c.n_tokens = 1;
+    } else {
+      c.tokens = s->job.prompt.data() + s->prefilled;
+      c.n_tokens = std::min<int64_t>(static_cast<int64_t>(s->job.prompt.size() - s->prefilled),
+                                     options_.prefill_chunk);
+    }
+    candidates.push_back(c);
+  }
+  // The input split: admission order, balanced. The policy sees it and may replace it.
+  const std::vector<int> input = policy::ContiguousGroups(n, groups());
+  std::vector<int> group = input;
+  bool regrouped = false;
+  // A failing policy costs the unit its regrouping, never a request: said once.
+  auto warn = [this](const std::string& why) {
+    if (!regroup_warned_) Log(LogLevel::kWarn, why, "; units keep admission order");
+    regroup_warned_ = true;
+  };
+  try {
+    regrouped = transformer_.RegroupPasses(candidates, groups(), &group);
+  } catch (const std::exception& e) {
+    warn(std::string("token regrouping failed: ") + e.what());
+  }
+  const bool valid =
+      group.size() == input.size() &&
+      std::all_of(group.begin(), group.end(), [&](int g) { return g >= 0 && g < groups(); });
+  if (!regrouped || !valid) {
+    if (regrouped) warn("the policy's token regrouping is malformed");
+    group = input;
+    regrouped = false;
+  }
+  unit_.assign(static_cast<size_t>(groups()), {});
+  for (int i = 0; i < n; ++i) unit_[static_cast<size_t>(group[i])].push_back(running_[i]->id);
+  unit_pass_ = 0;
+  if (metrics_) metrics_->CountUnit(regrouped && group != input);
+}
+
 bool Scheduler::RunPass() {
   // Requests that left since the last pass.
   const auto now = Clock::now();
@@ -277,8 +328,16 @@ bool Scheduler::RunPass() {
   running_count_ = static_cast<int>(running_.size());
   if (running_.empty()) return true;
 
+  // With regrouping, this pass runs the next group of the unit (a new unit when the last
+  // one is done); a group whose requests all left is skipped.
+  const std::vector<int64_t>* members = nullptr;
+  if (groups() > 1) {
+    if (unit_pass_ >= unit_.size()) FormUnit();
+    members = &unit_[unit_pass_++];
+  }
   std::vector<Candidate> candidates;
   for (const auto& s : running_) {
+    if (members && std::find(members->begin(), members->end(), s->id) == members->end()) continue;
     const int64_t left = static_cast<int64_t>(s->job.prompt.size() - s->prefilled);
     candidates.push_back({s->id, s->decoding(),
                           s->decoding() ? 1 : std::min(left, options_.prefill_chunk),
@@ -289,6 +348,7 @@ bool Scheduler::RunPass() {
     std::lock_guard<std::mutex> lock(mutex_);
     hook = hook_;
   }
+  if (candidates.empty()) return true;  // An emptied group: on to the next.
   if (hook) hook(candidates);
 
   std::vector<BatchItem> batch;

@@ -6,8 +6,18 @@
 // offsets, whatever else runs, so a long prompt cannot stall the decodes for long and a
 // greedy request's tokens do not depend on its neighbours (the kernels are batch-invariant).
 // One transformer, one expert cache and one policy serve every request.
+//
+// With `regroup` N >= 2 (ExpertFlow's dual-batch unit at N = 2, §3.3 and §4), the scheduler
+// works in units of N passes: when a unit starts, the running requests are split into N
+// groups of equal size (in admission order) and offered with the tokens they would run to
+// the engine's policy (Transformer::RegroupPasses), which may regroup them so each pass
+// activates fewer experts; the unit then runs one pass per group, so every request advances
+// once per unit. Requests admitted during a unit join the next one. A request's KV cache is
+// its own (KvCache per Sequence, addressed through BatchItem), so the paper's KV Merge and
+// Reindex are nothing to do here: moving a request to another pass moves its pointer.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -25,7 +35,7 @@
 #include "core/clock.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
-#include "io/tokenizer.h"
+#include "text/tokenizer.h"
 #include "serve/serve_metrics.h"
 
 namespace moex::serve {
@@ -36,6 +46,7 @@ struct SchedulerOptions {
   int64_t max_batch_tokens = 512;  // Tokens in one forward pass.
   int64_t prefill_chunk = 256;     // Prompt tokens of one request in one pass.
   double timeout_s = 600;          // Per request, from arrival; 0 = none.
+  int regroup = 1;                 // Passes per regrouping unit; 0 or 1: no units.
 };
 
 // What the scheduler runs for one request.
@@ -126,6 +137,9 @@ class Scheduler {
   void Loop();
   void Admit();
   bool RunPass();  // False when the hook left the pass empty.
+  int groups() const { return std::max(1, options_.regroup); }
+  // Splits the running requests into the groups of the next unit (regroup >= 2).
+  void FormUnit();
   void Emit(Sequence& s, int32_t token);
   void Retire(Sequence& s, const std::string& reason, const std::string& error = "");
   void RefreshSnapshot(bool force);
@@ -143,6 +157,10 @@ class Scheduler {
   PassHook hook_;
 
   std::vector<std::unique_ptr<Sequence>> running_;  // Scheduler thread only.
+  // The current unit: the requests of each of its passes, and the next pass to run.
+  std::vector<std::vector<int64_t>> unit_;
+  size_t unit_pass_ = 0;
+  bool regroup_warned_ = false;
 
   mutable std::mutex snapshot_mutex_;
   nlohmann::json snapshot_;

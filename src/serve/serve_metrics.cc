@@ -57,7 +57,9 @@ ServeMetrics::ServeMetrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
       tpot_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
       batch_requests_({1, 2, 4, 8, 16, 32, 64, 128}),
-      batch_tokens_({1, 4, 16, 64, 256, 1024, 4096}) {}
+      batch_tokens_({1, 4, 16, 64, 256, 1024, 4096}),
+      pass_experts_({8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}),
+      decode_pass_experts_(pass_experts_) {}
 
 void ServeMetrics::CountRequest(const std::string& endpoint, int status) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -87,6 +89,18 @@ void ServeMetrics::ObservePass(int64_t requests, int64_t tokens) {
   batch_tokens_.Observe(static_cast<double>(tokens));
 }
 
+void ServeMetrics::ObserveActivatedExperts(int64_t experts, bool decode_only) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pass_experts_.Observe(static_cast<double>(experts));
+  if (decode_only) decode_pass_experts_.Observe(static_cast<double>(experts));
+}
+
+void ServeMetrics::CountUnit(bool regrouped) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++units_;
+  units_regrouped_ += regrouped ? 1 : 0;
+}
+
 std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& offload) const {
   std::string out;
   {
@@ -106,6 +120,16 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
                 "mean time between generated tokens, per request", out);
     batch_requests_.Write("moex_batch_requests", "requests in one forward pass", out);
     batch_tokens_.Write("moex_batch_tokens", "tokens in one forward pass", out);
+    pass_experts_.Write("moex_pass_activated_experts",
+                        "distinct experts one forward pass routed to, summed over MoE layers", out);
+    decode_pass_experts_.Write("moex_decode_pass_activated_experts",
+                               "moex_pass_activated_experts of passes where every request decodes",
+                               out);
+    Counter(out, "moex_regroup_units_total", "regrouping units started (--regroup N >= 2)",
+            static_cast<double>(units_));
+    Counter(out, "moex_regroup_units_regrouped_total",
+            "regrouping units whose split the policy changed",
+            static_cast<double>(units_regrouped_));
   }
   Gauge(out, "moex_queue_length", "requests waiting for a slot", queued);
   Gauge(out, "moex_running_requests", "requests holding a KV cache", running);

@@ -36,6 +36,11 @@ class ServeMetrics {
   void ObserveTtft(double seconds);
   void ObserveTpot(double seconds);
   void ObservePass(int64_t requests, int64_t tokens);
+  // Experts one pass activated, summed over its MoE layers (ExpertFlow's Eq. 5 term);
+  // `decode_only`: every request of the pass decoded one token.
+  void ObserveActivatedExperts(int64_t experts, bool decode_only);
+  // A regrouping unit started; `regrouped`: the policy changed its split.
+  void CountUnit(bool regrouped);
 
   // The whole exposition; `offload` is MoeExecutor::MetricsJson (null when resident).
   std::string Render(int queued, int running, const nlohmann::json& offload) const;
@@ -44,7 +49,8 @@ class ServeMetrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;
-  Histogram ttft_, tpot_, batch_requests_, batch_tokens_;
+  uint64_t units_ = 0, units_regrouped_ = 0;
+  Histogram ttft_, tpot_, batch_requests_, batch_tokens_, pass_experts_, decode_pass_experts_;
 };
 
 }  // namespace moex::serve

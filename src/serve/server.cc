@@ -69,6 +69,8 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
   limits_.default_max_tokens = options_.default_max_tokens;
   if (tokenizer_ && !tokenizer_->chat_template().empty())
     chat_template_.emplace(ChatTemplate::FromTokenizer(*tokenizer_));
+  activity_.set_pass_callback(
+      [this](int64_t n, bool decode_only) { metrics_.ObserveActivatedExperts(n, decode_only); });
   transformer_.set_observer(&activity_);
   scheduler_ = std::make_unique<Scheduler>(transformer_, tokenizer_, options_.scheduler, &metrics_);
   if (executor_)

@@ -13,8 +13,8 @@
 
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
-#include "io/chat_template.h"
-#include "io/tokenizer.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "serve/api_request.h"
 #include "serve/expert_activity.h"
 #include "serve/scheduler.h"

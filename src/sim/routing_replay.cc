@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "kernels/ops.h"
 #include "model/tensor_names.h"
 #include "sim/replay.h"
 
@@ -151,9 +150,7 @@ void TraceRouting::AdjustFacts(policy::PolicyFacts& facts) const {
   const int64_t d = hidden_d_;
   facts.router_weights = [tensors, router, experts, d](int layer) {
     const TensorView& w = tensors->Get(TensorNames::Layer(layer, router), {experts, d});
-    std::vector<float> out(static_cast<size_t>(w.numel()));
-    kernels::ToF32(w.data, w.dtype, w.numel(), out.data());
-    return out;
+    return TensorToF32(w);
   };
 }
 

@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "io/expert_store_format.h"
-#include "kernels/ops.h"
 #include "model/tensor_names.h"
 
 namespace moex::tiers {
@@ -67,9 +66,7 @@ policy::PolicyFacts MakePolicyFacts(const ModelConfig& config, const CacheGeomet
     const int experts = config.num_experts, d = config.hidden_size;
     f.router_weights = [weights, router, experts, d](int layer) {
       const TensorView& w = weights->Get(TensorNames::Layer(layer, router), {experts, d});
-      std::vector<float> out(static_cast<size_t>(w.numel()));
-      kernels::ToF32(w.data, w.dtype, w.numel(), out.data());
-      return out;
+      return TensorToF32(w);
     };
   }
   return f;

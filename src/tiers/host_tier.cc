@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
-#include "io/expert_store_packer.h"
+#include "model/expert_store_packer.h"
 #include "policy/registry.h"
 #include "tiers/cache_plan.h"
 #include "tiers/storage_link.h"

@@ -41,6 +41,15 @@ OffloadController::OffloadController(const CacheGeometry& geometry,
   scorer_ = [this](const ExpertKey& k) { return Score(k); };
 }
 
+bool OffloadController::RegroupPasses(const std::vector<policy::PassCandidate>& candidates,
+                                      int groups, std::vector<int>* group) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool regrouped = policy_->RegroupPasses(candidates, groups, group);
+  timing_.hook_us +=
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  return regrouped;
+}
+
 template <typename Fn>
 void OffloadController::Decide(Fn handler, std::vector<CacheCommand>* out) {
   const auto start = std::chrono::steady_clock::now();

@@ -68,6 +68,11 @@ class OffloadController {
   void IterationEnd(std::vector<CacheCommand>* out);
   void RequestEnd(const policy::RequestEndEvent& e, std::vector<CacheCommand>* out);
 
+  // Token regrouping between passes: the policy's answer (timed as policy CPU, like its
+  // event handlers); it decides nothing for the cache.
+  bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
+                     std::vector<int>* group);
+
   // Error path: unpins an expert without an expert_done event and drops it from the cache.
   void Abandon(const ExpertKey& key, bool drop, std::vector<CacheCommand>* out);
 

@@ -188,8 +188,8 @@ class Decoder {
     if (p == Precision::kF32) return GetArray<float>(count);
     const std::vector<uint16_t> h = GetArray<uint16_t>(count);
     std::vector<float> v(h.size());
-    for (size_t i = 0; i < h.size(); ++i)
-      v[i] = p == Precision::kF16 ? F16ToF32(h[i]) : BF16ToF32(h[i]);
+    ConvertToF32(reinterpret_cast<const std::byte*>(h.data()),
+                 p == Precision::kF16 ? DType::kF16 : DType::kBF16, count, v.data());
     return v;
   }
   void ExpectEnd() const {
@@ -302,7 +302,8 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
         g.layer =
             static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_layers - 1, "layer", where));
         Check(std::binary_search(h.model.moe_layers.begin(), h.model.moe_layers.end(), g.layer),
-              where, ": gate of layer ", g.layer, ", which the header does not list as a MoE layer");
+              where, ": gate of layer ", g.layer,
+              ", which the header does not list as a MoE layer");
         g.top_k = static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_experts, "top-k", where));
         g.n_tokens = total;
         const int64_t slots = total * g.top_k;

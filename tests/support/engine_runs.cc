@@ -2,6 +2,8 @@
 
 #include "engine/generator.h"
 #include "engine/transformer.h"
+#include "trace/trace_recorder.h"
+#include "trace/trace_writer.h"
 
 namespace moex::testing {
 
@@ -24,6 +26,26 @@ std::vector<std::vector<int32_t>> GreedyTokens(const Model& model, MoeExecutor& 
   std::vector<std::vector<int32_t>> out;
   for (const auto& r : g.Generate({a, b})) out.push_back(r.tokens);
   return out;
+}
+
+void RecordLearningTrace(const Model& model, const std::string& path) {
+  ResidentMoeExecutor resident(model);
+  Transformer t(model, resident);
+  trace::TraceHeader h;
+  h.source = "test";
+  h.model = trace::TraceModelOf(model);
+  trace::TraceWriter writer(path, h);
+  trace::TraceRecorder recorder(writer, model);
+  t.set_observer(&recorder);
+  Generator g(t);
+  GenerationRequest a, b;
+  a.prompt = {5, 9, 200, 31, 7, 64, 12, 90};
+  a.max_tokens = 12;
+  b.prompt = {77, 3, 41};
+  b.max_tokens = 9;
+  g.Generate({a, b});
+  g.Generate({b});
+  writer.Finish();
 }
 
 }  // namespace moex::testing

@@ -1,8 +1,10 @@
 // The two runs the losslessness tests compare between executors: prefill logits of one
-// prompt, and greedy tokens of two batched requests of different lengths.
+// prompt, and greedy tokens of two batched requests of different lengths; and a small
+// recorded trace for policies that learn.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/moe_executor.h"
@@ -15,5 +17,10 @@ std::vector<float> PrefillLogits(const Model& model, MoeExecutor& executor,
                                  const std::vector<int32_t>& ids);
 // Greedy tokens of two requests generated together (10 and 7 tokens).
 std::vector<std::vector<int32_t>> GreedyTokens(const Model& model, MoeExecutor& executor);
+
+// Records a routing trace of the resident model at `path` for learning policies
+// (--learn-from): requests of 8 and 3 prompt tokens generated together (12 and 9 tokens),
+// then the second alone.
+void RecordLearningTrace(const Model& model, const std::string& path);
 
 }  // namespace moex::testing

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <regex>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -13,8 +14,11 @@
 
 namespace moex::testing {
 
-RunningServer::RunningServer(cli::ModelOptions model, serve::ServerOptions options) {
-  session = cli::OpenSession(model);
+RunningServer::RunningServer(cli::ModelOptions model, serve::ServerOptions options)
+    : RunningServer(cli::OpenSession(model), std::move(options)) {}
+
+RunningServer::RunningServer(std::unique_ptr<cli::Session> s, serve::ServerOptions options)
+    : session(std::move(s)) {
   options.port = 0;
   server = std::make_unique<serve::Server>(*session->transformer, session->tokenizer.get(),
                                            session->executor.get(), options);

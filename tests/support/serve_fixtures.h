@@ -21,6 +21,8 @@ namespace moex::testing {
 // A Server on loopback, any free port, running on its own thread until destroyed.
 struct RunningServer {
   RunningServer(cli::ModelOptions model, serve::ServerOptions options);
+  // On a session the test built (a policy of its own, say).
+  RunningServer(std::unique_ptr<cli::Session> session, serve::ServerOptions options);
   ~RunningServer();
   serve::HttpResult Post(const std::string& path, const nlohmann::json& body,
                          const serve::EventHandler& on_event = {}) const;

@@ -167,7 +167,14 @@ def warm_start(a, model):
     """Load an exported model's weights (BF16, upcast) and its training counters into a fresh run."""
     from export import load_model
     src, info = load_model(a.init_from)
-    if src.c.to_dict() != model.c.to_dict():
+    # The router loss coefficients are training choices, not the model's shape: a warm start
+    # may change them (issue 21 continues with OLMoE's 0.01 balance weight).
+    def shape(c):
+        d = c.to_dict()
+        for k in ("router_aux_loss_coef", "router_z_loss_coef"):
+            d.pop(k, None)
+        return d
+    if shape(src.c) != shape(model.c):
         raise SystemExit(f"--init-from {a.init_from}: its config differs from this run's model arguments:\n"
                          f"  export {json.dumps(src.c.to_dict())}\n  run    {json.dumps(model.c.to_dict())}")
     model.load_state_dict(src.state_dict())

@@ -1,0 +1,63 @@
+// Builds the expert store (`moex pack`): repacks every routed expert of a checkpoint
+// neuron-major into one file, writing to a temporary name and renaming only when complete,
+// so a failed or interrupted pack never leaves a store that a later run could use.
+#pragma once
+
+#include <string>
+
+#include "io/expert_store.h"
+#include "io/weight_source.h"
+#include "model/model_config.h"
+
+namespace moex {
+
+struct PackOptions {
+  std::string out_path;     // The store file to create (replaced atomically).
+  std::string source_id;    // CheckpointFingerprint of the source (stored in the header).
+  std::string source_path;  // For messages.
+  bool progress = true;     // Progress bar on stderr.
+  std::string path_option = "--store";  // The option naming out_path, for error hints.
+};
+
+// HF name of one routed expert tensor; which: 0 = gate, 1 = up, 2 = down.
+std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which);
+
+// A fingerprint of the checkpoint files in `model_dir` (names, sizes, modification times of
+// config.json, *.safetensors, *.gguf), or of a single .gguf file; changes whenever the
+// checkpoint is replaced.
+std::string CheckpointFingerprint(const std::string& model_dir);
+
+// The default store location: DIR/experts.moex, or FILE.gguf.experts.moex; when that file
+// does not exist and the model's directory is not writable, a file named after the model
+// (and a hash of its absolute path) in ExpertStoreCacheDir(), which is created.
+std::string DefaultExpertStorePath(const std::string& model_dir);
+
+// $XDG_CACHE_HOME/moex, or ~/.cache/moex.
+std::string ExpertStoreCacheDir();
+
+// Empty when `store` was packed from `source_id` for this model shape and dtype; otherwise a
+// sentence saying what differs.
+std::string StoreMismatch(const ExpertStore& store, const ModelConfig& config, DType dtype,
+                          const std::string& source_id);
+
+// Packs all routed experts. Throws Error (e.g. "disk full") after removing its temporary
+// file; the previous store at out_path, if any, is left untouched on failure. out_path must
+// be new or a store already (CheckStoreTarget); concurrent packers of one path take turns
+// (StoreLock), each writing its own temporary file renamed into place when complete.
+void PackExpertStore(const WeightSource& source, const ModelConfig& config,
+                     const PackOptions& options);
+
+// Opens the store at options.out_path if it is complete, uncorrupted (header and table) and
+// was packed from this source for this model; otherwise logs why and rebuilds it. A store
+// flagged corrupt by a failed read (see MarkExpertStoreCorrupt) is rebuilt too. A process
+// that finds another packing the same store waits for it and uses its result.
+ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig& config,
+                                  const PackOptions& options);
+
+// Records that a read found corrupt data, so the next OpenOrPackExpertStore rebuilds.
+void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why);
+
+// The dtype the store will hold: that of the first routed expert's gate tensor.
+DType RoutedExpertDType(const WeightSource& source, const ModelConfig& config);
+
+}  // namespace moex

@@ -1,0 +1,427 @@
+#include "model/gguf_model.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "io/gguf_format.h"
+#include "model/gguf_tensor_map.h"
+
+namespace moex {
+
+using gguf_map::ArchNames;
+using gguf_map::HfExpertName;
+using gguf_map::IsSuffix;
+using gguf_map::kExpsStems;
+using gguf_map::Key;
+using gguf_map::kGlobalNames;
+using gguf_map::kLegacyExpertStems;
+using gguf_map::LayerPrefix;
+using gguf_map::MakeRowCopy;
+using gguf_map::NamePair;
+using gguf_map::NamesFor;
+using gguf_map::ParseIndex;
+using gguf_map::RowCopy;
+using gguf_map::Split;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// The GGUF weight source.
+
+class GgufWeights : public WeightSource {
+ public:
+  GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig& config);
+
+  const TensorView* Find(const std::string& name) const override;
+  std::vector<std::string> Names() const override;
+  std::string Describe() const override { return file_->path(); }
+  void ReleasePages(const TensorView& tensor) const override { file_->ReleasePages(tensor); }
+
+ private:
+  struct Entry {
+    TensorView view;
+    std::optional<RowCopy> unpermute;  // Set for Q/K that need an owned, un-permuted copy.
+    std::vector<std::byte> owned;
+    std::once_flag once;
+  };
+  Entry& Add(const std::string& hf_name, const TensorView& view);
+
+  std::shared_ptr<const GgufFile> file_;
+  std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
+};
+
+GgufWeights::Entry& GgufWeights::Add(const std::string& hf_name, const TensorView& view) {
+  auto entry = std::make_unique<Entry>();
+  entry->view = view;
+  entry->view.name = hf_name;
+  auto [it, inserted] = entries_.emplace(hf_name, std::move(entry));
+  Check(inserted, file_->path(), ": two GGUF tensors map to '", hf_name, "'");
+  return *it->second;
+}
+
+GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig& config)
+    : file_(std::move(file)) {
+  const GgufFile& f = *file_;
+  const ArchNames names = NamesFor(config.arch);
+  std::unordered_map<std::string, std::string> layer_map;
+  for (const auto& p : names.layer) layer_map[p.gguf] = p.hf;
+  const bool permutes = GgufPermutesQK(config.arch);
+
+  for (const GgufTensorInfo& info : f.tensor_infos()) {
+    const std::vector<std::string_view> parts = Split(info.name);
+    const std::string suffix(parts.back());
+    // Whole-model tensors.
+    if (parts.size() == 2 && IsSuffix(suffix)) {
+      const auto it = std::find_if(std::begin(kGlobalNames), std::end(kGlobalNames),
+                                   [&](const NamePair& p) { return p.gguf == parts[0]; });
+      if (it != std::end(kGlobalNames)) {
+        Add(it->hf + "." + suffix, *f.FindTensor(info.name));
+        continue;
+      }
+    }
+    const std::optional<int> layer =
+        parts.size() >= 4 && parts[0] == "blk" ? ParseIndex(parts[1]) : std::nullopt;
+    if (!layer || !IsSuffix(suffix)) {
+      Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
+      continue;
+    }
+    const std::string stem(parts[2]);
+    const int l = *layer;
+    Check(l < config.num_layers, f.path(), ": tensor ", info.name, " is beyond block_count ",
+          config.num_layers);
+    if (parts.size() == 4) {
+      const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
+      if (exps != kExpsStems.end() && suffix == "weight") {
+        const TensorView& t = *f.FindTensor(info.name);
+        Check(t.shape.size() == 3 && t.shape[0] == config.num_experts && t.shape[1] > 0 &&
+                  t.shape[2] > 0,
+              f.path(), ": expert tensor ", info.name, " has shape ", ShapeString(t.shape),
+              ", expected [", config.num_experts, ", rows, cols]");
+        const int mat = static_cast<int>(exps - kExpsStems.begin());
+        const size_t slice = t.nbytes / static_cast<size_t>(std::max<int64_t>(t.shape[0], 1));
+        for (int64_t e = 0; e < t.shape[0]; ++e) {
+          TensorView v = t;
+          v.shape = {t.shape[1], t.shape[2]};
+          v.data = t.data + static_cast<size_t>(e) * slice;
+          v.nbytes = slice;
+          Add(HfExpertName(names, l, static_cast<int>(e), mat), v);
+        }
+        continue;
+      }
+      const auto hf = layer_map.find(stem);
+      if (hf != layer_map.end()) {
+        const TensorView& t = *f.FindTensor(info.name);
+        Entry& entry = Add(LayerPrefix(l) + hf->second + "." + suffix, t);
+        if (permutes && (stem == "attn_q" || stem == "attn_k")) {
+          const int heads = stem == "attn_q" ? config.num_heads : config.num_kv_heads;
+          entry.unpermute = MakeRowCopy({&t}, t.dtype, heads, true, info.name);
+          entry.view.data = nullptr;  // Filled on first Find().
+        }
+        continue;
+      }
+    }
+    if (parts.size() == 5 && suffix == "weight") {
+      const auto legacy = std::find(kLegacyExpertStems.begin(), kLegacyExpertStems.end(), stem);
+      const std::optional<int> expert = ParseIndex(parts[3]);
+      if (legacy != kLegacyExpertStems.end() && expert) {
+        Check(*expert < config.num_experts, f.path(), ": tensor ", info.name,
+              " is beyond expert_count ", config.num_experts);
+        const int mat = static_cast<int>(legacy - kLegacyExpertStems.begin());
+        Add(HfExpertName(names, l, *expert, mat), *f.FindTensor(info.name));
+        continue;
+      }
+    }
+    Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
+  }
+}
+
+const TensorView* GgufWeights::Find(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return nullptr;
+  Entry& e = *it->second;
+  if (e.unpermute) {
+    std::call_once(e.once, [&] {
+      e.owned.resize(e.view.nbytes);
+      e.unpermute->Copy(0, e.owned);
+      e.view.data = e.owned.data();
+    });
+  }
+  return &e.view;
+}
+
+std::vector<std::string> GgufWeights::Names() const {
+  std::vector<std::string> names;
+  names.reserve(entries_.size());
+  for (const auto& [name, entry] : entries_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------
+// Metadata.
+
+constexpr int kMaxExperts = 4096;
+constexpr int kMaxLayers = 1024;
+constexpr int64_t kMaxLayerExperts = 1 << 18;
+
+// A count that llama.cpp may store per layer; moex needs it uniform.
+int64_t UniformInt(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr) {
+    Check(fallback.has_value(), f.path(), ": missing GGUF key '", key, "'");
+    return *fallback;
+  }
+  if (!v->is_array()) return f.GetInt(key);
+  const std::vector<int64_t> values = f.GetIntArray(key);
+  Check(!values.empty() &&
+            std::all_of(values.begin(), values.end(), [&](int64_t x) { return x == values[0]; }),
+        f.path(), ": GGUF key '", key, "' varies per layer, which moex does not support");
+  return values[0];
+}
+
+int ToInt(const GgufFile& f, const std::string& key, int64_t v) {
+  Check(v >= 0 && v < (1ll << 31), f.path(), ": GGUF key '", key, "' out of range: ", v);
+  return static_cast<int>(v);
+}
+
+// A 1-D F32 tensor of `n` values (LongRoPE factors).
+std::vector<float> F32Vector(const GgufFile& f, const std::string& name, int64_t n) {
+  const TensorView* t = f.FindTensor(name);
+  Check(t != nullptr, f.path(), ": missing tensor ", name);
+  Check(t->dtype == DType::kF32 && t->shape == std::vector<int64_t>{n}, f.path(), ": tensor ", name,
+        " must be F32 of shape [", n, "], is ", DTypeName(t->dtype), " ", ShapeString(t->shape));
+  std::vector<float> out(static_cast<size_t>(n));
+  std::memcpy(out.data(), t->data, out.size() * sizeof(float));
+  return out;
+}
+
+// Phi-3.5-MoE: LayerNorm and sparsemixer are implied by the architecture. llama.cpp has no
+// key for the router jitter (it routes phimoe by softmax top-2) nor for HF's short/long
+// mscale; moex writes its own keys for both and otherwise uses PhimoeConfig's jitter
+// default and llama.cpp's attn_factor (HF's LongRoPE factor when mscales are absent).
+void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
+  c.norm = NormKind::kLayerNorm;
+  c.router = RouterKind::kSparseMixer;
+  c.norm_topk_prob = false;
+  c.router_jitter_noise = f.GetFloat("phimoe.router_jitter_noise", 0.01);
+  c.sliding_window =
+      ToInt(f, "phimoe.attention.sliding_window", f.GetInt("phimoe.attention.sliding_window", 0));
+  const bool has_long = f.FindTensorInfo("rope_factors_long.weight") != nullptr;
+  const bool has_short = f.FindTensorInfo("rope_factors_short.weight") != nullptr;
+  if (!has_long && !has_short) return;
+  Check(has_long && has_short, f.path(),
+        ": LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
+  LongRope lr;
+  const int64_t half = c.head_dim / 2;
+  lr.long_factor = F32Vector(f, "rope_factors_long.weight", half);
+  lr.short_factor = F32Vector(f, "rope_factors_short.weight", half);
+  lr.original_max_position_embeddings =
+      ToInt(f, "phimoe.rope.scaling.original_context_length",
+            f.GetInt("phimoe.rope.scaling.original_context_length"));
+  const double factor =
+      static_cast<double>(c.max_position_embeddings) / lr.original_max_position_embeddings;
+  const double attn = f.GetFloat(
+      "phimoe.rope.scaling.attn_factor",
+      factor <= 1.0
+          ? 1.0
+          : std::sqrt(1.0 + std::log(factor) / std::log(lr.original_max_position_embeddings)));
+  lr.short_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.short_mscale", attn));
+  lr.long_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.long_mscale", attn));
+  c.longrope = std::move(lr);
+}
+
+}  // namespace
+
+const char* GgufArchName(Arch arch) {
+  switch (arch) {
+    case Arch::kMixtral:
+      return "llama";
+    case Arch::kPhiMoe:
+      return "phimoe";
+    case Arch::kQwen2Moe:
+      return "qwen2moe";
+    case Arch::kQwen3Moe:
+      return "qwen3moe";
+    case Arch::kOlmoe:
+      return "olmoe";
+    case Arch::kDeepseekMoe:
+      return "deepseek";
+  }
+  return "?";
+}
+
+bool GgufPermutesQK(Arch arch) {
+  return arch == Arch::kMixtral || arch == Arch::kDeepseekMoe;
+}
+
+ModelConfig ModelConfigFromGguf(const GgufFile& f) {
+  const std::string arch_name = f.GetString("general.architecture");
+  ModelConfig c;
+  if (arch_name == "llama")
+    c.arch = Arch::kMixtral;
+  else if (arch_name == "phimoe")
+    c.arch = Arch::kPhiMoe;
+  else if (arch_name == "qwen2moe")
+    c.arch = Arch::kQwen2Moe;
+  else if (arch_name == "qwen3moe")
+    c.arch = Arch::kQwen3Moe;
+  else if (arch_name == "olmoe")
+    c.arch = Arch::kOlmoe;
+  else if (arch_name == "deepseek")
+    c.arch = Arch::kDeepseekMoe;
+  else if (arch_name == "deepseek2")
+    Fail(f.path(), ": GGUF architecture 'deepseek2' (DeepSeek-V2/V3, MLA) is not supported");
+  else
+    Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
+         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek)");
+  const char* a = arch_name.c_str();
+  auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
+    const std::string k = Key(a, key);
+    return ToInt(f, k, UniformInt(f, k, fallback));
+  };
+
+  c.num_experts = get("expert_count", 0);
+  Check(c.num_experts > 0, f.path(), ": ", arch_name, " model without ", a,
+        ".expert_count is not a mixture of experts");
+  // Bounds that no real model comes near keep a corrupt file from building millions of
+  // tensor entries or scanning billions of layers.
+  Check(c.num_experts <= kMaxExperts, f.path(), ": ", a, ".expert_count ", c.num_experts,
+        " exceeds ", kMaxExperts);
+  c.num_experts_per_tok = get("expert_used_count");
+  c.hidden_size = get("embedding_length");
+  c.num_layers = get("block_count");
+  Check(c.num_layers <= kMaxLayers && int64_t{c.num_layers} * c.num_experts <= kMaxLayerExperts,
+        f.path(), ": ", c.num_layers, " layers of ", c.num_experts,
+        " experts is beyond what moex supports");
+  c.num_heads = get("attention.head_count");
+  c.num_kv_heads = get("attention.head_count_kv", c.num_heads);
+  c.head_dim = get("attention.key_length", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position_embeddings = get("context_length", 4096);
+  c.rope_theta = static_cast<float>(f.GetFloat(Key(a, "rope.freq_base"), 10000.0));
+  // llama.cpp reads the RMS key even for Phi-MoE's LayerNorm; accept the LayerNorm key too.
+  c.rms_norm_eps =
+      static_cast<float>(f.GetFloat(Key(a, "attention.layer_norm_rms_epsilon"),
+                                    f.GetFloat(Key(a, "attention.layer_norm_epsilon"), 1e-5)));
+
+  // Vocabulary: the explicit key, else the tokenizer, else the embedding's rows.
+  int64_t vocab = f.GetInt(Key(a, "vocab_size"), -1);
+  if (vocab < 0 && f.Find("tokenizer.ggml.tokens"))
+    vocab = static_cast<int64_t>(f.GetStringArray("tokenizer.ggml.tokens").size());
+  if (vocab < 0) {
+    const GgufTensorInfo* embd = f.FindTensorInfo("token_embd.weight");
+    Check(embd != nullptr && embd->ne.size() == 2, f.path(),
+          ": cannot tell the vocabulary size (no vocab_size, tokenizer or token_embd.weight)");
+    vocab = embd->ne[1];
+  }
+  c.vocab_size = ToInt(f, Key(a, "vocab_size"), vocab);
+
+  const int ff = get("feed_forward_length", 0);
+  const int expert_ff = get("expert_feed_forward_length", 0);
+  switch (c.arch) {
+    case Arch::kMixtral:
+    case Arch::kPhiMoe:
+    case Arch::kOlmoe:
+      // llama.cpp sizes these experts by feed_forward_length.
+      c.moe_intermediate_size = expert_ff > 0 ? expert_ff : ff;
+      break;
+    case Arch::kQwen2Moe:
+    case Arch::kQwen3Moe:
+    case Arch::kDeepseekMoe:
+      c.moe_intermediate_size = expert_ff;
+      c.intermediate_size = ff;
+      break;
+  }
+  if (c.moe_intermediate_size == 0) {
+    // Fall back to the expert tensors' shape: [experts, F, hidden].
+    const GgufTensorInfo* exps = nullptr;
+    for (int l = 0; l < c.num_layers && exps == nullptr; ++l)
+      exps = f.FindTensorInfo("blk." + std::to_string(l) + ".ffn_gate_exps.weight");
+    Check(exps != nullptr && exps->ne.size() == 3, f.path(),
+          ": cannot tell the expert size (no expert_feed_forward_length)");
+    c.moe_intermediate_size = ToInt(f, "ffn_gate_exps", exps->ne[1]);
+  }
+
+  c.norm_topk_prob =
+      f.GetBool(Key(a, "expert_weights_norm"),
+                c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe);
+  c.routed_scaling_factor = static_cast<float>(f.GetFloat(Key(a, "expert_weights_scale"), 1.0));
+  if (c.arch == Arch::kQwen2Moe) {
+    c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);
+    if (c.shared_expert_intermediate_size == 0) {
+      if (const GgufTensorInfo* t = f.FindTensorInfo("blk.0.ffn_gate_shexp.weight"))
+        c.shared_expert_intermediate_size = ToInt(f, t->name, t->ne.size() == 2 ? t->ne[1] : 0);
+    }
+    c.shared_expert_gate = c.shared_expert_intermediate_size > 0;
+  }
+  if (c.arch == Arch::kDeepseekMoe) {
+    c.shared_expert_intermediate_size = get("expert_shared_count", 0) * c.moe_intermediate_size;
+    c.first_k_dense_replace = get("leading_dense_block_count", 0);
+  }
+  // MoE layer pattern (Qwen's decoder_sparse_step has no llama.cpp key): from the tensors.
+  std::vector<bool> moe(c.num_layers);
+  bool any_router = false;
+  for (int l = 0; l < c.num_layers; ++l) {
+    moe[l] = f.FindTensorInfo("blk." + std::to_string(l) + ".ffn_gate_inp.weight") != nullptr;
+    any_router |= moe[l];
+  }
+  if (any_router) {
+    for (int freq = 1; freq <= c.num_layers; ++freq) {
+      bool match = true;
+      for (int l = 0; l < c.num_layers && match; ++l)
+        match = moe[l] == (l >= c.first_k_dense_replace && l % freq == 0);
+      if (match) {
+        c.moe_layer_freq = freq;
+        break;
+      }
+    }
+  }
+
+  c.tie_word_embeddings = f.FindTensorInfo("output.weight") == nullptr;
+  c.attention_bias = c.arch == Arch::kQwen2Moe || f.FindTensorInfo("blk.0.attn_q.bias") != nullptr;
+  c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
+  c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
+  if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
+  c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
+  c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
+
+  c.bos_token_id = static_cast<int>(f.GetInt("tokenizer.ggml.bos_token_id", -1));
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    const int64_t id = f.GetInt(key, -1);
+    if (id >= 0 &&
+        std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+      c.eos_token_ids.push_back(static_cast<int>(id));
+  }
+  try {
+    c.Validate();
+  } catch (const Error& e) {
+    Fail(f.path(), ": ", e.what());
+  }
+  return c;
+}
+
+std::unique_ptr<WeightSource> MakeGgufWeightSource(std::shared_ptr<const GgufFile> file,
+                                                   const ModelConfig& config) {
+  return std::make_unique<GgufWeights>(std::move(file), config);
+}
+
+GgufModel OpenGgufModel(const std::string& path) {
+  GgufModel m;
+  m.file = std::make_shared<const GgufFile>(path);
+  m.config = ModelConfigFromGguf(*m.file);
+  m.weights = MakeGgufWeightSource(m.file, m.config);
+  return m;
+}
+
+}  // namespace moex

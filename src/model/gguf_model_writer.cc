@@ -1,0 +1,339 @@
+#include "model/gguf_model.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "io/gguf_writer.h"
+#include "model/gguf_tensor_map.h"
+
+namespace moex {
+
+using gguf_map::ArchNames;
+using gguf_map::HfExpertName;
+using gguf_map::IsSuffix;
+using gguf_map::kExpsStems;
+using gguf_map::Key;
+using gguf_map::kGlobalNames;
+using gguf_map::kLegacyExpertStems;
+using gguf_map::LayerPrefix;
+using gguf_map::MakeRowCopy;
+using gguf_map::NamePair;
+using gguf_map::NamesFor;
+using gguf_map::ParseIndex;
+using gguf_map::RowCopy;
+using gguf_map::Split;
+
+namespace {
+
+constexpr int32_t kTokenTypeUnused = 5;  // llama.cpp's LLAMA_TOKEN_TYPE_UNUSED.
+
+// One value per token: trims trailing [PAD] tokens or appends filler to `vocab` entries.
+GgufValue ResizeTokenArray(const std::string& key, const GgufValue& v, size_t vocab,
+                           const std::string& path) {
+  const size_t n = v.array_size();
+  if (v.array_type() == GgufType::kString) {
+    std::vector<std::string> tokens = v.AsStringArray();
+    for (size_t i = vocab; i < n; ++i) {
+      Check(tokens[i].rfind("[PAD", 0) == 0, path, ": the tokenizer has ", n,
+            " tokens but the model only ", vocab, "; token ", i, " ('", tokens[i],
+            "') is not padding and cannot be dropped");
+    }
+    tokens.resize(vocab);
+    for (size_t i = n; i < vocab; ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
+    return GgufValue::StringArray(std::move(tokens));
+  }
+  const size_t size = GgufScalarBytes(v.array_type());
+  std::vector<uint8_t> bytes(v.raw_array().begin(), v.raw_array().end());
+  bytes.resize(vocab * size);
+  if (vocab > n) {
+    uint32_t filler;
+    if (v.array_type() == GgufType::kF32) {
+      const float score = -1000.0f;
+      std::memcpy(&filler, &score, 4);
+    } else {
+      Check(v.array_type() == GgufType::kI32, path, ": ", key, " has unexpected element type ",
+            GgufTypeName(v.array_type()));
+      filler = static_cast<uint32_t>(kTokenTypeUnused);
+    }
+    for (size_t i = n; i < vocab; ++i)
+      for (size_t b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<uint8_t>(filler >> (8 * b));
+  }
+  return GgufValue::NumericArray(v.array_type(), vocab, std::move(bytes));
+}
+
+// A token id value, or -1 for values of other types (copied unchanged).
+int64_t TokenId(const GgufValue& v) {
+  if (v.is_array() || v.type() == GgufType::kString || v.type() == GgufType::kBool ||
+      v.type() == GgufType::kF32 || v.type() == GgufType::kF64) {
+    return -1;
+  }
+  if (v.type() == GgufType::kU64 && v.scalar_bits() > (1ull << 62)) return INT64_MAX;
+  return v.AsInt();
+}
+
+void CopyTokenizer(const GgufFile* tok, const ModelConfig& config, GgufWriter& w) {
+  const auto vocab = static_cast<size_t>(config.vocab_size);
+  if (tok == nullptr) {
+    w.Set("tokenizer.ggml.model", GgufValue::String("no_vocab"));
+  } else {
+    const GgufValue* tokens = tok->Find("tokenizer.ggml.tokens");
+    Check(tokens != nullptr, tok->path(), ": no tokenizer.ggml.tokens to copy");
+    const uint64_t n = tokens->array_size();
+    for (const auto& [key, value] : tok->metadata()) {
+      if (key.rfind("tokenizer.", 0) != 0) continue;
+      if (value.is_array() && value.array_size() == n &&
+          (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
+           key == "tokenizer.ggml.token_type")) {
+        w.Set(key, ResizeTokenArray(key, value, vocab, tok->path()));
+      } else if (key.ends_with("_token_id") && TokenId(value) >= config.vocab_size) {
+        Log(LogLevel::kWarn, "dropping ", key, " (outside the model's vocabulary of ", vocab, ")");
+      } else {
+        w.Set(key, value);
+      }
+    }
+  }
+  // The engine stops on config's ids, so llama.cpp must too.
+  if (config.bos_token_id >= 0)
+    w.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(config.bos_token_id));
+  if (!config.eos_token_ids.empty())
+    w.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(config.eos_token_ids[0]));
+  if (config.eos_token_ids.size() > 1)
+    w.Set("tokenizer.ggml.eot_token_id", GgufValue::U32(config.eos_token_ids[1]));
+  if (config.eos_token_ids.size() > 2)
+    w.Set("tokenizer.ggml.eom_token_id", GgufValue::U32(config.eos_token_ids[2]));
+}
+
+void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
+  const char* a = GgufArchName(c.arch);
+  auto u32 = [&](const char* key, int v) { w.Set(Key(a, key), GgufValue::U32(v)); };
+  auto f32 = [&](const char* key, float v) { w.Set(Key(a, key), GgufValue::F32(v)); };
+  u32("vocab_size", c.vocab_size);
+  u32("context_length", c.max_position_embeddings);
+  u32("embedding_length", c.hidden_size);
+  u32("block_count", c.num_layers);
+  const bool dense_ff =
+      c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe || c.arch == Arch::kDeepseekMoe;
+  // For these, feed_forward_length is the dense FFN size (0 = none); for the others,
+  // llama.cpp sizes the experts by it.
+  if (!dense_ff) u32("feed_forward_length", c.moe_intermediate_size);
+  if (dense_ff && c.intermediate_size > 0) u32("feed_forward_length", c.intermediate_size);
+  u32("attention.head_count", c.num_heads);
+  u32("attention.head_count_kv", c.num_kv_heads);
+  u32("attention.key_length", c.head_dim);
+  u32("attention.value_length", c.head_dim);
+  u32("rope.dimension_count", c.head_dim);
+  f32("rope.freq_base", c.rope_theta);
+  f32("attention.layer_norm_rms_epsilon", c.rms_norm_eps);
+  u32("expert_count", c.num_experts);
+  u32("expert_used_count", c.num_experts_per_tok);
+  u32("expert_feed_forward_length", c.moe_intermediate_size);
+  w.Set(Key(a, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
+  if (c.arch == Arch::kQwen2Moe && c.shared_expert_intermediate_size > 0)
+    u32("expert_shared_feed_forward_length", c.shared_expert_intermediate_size);
+  if (c.arch == Arch::kPhiMoe) {
+    // llama.cpp's Phi-3 keys, plus moex's own for what llama.cpp does not carry.
+    w.Set(Key(a, "router_jitter_noise"), GgufValue::F64(c.router_jitter_noise));
+    if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+    if (c.longrope) {
+      const LongRope& lr = *c.longrope;
+      u32("rope.scaling.original_context_length", lr.original_max_position_embeddings);
+      const double factor =
+          static_cast<double>(c.max_position_embeddings) / lr.original_max_position_embeddings;
+      f32("rope.scaling.attn_factor",
+          factor <= 1.0
+              ? 1.0f
+              : static_cast<float>(std::sqrt(
+                    1.0 + std::log(factor) / std::log(lr.original_max_position_embeddings))));
+      f32("rope.scaling.short_mscale", lr.short_mscale);
+      f32("rope.scaling.long_mscale", lr.long_mscale);
+    }
+  }
+  if (c.arch == Arch::kDeepseekMoe) {
+    u32("leading_dense_block_count", c.first_k_dense_replace);
+    u32("expert_shared_count", c.shared_expert_intermediate_size / c.moe_intermediate_size);
+    f32("expert_weights_scale", c.routed_scaling_factor);
+  }
+}
+
+uint32_t FileType(DType dtype) {
+  switch (dtype) {  // llama.cpp's LLAMA_FTYPE_* ("mostly" this type).
+    case DType::kF32:
+      return 0;
+    case DType::kF16:
+      return 1;
+    case DType::kQ8_0:
+      return 7;
+    case DType::kBF16:
+      return 32;
+  }
+  return 0;
+}
+
+struct Plan {
+  std::string gguf_name;
+  std::vector<int64_t> shape;
+  RowCopy copy;
+};
+
+bool IsSmallTensor(const std::string& stem, const TensorView& t) {
+  return t.shape.size() <= 1 || stem.ends_with("_norm") || stem == "ffn_gate_inp" ||
+         stem == "ffn_gate_inp_shexp";
+}
+
+bool ForceF32(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
+  if (!o.f32_small_tensors || (t.dtype != DType::kF16 && t.dtype != DType::kBF16)) return false;
+  return IsSmallTensor(stem, t);
+}
+
+// The stored dtype of a non-expert tensor. Quantising leaves small tensors alone (as
+// llama.cpp does) and widens matrices whose rows do not fill whole Q8_0 blocks to F32.
+DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
+  if (o.quantize && !IsSmallTensor(stem, t)) {
+    if (t.cols() % kQ8BlockSize == 0) return *o.quantize;
+    Log(LogLevel::kInfo, "gguf: ", t.name, " has rows of ", t.cols(), " elements, not a ",
+        "multiple of 32; stored as f32 instead of ", DTypeName(*o.quantize));
+    return DType::kF32;
+  }
+  return ForceF32(stem, t, o) ? DType::kF32 : t.dtype;
+}
+
+}  // namespace
+
+void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const GgufFile* tokenizer,
+                    const std::string& out_path, const GgufWriteOptions& options) {
+  config.Validate();
+  const ArchNames names = NamesFor(config.arch);
+  const bool permutes = GgufPermutesQK(config.arch);
+  Check(!options.quantize || *options.quantize == DType::kQ8_0,
+        "gguf: can only quantise to q8_0, not ", DTypeName(options.quantize.value_or(DType::kF32)));
+  // Ordered by (layer, name); whole-model tensors go first (embedding) or last (output).
+  std::map<std::pair<int, std::string>, Plan> plans;
+  std::map<std::pair<int, int>, std::vector<const TensorView*>> experts;  // (layer, matrix)
+
+  auto add_plan = [&](int order, const std::string& stem, const std::string& gguf_name,
+                      const TensorView& t, int permute_heads) {
+    const DType out = OutputDType(stem, t, options);
+    plans[{order, gguf_name}] = {gguf_name, t.shape,
+                                 MakeRowCopy({&t}, out, permute_heads, false, t.name)};
+  };
+
+  for (const std::string& name : hf.Names()) {
+    if (name.ends_with("rotary_emb.inv_freq")) continue;  // Recomputed, never stored.
+    const TensorView& t = hf.Get(name);
+    const size_t dot = name.rfind('.');
+    const std::string suffix = dot == std::string::npos ? "" : name.substr(dot + 1);
+    const std::string stem = dot == std::string::npos ? name : name.substr(0, dot);
+    bool mapped = false;
+    for (const NamePair& p : kGlobalNames) {
+      if (p.hf == stem && IsSuffix(suffix)) {
+        add_plan(p.gguf == "token_embd" ? -1 : INT_MAX, p.gguf, p.gguf + "." + suffix, t, 0);
+        mapped = true;
+      }
+    }
+    const std::string prefix = "model.layers.";
+    if (!mapped && stem.rfind(prefix, 0) == 0 && IsSuffix(suffix)) {
+      const size_t end = stem.find('.', prefix.size());
+      const std::optional<int> layer =
+          end == std::string::npos
+              ? std::nullopt
+              : ParseIndex(std::string_view(stem).substr(prefix.size(), end - prefix.size()));
+      if (layer) {
+        Check(*layer < config.num_layers, hf.Describe(), ": tensor ", name,
+              " is beyond num_hidden_layers ", config.num_layers);
+        const std::string rest = stem.substr(end + 1);
+        if (rest.rfind(names.expert_prefix, 0) == 0 && suffix == "weight") {
+          const std::string tail = rest.substr(names.expert_prefix.size());
+          const size_t d = tail.find('.');
+          // -1 when the index does not parse (also keeps GCC's optional analysis quiet).
+          const int e = d == std::string::npos ? -1 : ParseIndex(tail.substr(0, d)).value_or(-1);
+          const std::string mat = d == std::string::npos ? "" : tail.substr(d + 1);
+          const auto m = std::find(names.expert_mats.begin(), names.expert_mats.end(), mat);
+          if (e >= 0 && m != names.expert_mats.end()) {
+            Check(e < config.num_experts, hf.Describe(), ": tensor ", name,
+                  " is beyond num_experts ", config.num_experts);
+            auto& group = experts[{*layer, static_cast<int>(m - names.expert_mats.begin())}];
+            group.resize(config.num_experts, nullptr);
+            group[e] = &t;
+            mapped = true;
+          }
+        }
+        for (const NamePair& p : names.layer) {
+          if (mapped || p.hf != rest) continue;
+          int heads = 0;
+          if (permutes && p.gguf == "attn_q") heads = config.num_heads;
+          if (permutes && p.gguf == "attn_k") heads = config.num_kv_heads;
+          add_plan(*layer, p.gguf, "blk." + std::to_string(*layer) + "." + p.gguf + "." + suffix, t,
+                   heads);
+          mapped = true;
+        }
+      }
+    }
+    Check(mapped, hf.Describe(), ": cannot map tensor '", name, "' to a GGUF name for ",
+          ArchName(config.arch));
+  }
+
+  std::optional<DType> expert_dtype;
+  for (auto& [key, group] : experts) {
+    const auto [layer, mat] = key;
+    const std::string what = HfExpertName(names, layer, 0, mat);
+    for (size_t e = 0; e < group.size(); ++e) {
+      Check(group[e] != nullptr, hf.Describe(), ": missing tensor '",
+            HfExpertName(names, layer, static_cast<int>(e), mat), "' (all ", group.size(),
+            " experts are needed to stack them)");
+      Check(group[e]->shape == group[0]->shape && group[e]->dtype == group[0]->dtype, hf.Describe(),
+            ": experts of layer ", layer, " differ in shape or dtype (", group[e]->name, " vs ",
+            group[0]->name, ")");
+    }
+    Check(group[0]->shape.size() == 2, hf.Describe(), ": expert tensor ", group[0]->name,
+          " must be 2-D, has shape ", ShapeString(group[0]->shape));
+    const std::string gguf_name =
+        "blk." + std::to_string(layer) + "." + kExpsStems[mat] + ".weight";
+    std::vector<int64_t> shape = {static_cast<int64_t>(group.size()), group[0]->shape[0],
+                                  group[0]->shape[1]};
+    const DType out = options.quantize.value_or(group[0]->dtype);
+    // The engine needs every routed expert in one dtype, so no per-tensor fallback here.
+    Check(out != DType::kQ8_0 || group[0]->cols() % kQ8BlockSize == 0, hf.Describe(),
+          ": cannot store routed expert tensor ", group[0]->name, " as q8_0: its rows have ",
+          group[0]->cols(), " elements, not a multiple of 32 (q8_0 experts need hidden_size ",
+          "and moe_intermediate_size to be multiples of 32)");
+    expert_dtype = out;
+    plans[{layer, gguf_name}] = {gguf_name, shape, MakeRowCopy(group, out, 0, false, what)};
+  }
+
+  GgufWriter w(options.alignment);
+  w.Set("general.architecture", GgufValue::String(GgufArchName(config.arch)));
+  w.Set("general.name", GgufValue::String(options.name));
+  if (!expert_dtype && !plans.empty()) expert_dtype = plans.begin()->second.copy.out_dtype;
+  w.Set("general.file_type", GgufValue::U32(FileType(expert_dtype.value_or(DType::kF32))));
+  SetArchMetadata(config, w);
+  CopyTokenizer(tokenizer, config, w);
+  if (config.longrope) {  // llama.cpp's LongRoPE factors: F32 [head_dim / 2], global.
+    Check(config.arch == Arch::kPhiMoe, "gguf: LongRoPE is written for phimoe only");
+    for (const auto& [name, values] :
+         {std::pair{"rope_factors_long.weight", &config.longrope->long_factor},
+          std::pair{"rope_factors_short.weight", &config.longrope->short_factor}}) {
+      const std::vector<float> data = *values;
+      w.AddTensor(name, DType::kF32, {static_cast<int64_t>(data.size())},
+                  [data](size_t offset, std::span<std::byte> out) {
+                    std::memcpy(out.data(),
+                                reinterpret_cast<const std::byte*>(data.data()) + offset,
+                                out.size());
+                  });
+    }
+  }
+  for (auto& [key, plan] : plans) {
+    const RowCopy copy = plan.copy;
+    w.AddTensor(plan.gguf_name, copy.out_dtype, plan.shape,
+                [copy](size_t offset, std::span<std::byte> out) { copy.Copy(offset, out); });
+  }
+  w.Write(out_path);
+}
+
+}  // namespace moex

@@ -18,8 +18,13 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   test_packages+=(nodejs npm)
 fi
 
+# `make fuzz` (--fuzz): clang with libFuzzer's runtime, and nothing else.
+fuzz_packages=(clang libclang-rt-14-dev)
+wanted=("${build_packages[@]}" "${python_packages[@]}" "${test_packages[@]}")
+if [ "${1:-}" = "--fuzz" ]; then wanted=("${build_packages[@]}" "${fuzz_packages[@]}"); fi
+
 missing=()
-for p in "${build_packages[@]}" "${python_packages[@]}" "${test_packages[@]}"; do
+for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
@@ -34,4 +39,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-bash "$(dirname "$0")/../tests/serve_clients/install.sh"
+if [ "${1:-}" != "--fuzz" ]; then bash "$(dirname "$0")/../tests/serve_clients/install.sh"; fi

@@ -23,9 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 const auto DataDir = testing::SharedDataDir;
-using testing::ReadFile;
-using testing::CopyIfChanged;
 using nlohmann::json;
+using testing::CopyIfChanged;
+using testing::ReadFile;
 
 std::string Render(const std::string& source, const json& vars) {
   return ChatTemplate(source, "<s>", "</s>").Render(vars);
@@ -144,6 +144,38 @@ std::string Repeat(const std::string& s, int n) {
   return out;
 }
 
+// Found by chat_template_fuzzer: the end-of-template check bound a reference to the first
+// expected end tag even when none was expected (undefined behaviour UBSan reports, e.g. under
+// `make test-sanitize`). An empty or tag-free template renders as itself.
+TEST(JinjaTest, EmptyTemplateRendersNothing) {
+  EXPECT_EQ(Render("", {}), "");
+  EXPECT_EQ(Render("plain", {}), "plain");
+  EXPECT_NE(RenderError("{% for x in xs %}a").find("missing end tag"), std::string::npos);
+}
+
+// Found by chat_template_fuzzer: an integer literal beyond int64 threw std::out_of_range (not
+// moex::Error, so `moex chat` died); int64 arithmetic overflowed silently (UB). Python's ints
+// are unbounded; here leaving int64 is a clear error, and everything inside still computes.
+TEST(JinjaTest, NumbersOutsideInt64AreErrors) {
+  EXPECT_NE(RenderError("{{ 99999999999999999999 }}").find("does not fit in 64 bits"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{{ " + Repeat("9", 400) + ".5 }}").find("out of range"),
+            std::string::npos);
+  for (const char* overflow : {"{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}",
+                               "{{ 4294967296 * 4294967296 }}", "{{ -(-9223372036854775807 - 1) }}",
+                               "{{ (-9223372036854775807 - 1) // -1 }}", "{{ 3 ** 40 }}"}) {
+    EXPECT_NE(RenderError(overflow).find("integer overflow"), std::string::npos) << overflow;
+  }
+  EXPECT_NE(RenderError("{{ (-9223372036854775807 - 1) | abs }}").find("overflows"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{{ (10.0 ** 300) | int }}").find("outside the 64-bit range"),
+            std::string::npos);
+  EXPECT_EQ(Render("{{ 9223372036854775806 + 1 }} {{ 3 ** 39 }} {{ -7 // 2 }} {{ 2.5 | int }}", {}),
+            "9223372036854775807 4052555153018976267 -4 2");
+  EXPECT_EQ(Render("{{ range(9223372036854775805, 9223372036854775807, 5) | list }}", {}),
+            "[9223372036854775805]");
+}
+
 // Deep nesting once overflowed the stack (the parser and evaluator recurse): now an error
 // naming the limit, while nesting up to the limit still renders.
 TEST(JinjaTest, DeepNestingIsAnErrorNotACrash) {
@@ -168,8 +200,7 @@ TEST(JinjaTest, DeepNestingIsAnErrorNotACrash) {
   EXPECT_NE(RenderError("{{ x" + Repeat(".a", 100000) + " }}").find("nested too deeply"),
             std::string::npos);
   // Within the limits: 60 nested ifs, 80 nested parentheses, a 200-term sum.
-  EXPECT_EQ(Render(Repeat("{% if x %}", 60) + "a" + Repeat("{% endif %}", 60), {{"x", true}}),
-            "a");
+  EXPECT_EQ(Render(Repeat("{% if x %}", 60) + "a" + Repeat("{% endif %}", 60), {{"x", true}}), "a");
   EXPECT_EQ(Render("{{ " + Repeat("(", 80) + "7" + Repeat(")", 80) + " }}", {}), "7");
   EXPECT_EQ(Render("{{ 0" + Repeat(" + 1", 200) + " }}", {}), "200");
 }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/expert_store.h"
 #include "support/run_command.h"
 #include "support/shared_data.h"
 #include "support/temp_dir.h"
@@ -156,6 +157,46 @@ TEST(CliReliability, PackVerifyReadsTheStoreBack) {
   const auto plain = RunCommand(Moex("pack --model " + model + " --out " + (dir / "s.moex")));
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("verified"));
+}
+
+// pack --verify on a store that is current for the model checks it without repacking (same
+// file, "packed": false); a corrupt block is an error naming it that flags the store, and
+// the next pack --verify rebuilds it.
+TEST(CliReliability, PackVerifyChecksAnExistingStoreWithoutRepacking) {
+  testing::TempDir dir;
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const std::string store = dir / "s.moex";
+  const std::string verify = Moex("pack --model " + model + " --out " + store + " --verify");
+  ASSERT_EQ(RunCommand(Moex("pack --model " + model + " --out " + store)).exit_code, 0);
+  const auto before = fs::last_write_time(store);
+  const auto r = RunCommand(verify);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["packed"], false);
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(fs::last_write_time(store), before);  // Not rewritten.
+
+  // One flipped byte in the first expert's data.
+  const ExpertStore opened = ExpertStore::Open(store);
+  const uint64_t at = opened.ExpertOffset(opened.moe_layers().front(), 0);
+  {
+    std::fstream f(store, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&c, 1);
+  }
+  const auto bad = RunCommand(verify);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("expert 0 block 0 fails its checksum"), std::string::npos) << bad.err;
+  EXPECT_TRUE(fs::exists(store + ".corrupt"));
+
+  const auto again = RunCommand(verify);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["packed"], true);
+  EXPECT_FALSE(fs::exists(store + ".corrupt"));
 }
 
 TEST(CliReliability, VersionAndHelpWithDefaults) {

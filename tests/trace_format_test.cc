@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "io/expert_store_format.h"
 #include "model/random_model.h"
 #include "support/temp_dir.h"
 #include "trace/trace_reader.h"
@@ -226,6 +227,46 @@ TEST(TraceFormat, CorruptionVersionAndMagicAreReported) {
   EXPECT_NE(ReadAllError(dir / "x.trace"), "");
 
   EXPECT_NE(ReadAllError(dir / "missing.trace").find("cannot open"), std::string::npos);
+}
+
+// Found by trace_fuzzer: a tensor record's name length was trusted before it was checked (a
+// corrupt one allocated and zeroed 4 GB), and rows * cols * 4 could wrap around to the payload
+// size, giving a tensor view far larger than its data. Both are clear errors now.
+TEST(TraceFormat, TensorRecordLengthsAreCheckedBeforeUse) {
+  testing::TempDir dir;
+  WriteTrace(dir / "t.trace", SmallHeader(Precision::kNone, Precision::kNone, false), true);
+  const std::vector<char> bytes = ReadBytes(dir / "t.trace");
+  uint32_t json_len = 0;
+  std::memcpy(&json_len, bytes.data() + 12, 4);
+  const size_t first_record = 16 + json_len + 8;  // After the header's checksum.
+  // The file up to its first record, then one tensor record with the given payload.
+  auto with_tensor = [&](const std::vector<char>& payload) {
+    std::vector<char> out(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(first_record));
+    const uint32_t tag = 1, reserved = 0;
+    const uint64_t length = payload.size();
+    const uint64_t sum = StoreChecksum(std::as_bytes(std::span(payload.data(), payload.size())));
+    for (const auto& [p, n] :
+         {std::pair<const void*, size_t>{&tag, 4}, {&reserved, 4}, {&length, 8}, {&sum, 8}})
+      out.insert(out.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+    out.insert(out.end(), payload.begin(), payload.end());
+    WriteBytes(dir / "x.trace", out);
+    return ReadAllError(dir / "x.trace");
+  };
+  auto append = [](std::vector<char>& v, const auto& value) {
+    const char* p = reinterpret_cast<const char*>(&value);
+    v.insert(v.end(), p, p + sizeof value);
+  };
+  std::vector<char> long_name;
+  append(long_name, uint32_t{0xffffffff});
+  long_name.resize(long_name.size() + 16, 'a');
+  EXPECT_NE(with_tensor(long_name).find("ends early"), std::string::npos);
+
+  std::vector<char> wrapping;  // 2^62 x 4 floats = 2^66 bytes, which wraps to 0.
+  append(wrapping, uint32_t{1});
+  wrapping.push_back('w');
+  append(wrapping, int64_t{1} << 62);
+  append(wrapping, int64_t{4});
+  EXPECT_NE(with_tensor(wrapping).find("bad shape or size"), std::string::npos);
 }
 
 // Version 1 files (no header checksum) are still read.

@@ -360,6 +360,11 @@ void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& wh
   std::ofstream(store_path + ".corrupt") << why << "\n";
 }
 
+std::string WhyExpertStoreUnusable(const WeightSource& source, const ModelConfig& config,
+                                   const PackOptions& options) {
+  return WhyNotUsable(source, config, options, CheckStoreTarget(options.out_path));
+}
+
 ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig& config,
                                   const PackOptions& options) {
   const std::string path = CheckStoreTarget(options.out_path);

@@ -54,6 +54,12 @@ void PackExpertStore(const WeightSource& source, const ModelConfig& config,
 ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig& config,
                                   const PackOptions& options);
 
+// Why the store at options.out_path cannot serve this model -- missing, flagged corrupt,
+// a bad header or table, or packed from another checkpoint, shape or dtype -- or "" when it
+// can (OpenOrPackExpertStore would use it as it is). Reads only the header and table.
+std::string WhyExpertStoreUnusable(const WeightSource& source, const ModelConfig& config,
+                                   const PackOptions& options);
+
 // Records that a read found corrupt data, so the next OpenOrPackExpertStore rebuilds.
 void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why);
 

@@ -12,6 +12,23 @@
 namespace moex::jinja {
 namespace {
 
+// Python's ints do not overflow; a template whose arithmetic leaves int64 is refused.
+int64_t AddInt(int64_t a, int64_t b, int line) {
+  int64_t r = 0;
+  Check(!__builtin_add_overflow(a, b, &r), "chat template line ", line, ": integer overflow");
+  return r;
+}
+int64_t SubInt(int64_t a, int64_t b, int line) {
+  int64_t r = 0;
+  Check(!__builtin_sub_overflow(a, b, &r), "chat template line ", line, ": integer overflow");
+  return r;
+}
+int64_t MulInt(int64_t a, int64_t b, int line) {
+  int64_t r = 0;
+  Check(!__builtin_mul_overflow(a, b, &r), "chat template line ", line, ": integer overflow");
+  return r;
+}
+
 bool IsPySpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
@@ -152,9 +169,10 @@ class Renderer {
       }
       Check(step != 0, "chat template: range() step is zero");
       ValueList out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         out.push_back(Value::Int(i));
         Check(out.size() <= 1000000, "chat template: range() too long");
+        if (__builtin_add_overflow(i, step, &i)) break;  // Past the int64 range: done.
       }
       return Value::List(std::move(out));
     });
@@ -328,7 +346,8 @@ class Renderer {
         Check(v.is_number(), "chat template line ", e.line, ": unary ", e.name, " on a ",
               v.TypeName());
         if (e.name == "+") return v;
-        return v.kind() == Value::Kind::kInt ? Value::Int(-v.i()) : Value::Float(-v.f());
+        if (v.kind() != Value::Kind::kInt) return Value::Float(-v.f());
+        return Value::Int(SubInt(0, v.i(), e.line));
       }
       case Expr::Kind::kBinary:
         return BinaryOp(e);
@@ -386,9 +405,12 @@ class Renderer {
     Check(a.is_number() && b.is_number(), "chat template line ", e.line, ": cannot apply '", op,
           "' to a ", a.TypeName(), " and a ", b.TypeName());
     const bool ints = a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt;
-    if (op == "+") return ints ? Value::Int(a.i() + b.i()) : Value::Float(a.f() + b.f());
-    if (op == "-") return ints ? Value::Int(a.i() - b.i()) : Value::Float(a.f() - b.f());
-    if (op == "*") return ints ? Value::Int(a.i() * b.i()) : Value::Float(a.f() * b.f());
+    if (op == "+")
+      return ints ? Value::Int(AddInt(a.i(), b.i(), e.line)) : Value::Float(a.f() + b.f());
+    if (op == "-")
+      return ints ? Value::Int(SubInt(a.i(), b.i(), e.line)) : Value::Float(a.f() - b.f());
+    if (op == "*")
+      return ints ? Value::Int(MulInt(a.i(), b.i(), e.line)) : Value::Float(a.f() * b.f());
     if (op == "/") {
       Check(b.f() != 0, "chat template line ", e.line, ": division by zero");
       return Value::Float(a.f() / b.f());
@@ -396,7 +418,9 @@ class Renderer {
     if (op == "//" || op == "%") {
       Check(b.f() != 0, "chat template line ", e.line, ": division by zero");
       if (ints) {
-        // Python floors toward negative infinity.
+        // Python floors toward negative infinity. INT64_MIN // -1 is the one overflow.
+        Check(a.i() != INT64_MIN || b.i() != -1, "chat template line ", e.line,
+              ": integer overflow");
         int64_t q = a.i() / b.i();
         if ((a.i() % b.i() != 0) && ((a.i() < 0) != (b.i() < 0))) --q;
         return op == "//" ? Value::Int(q) : Value::Int(a.i() - q * b.i());
@@ -406,9 +430,9 @@ class Renderer {
     }
     if (op == "**") {
       if (ints && b.i() >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < b.i() && k < 64; ++k) r *= a.i();
-        return Value::Int(r);
+        int64_t p = 1;
+        for (int64_t k = 0; k < b.i() && k < 64; ++k) p = MulInt(p, a.i(), e.line);
+        return Value::Int(p);
       }
       return Value::Float(std::pow(a.f(), b.f()));
     }
@@ -631,7 +655,13 @@ class Renderer {
           Replace(v.Str(), Arg(args, kwargs, 0, "old").Str(), Arg(args, kwargs, 1, "new").Str()));
     }
     if (name == "int") {
-      if (v.is_number()) return Value::Int(static_cast<int64_t>(v.f()));
+      if (v.is_number()) {
+        if (v.kind() == Value::Kind::kInt) return v;
+        // Python's int() of a float has no range limit; outside int64 it is an error here.
+        Check(std::isfinite(v.f()) && std::fabs(v.f()) < 9.2e18, "chat template: int() of ", v.f(),
+              " is outside the 64-bit range");
+        return Value::Int(static_cast<int64_t>(v.f()));
+      }
       try {
         return Value::Int(std::stoll(v.Str()));
       } catch (...) {
@@ -639,6 +669,8 @@ class Renderer {
       }
     }
     if (name == "abs" && v.is_number()) {
+      if (v.kind() == Value::Kind::kInt)
+        Check(v.i() != INT64_MIN, "chat template: abs() of ", v.i(), " overflows");
       return v.kind() == Value::Kind::kInt ? Value::Int(std::llabs(v.i()))
                                            : Value::Float(std::fabs(v.f()));
     }

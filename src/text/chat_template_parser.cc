@@ -2,6 +2,7 @@
 // environment: trim_blocks and lstrip_blocks on, plus the "-" markers.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "core/error.h"
 #include "text/chat_template_ast.h"
@@ -76,10 +77,14 @@ size_t LexTag(const std::string& src, size_t pos, const std::string& close, int 
         ++end;
         while (end < src.size() && std::isdigit(static_cast<unsigned char>(src[end]))) ++end;
         t.type = Token::Type::kFloat;
-        t.f = std::stod(src.substr(pos, end - pos));
+        const auto [p, ec] = std::from_chars(src.data() + pos, src.data() + end, t.f);
+        Check(ec == std::errc(), "chat template line ", line, ": number ",
+              src.substr(pos, end - pos), " is out of range");
       } else {
         t.type = Token::Type::kInt;
-        t.i = std::stoll(src.substr(pos, end - pos));
+        const auto [p, ec] = std::from_chars(src.data() + pos, src.data() + end, t.i);
+        Check(ec == std::errc(), "chat template line ", line, ": integer ",
+              src.substr(pos, end - pos), " does not fit in 64 bits");
       }
       pos = end;
     } else if (c == '\'' || c == '"') {
@@ -609,7 +614,8 @@ class Parser {
              "' (supported: if/elif/else, for, set, generation)");
       }
     }
-    Check(ends.size() == 0, "chat template: missing end tag (", *ends.begin(), ")");
+    // Only dereference ends when there is one: Check's message is built eagerly.
+    if (ends.size() != 0) Fail("chat template: missing end tag (", *ends.begin(), ")");
     return "";
   }
 

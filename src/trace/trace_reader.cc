@@ -90,14 +90,19 @@ TraceReader::TraceReader(const std::string& path)
     uint32_t name_len = 0;
     int64_t rows = 0, cols = 0;
     get(&name_len, sizeof name_len);
+    // Checked before allocating: a corrupt length must not allocate gigabytes.
+    Check(name_len <= payload_.size() - pos, path, ": tensor record at byte ", at, " ends early");
     std::string name(name_len, '\0');
     get(name.data(), name_len);
     get(&rows, sizeof rows);
     get(&cols, sizeof cols);
-    Check(
-        rows > 0 && cols > 0 &&
-            static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) * 4 == payload_.size() - pos,
-        path, ": tensor ", name, " has a bad shape or size");
+    // rows * cols * 4 must not wrap around to the payload size.
+    uint64_t bytes = 0;
+    Check(rows > 0 && cols > 0 &&
+              !__builtin_mul_overflow(static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
+                                      &bytes) &&
+              !__builtin_mul_overflow(bytes, uint64_t{4}, &bytes) && bytes == payload_.size() - pos,
+          path, ": tensor ", name, " has a bad shape or size");
     std::vector<float> data(static_cast<size_t>(rows * cols));
     get(data.data(), data.size() * sizeof(float));
     tensors_->Add(name, rows, cols, std::move(data));

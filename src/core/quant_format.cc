@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <iterator>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -52,6 +53,13 @@ const QuantFormatInfo& Info(QuantFormat format) {
       return kIQ4_XS;
     case QuantFormat::kMXFP4:
       return kMXFP4;
+  }
+  Fail("unknown quantised format id ", static_cast<uint32_t>(format));
+}
+
+size_t QuantFormatIndex(QuantFormat format) {
+  for (size_t i = 0; i < std::size(kAllQuantFormats); ++i) {
+    if (kAllQuantFormats[i] == format) return i;
   }
   Fail("unknown quantised format id ", static_cast<uint32_t>(format));
 }

@@ -41,6 +41,8 @@ struct QuantFormatInfo {
 };
 
 const QuantFormatInfo& Info(QuantFormat format);
+// The position of `format` in kAllQuantFormats (for per-format tables).
+size_t QuantFormatIndex(QuantFormat format);
 inline const char* QuantFormatName(QuantFormat format) {
   return Info(format).name;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -317,35 +318,11 @@ void IQ4_XS(const float* x, uint8_t* b) {
 using BlockEncoder = void (*)(const float*, uint8_t*);
 
 BlockEncoder EncoderOf(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::kQ4_0:
-      return Q4_0;
-    case QuantFormat::kQ4_1:
-      return Q4_1;
-    case QuantFormat::kQ5_0:
-      return Q5_0;
-    case QuantFormat::kQ5_1:
-      return Q5_1;
-    case QuantFormat::kQ8_0:
-      return Q8_0;
-    case QuantFormat::kQ2_K:
-      return Q2_K;
-    case QuantFormat::kQ3_K:
-      return Q3_K;
-    case QuantFormat::kQ4_K:
-      return Q4_K;
-    case QuantFormat::kQ5_K:
-      return Q5_K;
-    case QuantFormat::kQ6_K:
-      return Q6_K;
-    case QuantFormat::kIQ4_NL:
-      return IQ4_NL;
-    case QuantFormat::kIQ4_XS:
-      return IQ4_XS;
-    case QuantFormat::kMXFP4:
-      return MXFP4;
-  }
-  Fail("unknown quantised format id ", static_cast<uint32_t>(format));
+  // In the order of kAllQuantFormats.
+  static constexpr BlockEncoder kByFormat[] = {Q4_0, Q4_1, Q5_0, Q5_1,   Q8_0,   Q2_K, Q3_K,
+                                               Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4};
+  static_assert(std::size(kByFormat) == std::size(kAllQuantFormats));
+  return kByFormat[QuantFormatIndex(format)];
 }
 
 }  // namespace

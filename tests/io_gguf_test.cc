@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 #include "io/gguf_file.h"
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
@@ -320,17 +322,68 @@ TEST_F(GgufTest, RejectsBadTensorInfos) {
 }
 
 TEST_F(GgufTest, UnsupportedTensorTypeFailsOnAccessOnly) {
-  const std::string img = TensorImage({256, 2}, 12 /* q4_K */, 0, 288);
-  GgufFile f(std::as_bytes(std::span(img.data(), img.size())), "q4k.gguf");
+  const std::string img = TensorImage({256, 2}, 16 /* iq2_xxs */, 0, 132);
+  GgufFile f(std::as_bytes(std::span(img.data(), img.size())), "iq2.gguf");
   ASSERT_NE(f.FindTensorInfo("w"), nullptr);
   try {
     f.FindTensor("w");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'w' has unsupported GGML type q4_K"),
+    EXPECT_NE(std::string(e.what()).find("tensor 'w' has unsupported GGML type iq2_xxs"),
               std::string::npos)
         << e.what();
   }
+}
+
+// Tensors of GGML's block formats read as f32: exactly the values the format's decoder
+// gives, on first access; a block with a non-finite scale is refused by tensor and block;
+// rows must hold whole blocks.
+TEST_F(GgufTest, QuantizedTensorsReadAsTheirDequantizedValues) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 0.02f);
+  std::vector<float> w(2 * 256);
+  for (float& v : w) v = normal(rng);
+  std::vector<uint8_t> q4k(QuantBytes(QuantFormat::kQ4_K, 512)),
+      fp4(QuantBytes(QuantFormat::kMXFP4, 512)), q6k(QuantBytes(QuantFormat::kQ6_K, 256));
+  Quantize(QuantFormat::kQ4_K, w.data(), 512, q4k.data());
+  Quantize(QuantFormat::kMXFP4, w.data(), 512, fp4.data());
+  Quantize(QuantFormat::kQ6_K, w.data(), 256, q6k.data());
+  q6k[208] = 0x00, q6k[209] = 0x7c;  // Its f16 scale d becomes +inf.
+  GgufWriter writer;
+  writer.AddTensor("a", QuantFormat::kQ4_K, {2, 256}, FillFromMemory(q4k.data(), q4k.size()));
+  writer.AddTensor("b", QuantFormat::kMXFP4, {16, 32}, FillFromMemory(fp4.data(), fp4.size()));
+  writer.AddTensor("bad", QuantFormat::kQ6_K, {1, 256}, FillFromMemory(q6k.data(), q6k.size()));
+  EXPECT_THROW(writer.AddTensor("c", QuantFormat::kQ4_K, {1, 128}, FillFromMemory(nullptr, 0)),
+               Error);  // Not a whole block per row.
+  writer.Write(Path("q.gguf"));
+
+  GgufFile f(Path("q.gguf"));
+  EXPECT_EQ(f.FindTensorInfo("a")->ggml_type, 12u);
+  for (const auto& [name, format, bytes] :
+       {std::tuple{"a", QuantFormat::kQ4_K, &q4k}, std::tuple{"b", QuantFormat::kMXFP4, &fp4}}) {
+    const TensorView* t = f.FindTensor(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->dtype, DType::kF32);
+    ASSERT_EQ(t->nbytes, 512 * sizeof(float));
+    std::vector<float> want(512);
+    Dequantize(format, bytes->data(), 512, want.data());
+    EXPECT_EQ(std::memcmp(t->data, want.data(), t->nbytes), 0) << name;
+    EXPECT_EQ(f.FindTensor(name), t);  // Dequantised once.
+  }
+  EXPECT_EQ(f.FindTensor("b")->shape, (std::vector<int64_t>{16, 32}));
+  try {
+    f.FindTensor("bad");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q6_K tensor 'bad' block 0 has a non-finite scale"),
+              std::string::npos)
+        << e.what();
+  }
+  // A q4_K row of 128 weights (half a block) is refused when the file is opened.
+  const std::string img = TensorImage({128, 2}, 12 /* q4_K */, 0, 288);
+  EXPECT_NE(ParseError(img).find("row length 128 is not a multiple of 256, its block size"),
+            std::string::npos)
+      << ParseError(img);
 }
 
 TEST_F(GgufTest, ReadsRealVocabFiles) {

@@ -153,6 +153,8 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
   const std::byte* data = bytes.data() + (data_size > 0 ? data_offset_ : 0);
 
   views_.resize(infos_.size());
+  quantized_.resize(infos_.size());
+  dequantized_.resize(infos_.size());
   for (size_t i = 0; i < infos_.size(); ++i) {
     const GgufTensorInfo& info = infos_[i];
     TensorView& v = views_[i];
@@ -163,8 +165,8 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
     Check(info.offset <= data_size, f, ": tensor '", info.name, "' offset ", info.offset,
           " is beyond the data section (", data_size, " bytes; truncated file?)");
     const std::optional<DType> dtype = DTypeOfGgmlType(info.ggml_type);
-    if (!dtype) continue;  // Reported by FindTensor, so metadata stays readable.
-    v.dtype = *dtype;
+    const std::optional<QuantFormat> format = QuantFormatOfGgmlType(info.ggml_type);
+    if (!dtype && !format) continue;  // Reported by FindTensor, so metadata stays readable.
     // Overflow-safe element count.
     constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
     uint64_t numel = 1;
@@ -174,15 +176,24 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
             "' is too large");
       numel *= d;
     }
-    if (v.dtype == DType::kQ8_0) {
-      Check(info.ne[0] % kQ8BlockSize == 0, f, ": q8_0 tensor '", info.name, "' row length ",
-            info.ne[0], " is not a multiple of ", kQ8BlockSize);
-    }
-    const uint64_t nbytes = DTypeBytes(v.dtype, static_cast<int64_t>(numel));
+    // Rows of whole blocks (q8_0 included, which stays a kernel dtype).
+    const int block = format ? Info(*format).block_elems : 1;
+    Check(info.ne.empty() || info.ne[0] % block == 0, f, ": ", GgmlTypeName(info.ggml_type),
+          " tensor '", info.name, "' row length ", info.ne.empty() ? 0 : info.ne[0],
+          " is not a multiple of ", block, ", its block size");
+    const uint64_t nbytes = dtype ? DTypeBytes(*dtype, static_cast<int64_t>(numel))
+                                  : QuantBytes(*format, static_cast<int64_t>(numel));
     Check(nbytes <= data_size - info.offset, f, ": tensor '", info.name, "' (", nbytes,
           " bytes at offset ", info.offset, ") runs past the end of the file (truncated?)");
-    v.data = data + info.offset;
-    v.nbytes = static_cast<size_t>(nbytes);
+    if (dtype) {
+      v.dtype = *dtype;
+      v.data = data + info.offset;
+      v.nbytes = static_cast<size_t>(nbytes);
+    } else {
+      v.dtype = DType::kF32;
+      v.nbytes = static_cast<size_t>(numel) * sizeof(float);
+      quantized_[i] = Quantized{*format, data + info.offset, static_cast<int64_t>(numel)};
+    }
   }
 }
 
@@ -247,10 +258,26 @@ const TensorView* GgufFile::FindTensor(const std::string& name) const {
   auto it = tensor_index_.find(name);
   if (it == tensor_index_.end()) return nullptr;
   const GgufTensorInfo& info = infos_[it->second];
-  Check(DTypeOfGgmlType(info.ggml_type).has_value(), name_, ": tensor '", name,
+  const size_t i = it->second;
+  Check(DTypeOfGgmlType(info.ggml_type) || quantized_[i], name_, ": tensor '", name,
         "' has unsupported GGML type ", GgmlTypeName(info.ggml_type), " (id ", info.ggml_type,
-        "; supported: f32, f16, bf16, q8_0)");
-  return &views_[it->second];
+        "; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, "
+        "q6_K, iq4_nl, iq4_xs, mxfp4)");
+  if (quantized_[i]) {
+    std::lock_guard<std::mutex> lock(dequantize_mutex_);
+    if (views_[i].data == nullptr) {
+      const Quantized& q = *quantized_[i];
+      const auto* blocks = reinterpret_cast<const uint8_t*>(q.blocks);
+      if (const auto bad = FindNonFiniteScale(q.format, blocks, q.count)) {
+        Fail(name_, ": ", QuantFormatName(q.format), " tensor '", name, "' block ", *bad,
+             " has a non-finite scale");
+      }
+      dequantized_[i] = AlignedBuffer(views_[i].nbytes);
+      Dequantize(q.format, blocks, q.count, reinterpret_cast<float*>(dequantized_[i].data()));
+      views_[i].data = dequantized_[i].data();
+    }
+  }
+  return &views_[i];
 }
 
 }  // namespace moex

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/aligned_buffer.h"
+#include "core/quant_format.h"
 #include "core/tensor.h"
 #include "io/gguf_value.h"
 #include "io/mapped_file.h"
@@ -87,7 +90,18 @@ class GgufFile {
   std::vector<GgufTensorInfo> infos_;
   std::unordered_map<std::string, size_t> tensor_index_;
   // views_[i] belongs to infos_[i]; data is null for unsupported types.
-  std::vector<TensorView> views_;
+  mutable std::vector<TensorView> views_;  // Quantised ones get data on first FindTensor.
+  // Tensors of GGML's block formats other than q8_0 (which the kernels read as stored) are
+  // exposed as f32, dequantised on first use (FindTensor): llama.cpp's values exactly, at 4
+  // bytes per weight. Native quantised storage and kernels are issue 18's remainder.
+  struct Quantized {
+    QuantFormat format;
+    const std::byte* blocks = nullptr;
+    int64_t count = 0;
+  };
+  std::vector<std::optional<Quantized>> quantized_;  // [tensor]
+  mutable std::mutex dequantize_mutex_;
+  mutable std::vector<AlignedBuffer> dequantized_;  // [tensor], guarded by dequantize_mutex_.
 };
 
 }  // namespace moex

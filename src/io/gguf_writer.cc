@@ -77,8 +77,7 @@ void GgufWriter::Remove(const std::string& key) {
   std::erase_if(metadata_, [&](const auto& kv) { return kv.first == key; });
 }
 
-void GgufWriter::AddTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                           ByteFill fill) {
+int64_t GgufWriter::CheckNew(const std::string& name, const std::vector<int64_t>& shape) const {
   Check(!name.empty() && name.size() <= kMaxTensorName, "GGUF: tensor name '", name,
         "' must have 1 to ", kMaxTensorName, " bytes");
   Check(!names_.contains(name), "GGUF: duplicate tensor '", name, "'");
@@ -89,12 +88,31 @@ void GgufWriter::AddTensor(const std::string& name, DType dtype, const std::vect
     Check(d >= 0, "GGUF: tensor '", name, "' has a negative dimension in ", ShapeString(shape));
     numel *= d;
   }
+  return numel;
+}
+
+void GgufWriter::AddTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                           ByteFill fill) {
+  const int64_t numel = CheckNew(name, shape);
   if (dtype == DType::kQ8_0) {
     Check(!shape.empty() && shape.back() % kQ8BlockSize == 0, "GGUF: q8_0 tensor '", name,
           "' row length must be a multiple of ", kQ8BlockSize);
   }
+  const int64_t cols = shape.empty() ? 1 : shape.back();
   names_[name] = tensors_.size();
-  tensors_.push_back({name, dtype, shape, DTypeBytes(dtype, numel), std::move(fill)});
+  tensors_.push_back({name, GgmlTypeOf(dtype), shape, DTypeBytes(dtype, numel),
+                      DTypeBytes(dtype, cols), std::move(fill)});
+}
+
+void GgufWriter::AddTensor(const std::string& name, QuantFormat format,
+                           const std::vector<int64_t>& shape, ByteFill fill) {
+  const int64_t numel = CheckNew(name, shape);
+  const QuantFormatInfo& info = Info(format);
+  Check(!shape.empty() && shape.back() % info.block_elems == 0, "GGUF: ", info.name, " tensor '",
+        name, "' row length must be a multiple of ", info.block_elems);
+  names_[name] = tensors_.size();
+  tensors_.push_back({name, static_cast<uint32_t>(format), shape, QuantBytes(format, numel),
+                      QuantBytes(format, shape.back()), std::move(fill)});
 }
 
 void GgufWriter::AddTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
@@ -125,14 +143,13 @@ void GgufWriter::Write(const std::string& path) const {
                                         : std::vector<int64_t>(t.shape.rbegin(), t.shape.rend());
     PutUInt(out, ne.size(), 4);
     for (int64_t d : ne) PutUInt(out, static_cast<uint64_t>(d), 8);
-    PutUInt(out, GgmlTypeOf(t.dtype), 4);
+    PutUInt(out, t.ggml_type, 4);
     PutUInt(out, offset, 8);
     offset = AlignUp(offset + t.nbytes, alignment_);
   }
   out.WriteZeros(AlignUp(out.bytes_written(), alignment_) - out.bytes_written());
   for (const Pending& t : tensors_) {
-    const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-    out.WriteFilled(t.nbytes, DTypeBytes(t.dtype, cols), t.fill);
+    out.WriteFilled(t.nbytes, t.row_bytes, t.fill);
     out.WriteZeros(AlignUp(t.nbytes, alignment_) - t.nbytes);
   }
   out.Commit();

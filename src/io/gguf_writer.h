@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/quant_format.h"
 #include "io/gguf_value.h"
 #include "io/output_file.h"
 
@@ -34,6 +35,10 @@ class GgufWriter {
   // Bytes from caller memory, which must stay valid until Write() returns.
   void AddTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                  const void* data);
+  // A tensor of one of GGML's block formats: `fill` produces QuantBytes(format, numel) bytes
+  // of blocks, rows of whole blocks (the row length a multiple of the block size).
+  void AddTensor(const std::string& name, QuantFormat format, const std::vector<int64_t>& shape,
+                 ByteFill fill);
   size_t num_tensors() const { return tensors_.size(); }
 
   void Write(const std::string& path) const;
@@ -41,11 +46,14 @@ class GgufWriter {
  private:
   struct Pending {
     std::string name;
-    DType dtype;
+    uint32_t ggml_type;
     std::vector<int64_t> shape;
     size_t nbytes;
+    size_t row_bytes;  // Bytes of one row (the last dimension), the unit `fill` is asked for.
     ByteFill fill;
   };
+  // Checks the name and shape; returns the element count.
+  int64_t CheckNew(const std::string& name, const std::vector<int64_t>& shape) const;
 
   uint32_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> metadata_;

@@ -15,6 +15,8 @@
 #                        its line also scores, on those true paths and on the same units,
 #                        the admission-order split and the last-path clustering's split
 #                        (true_experts_per_unit: activated experts per unit, Eq. 5)
+#   NAME:2:expertflow:/PATH/TO/STATE   expertflow with its learned predictor (a state saved
+#                        by `moex sim --learn-from ... --policy-state FILE`) regroups each unit
 # A pass may hold MAX_RUNNING / REGROUP decodes plus one prefill chunk (PREFILL_CHUNK).
 # Environment: RATES (default "2 4 8"), REQUESTS (48), MAX_TOKENS (64), BUDGET (25%),
 # MAX_RUNNING (32), PREFILL_CHUNK (16), STORE (default /tmp/moex-regroup-bench.store),
@@ -48,7 +50,12 @@ for rate in $rates; do
   for config in $configs; do
     IFS=: read -r name regroup policy state <<<"$config"
     state_args=()
-    if [ -n "${state:-}" ]; then
+    if [ -n "${state:-}" ] && [ "${state#/}" != "$state" ]; then
+      # A learned state file (e.g. expertflow's, from `moex sim --learn-from`): each run gets
+      # a copy, since the server saves its state at exit.
+      cp "$state" "$store.learned"
+      state_args=(--policy-state "$store.learned")
+    elif [ -n "${state:-}" ]; then
       [ "$state" = record ] && rm -f "$store.paths"
       state_args=(--policy-state "$store.paths")
     fi
@@ -100,6 +107,11 @@ for rate in $rates; do
               admission_order: (.true_experts_admission_order / .scored_units),
               last_path: (.true_experts_last_path / .scored_units),
               recorded_path: (.true_experts_recorded_path / .scored_units)})}
+          else {} end)
+       + (if ($report.expertflow.regrouping.units // 0) > 0
+          then {predicted_experts_per_unit: ($report.expertflow.regrouping | {
+              admission_order: (.predicted_activated_before / .units),
+              regrouped: (.predicted_activated_after / .units)})}
           else {} end)' <<<"$result" >>"$out"
   done
 done

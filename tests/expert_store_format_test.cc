@@ -8,8 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <vector>
 
 #include "core/error.h"
+#include "io/expert_store_format.h"
 #include "model/expert_store_packer.h"
 #include "support/random_weight_source.h"
 
@@ -155,6 +158,59 @@ TEST_F(ExpertStoreTest, CorruptHeaderIsRebuilt) {
   }
   EXPECT_THROW(ExpertStore::Open(opts_.out_path), Error);
   OpenOrPackExpertStore(src, c, opts_).VerifyData();
+}
+
+// Found by expert_store_fuzzer: header fields with valid checksums but impossible values.
+// A layer count of 4 billion allocated 16 GB; a repeated MoE layer id left an index stale;
+// an expert stride whose product with the expert count wraps around aliased the file size;
+// a record size that is not three rows reached the kernels. Each is now a clear error.
+TEST_F(ExpertStoreTest, ImpossibleHeaderValuesAreRefused) {
+  const ModelConfig c = TinyConfig();
+  RandomWeightSource src(c, DType::kBF16, 1);
+  PackExpertStore(src, c, opts_);
+  std::vector<char> good;
+  {
+    std::ifstream in(opts_.out_path, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Rewrites the store with `edit` applied to its header and table, checksums recomputed.
+  StoreHeader original;
+  std::memcpy(&original, good.data(), sizeof original);
+  auto open_edited = [&](const std::function<void(StoreHeader&, std::vector<char>&)>& edit) {
+    std::vector<char> bytes = good;
+    StoreHeader h = original;
+    edit(h, bytes);
+    h.table_checksum = StoreChecksum(std::as_bytes(std::span(
+        bytes.data() + original.table_offset, static_cast<size_t>(original.table_bytes))));
+    h.header_checksum = 0;
+    h.header_checksum = StoreChecksum(std::as_bytes(std::span(&h, 1)));
+    std::memcpy(bytes.data(), &h, sizeof h);
+    std::ofstream(opts_.out_path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    try {
+      ExpertStore::Open(opts_.out_path);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(open_edited([](StoreHeader&, std::vector<char>&) {}), "");  // The baseline opens.
+  EXPECT_NE(open_edited([](StoreHeader& h, std::vector<char>&) {
+              h.num_layers = 0xff000002u;
+            }).find("invalid header"),
+            std::string::npos);
+  EXPECT_NE(open_edited([](StoreHeader&, std::vector<char>& b) {
+              std::memcpy(b.data() + 4096 + 4, b.data() + 4096, 4);  // Layers [1, 1].
+            }).find("out of order"),
+            std::string::npos);
+  EXPECT_NE(open_edited([](StoreHeader& h, std::vector<char>&) {
+              h.expert_stride += uint64_t{1} << 63;  // x 8 experts wraps to the true size.
+            }).find("inconsistent layout"),
+            std::string::npos);
+  EXPECT_NE(open_edited([](StoreHeader& h, std::vector<char>&) {
+              h.record_bytes += 2;
+            }).find("not three rows"),
+            std::string::npos);
 }
 
 TEST_F(ExpertStoreTest, StaleSourceIsRebuilt) {

@@ -42,6 +42,13 @@ uint64_t StoreTableBytes(uint32_t num_moe_layers, uint32_t num_experts, uint32_t
   return AlignUp(4ull * num_moe_layers, 8) + 8ull * num_moe_layers * num_experts * (1ull + blocks);
 }
 
+namespace {
+
+constexpr uint32_t kMaxStoreLayers = 1u << 16;  // Decoder layers.
+constexpr uint32_t kMaxStoreCount = 1u << 30;   // Experts per layer, neurons per expert.
+
+}  // namespace
+
 ExpertStore ExpertStore::Open(const std::string& path) {
   ExpertStore s;
   s.path_ = path;
@@ -66,16 +73,34 @@ ExpertStore ExpertStore::Open(const std::string& path) {
         path, " is corrupt (header checksum mismatch)");
   Check(size == h.file_bytes, "expert store ", path, " is truncated or overlong (", size,
         " bytes, header says ", h.file_bytes, ")");
-  Check(h.neurons > 0 && h.block_neurons > 0 && h.record_bytes > 0 && h.num_experts > 0,
+  // Counts bounded so every int the reader hands out (layers, experts, neurons) is valid.
+  Check(h.neurons > 0 && h.neurons <= kMaxStoreCount && h.block_neurons > 0 && h.record_bytes > 0 &&
+            h.num_experts > 0 && h.num_experts <= kMaxStoreCount && h.block_neurons <= h.neurons &&
+            h.num_layers <= kMaxStoreLayers && h.num_moe_layers <= h.num_layers &&
+            h.hidden_size > 0 && h.hidden_size <= kMaxStoreCount &&
+            h.dtype <= static_cast<uint32_t>(DType::kQ8_0),
         "expert store ", path, " has an invalid header");
+  // The kernels read records as [gate row | up row | down column] of hidden_size elements.
+  Check((static_cast<DType>(h.dtype) != DType::kQ8_0 || h.hidden_size % kQ8BlockSize == 0) &&
+            h.record_bytes == 3 * DTypeBytes(static_cast<DType>(h.dtype), h.hidden_size),
+        "expert store ", path, " has records of ", h.record_bytes, " bytes, not three rows of ",
+        h.hidden_size, " ", DTypeName(static_cast<DType>(h.dtype)), " values");
   const int blocks = s.blocks_per_expert();
-  Check(h.table_bytes ==
-                StoreTableBytes(h.num_moe_layers, h.num_experts, static_cast<uint32_t>(blocks)) &&
-            h.table_offset + h.table_bytes <= h.data_offset &&
-            h.data_offset % kStoreAlignment == 0 && h.expert_stride % kStoreAlignment == 0 &&
-            h.expert_stride >= s.expert_bytes() &&
-            h.data_offset + h.expert_stride * h.num_moe_layers * h.num_experts == h.file_bytes,
-        "expert store ", path, " has an inconsistent layout");
+  // Sums and products checked for wrap-around: a corrupt header must not alias a valid size.
+  uint64_t checksums = 0, table_end = 0, data_bytes = 0, data_end = 0;
+  Check(
+      !__builtin_mul_overflow(uint64_t{h.num_moe_layers} * h.num_experts,
+                              uint64_t{1} + static_cast<uint64_t>(blocks), &checksums) &&
+          checksums <= (UINT64_MAX >> 4) &&
+          h.table_bytes ==
+              StoreTableBytes(h.num_moe_layers, h.num_experts, static_cast<uint32_t>(blocks)) &&
+          !__builtin_add_overflow(h.table_offset, h.table_bytes, &table_end) &&
+          table_end <= h.data_offset && h.data_offset % kStoreAlignment == 0 &&
+          h.expert_stride % kStoreAlignment == 0 && h.expert_stride >= s.expert_bytes() &&
+          !__builtin_mul_overflow(
+              h.expert_stride, uint64_t{h.num_moe_layers} * uint64_t{h.num_experts}, &data_bytes) &&
+          !__builtin_add_overflow(h.data_offset, data_bytes, &data_end) && data_end == h.file_bytes,
+      "expert store ", path, " has an inconsistent layout");
 
   std::vector<std::byte> table(h.table_bytes);
   PreadAll(f.fd, table.data(), table.size(), h.table_offset, path);
@@ -86,8 +111,9 @@ ExpertStore ExpertStore::Open(const std::string& path) {
   for (uint32_t i = 0; i < h.num_moe_layers; ++i) {
     uint32_t layer;
     std::memcpy(&layer, table.data() + 4 * i, 4);
-    Check(layer < h.num_layers, "expert store ", path, " lists MoE layer ", layer, " of ",
-          h.num_layers);
+    // Increasing, as the packer writes them: a repeated layer would leave an index stale.
+    Check(layer < h.num_layers && (i == 0 || layer > static_cast<uint32_t>(s.moe_layers_[i - 1])),
+          "expert store ", path, " lists MoE layer ", layer, " of ", h.num_layers, " out of order");
     s.moe_layers_[i] = static_cast<int>(layer);
     s.moe_index_[layer] = static_cast<int>(i);
   }

@@ -37,11 +37,16 @@ StorageLink::StorageLink(const std::string& path, int queue_depth, bool try_dire
     Fail("io_uring_queue_init failed: ", std::strerror(-rc));
   }
   if (const char* env = std::getenv("MOEX_FAULT_READ_AFTER")) fail_countdown_ = std::atoll(env);
+}
+
+void StorageLink::SetOnComplete(OnComplete fn) {
+  Check(!reaper_.joinable(), "storage link: the completion callback is set once");
+  on_complete_ = std::move(fn);
   reaper_ = std::thread([this] { ReapLoop(); });
 }
 
 StorageLink::~StorageLink() {
-  {
+  if (reaper_.joinable()) {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {
@@ -52,7 +57,7 @@ StorageLink::~StorageLink() {
     io_uring_sqe_set_data64(sqe, kStopTag);
     io_uring_submit(&ring_);
   }
-  reaper_.join();
+  if (reaper_.joinable()) reaper_.join();
   io_uring_queue_exit(&ring_);
   close(fd_);
 }

@@ -1,25 +1,16 @@
 #include "policy/expertflow_predictor.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
 #include "core/error.h"
+#include "policy/mlp_training.h"
 
 namespace moex::policy {
 
 namespace {
-
-// Row-major C[m, n] = A[m, k] · op(B) (+ C when accumulate), op(B) = B[k, n] or B[n, k]ᵀ.
-void Gemm(bool a_transposed, bool b_transposed, int m, int n, int k, const float* a, const float* b,
-          float* c, bool accumulate) {
-  cblas_sgemm(CblasRowMajor, a_transposed ? CblasTrans : CblasNoTrans,
-              b_transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, a_transposed ? m : k, b,
-              b_transposed ? k : n, accumulate ? 1.0f : 0.0f, c, n);
-}
 
 // Binary cross-entropy of logit z against y ∈ {0, 1}, computed stably.
 double Bce(float z, bool y) {
@@ -239,19 +230,8 @@ double RoutingPathPredictor::Train(const std::vector<PathSequence>& sequences,
           }
       }
       // Backward.
-      Gemm(true, false, out, hidden_, m, z.data(), h.data(), gw2.data(), false);
-      std::fill(gb2.begin(), gb2.end(), 0.0f);
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < out; ++j)
-          gb2[static_cast<size_t>(j)] += z[static_cast<size_t>(i) * out + j];
-      Gemm(false, false, m, hidden_, out, z.data(), w2_.data(), dh.data(), false);
-      for (int64_t i = 0; i < static_cast<int64_t>(m) * hidden_; ++i)
-        if (h[static_cast<size_t>(i)] <= 0) dh[static_cast<size_t>(i)] = 0;
-      Gemm(true, false, hidden_, in, m, dh.data(), x.data(), gw1.data(), false);
-      std::fill(gb1.begin(), gb1.end(), 0.0f);
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < hidden_; ++j)
-          gb1[static_cast<size_t>(j)] += dh[static_cast<size_t>(i) * hidden_ + j];
+      MlpBackward(m, in, hidden_, out, x.data(), h.data(), w2_.data(), z.data(), dh.data(),
+                  gw1.data(), gb1.data(), gw2.data(), gb2.data());
       Gemm(false, false, m, in, hidden_, dh.data(), w1_.data(), dx.data(), false);
       for (int i = 0; i < m; ++i) {
         const auto [s, pos] = samples[static_cast<size_t>(start + i)];

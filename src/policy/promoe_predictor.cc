@@ -1,25 +1,16 @@
 #include "policy/promoe_predictor.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
 #include "core/error.h"
+#include "policy/mlp_training.h"
 
 namespace moex::policy {
 
 namespace {
-
-// Row-major C[m, n] = A[m, k] · op(B) (+ C when accumulate), op(B) = B[k, n] or B[n, k]ᵀ.
-void Gemm(bool a_transposed, bool b_transposed, int m, int n, int k, const float* a, const float* b,
-          float* c, bool accumulate) {
-  cblas_sgemm(CblasRowMajor, a_transposed ? CblasTrans : CblasNoTrans,
-              b_transposed ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, a_transposed ? m : k, b,
-              b_transposed ? k : n, accumulate ? 1.0f : 0.0f, c, n);
-}
 
 // In place: each row of z [n, e] becomes its softmax; returns Σ −log p(target) / k.
 double SoftmaxCrossEntropy(float* z, int64_t n, int e, const int32_t* ids, int k) {
@@ -142,19 +133,8 @@ double ExpertPredictorMlp::Train(const float* x, const int32_t* ids, int64_t n, 
       for (int64_t i = 0; i < static_cast<int64_t>(m) * experts_; ++i)
         zb[static_cast<size_t>(i)] *= inv;
       // Backward.
-      Gemm(true, false, experts_, hidden_, m, zb.data(), hb.data(), gw2.data(), false);
-      std::fill(gb2.begin(), gb2.end(), 0.0f);
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < experts_; ++j)
-          gb2[static_cast<size_t>(j)] += zb[static_cast<size_t>(i) * experts_ + j];
-      Gemm(false, false, m, hidden_, experts_, zb.data(), w2_.data(), dh.data(), false);
-      for (int64_t i = 0; i < static_cast<int64_t>(m) * hidden_; ++i)
-        if (hb[static_cast<size_t>(i)] <= 0) dh[static_cast<size_t>(i)] = 0;
-      Gemm(true, false, hidden_, d_, m, dh.data(), xb.data(), gw1.data(), false);
-      std::fill(gb1.begin(), gb1.end(), 0.0f);
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < hidden_; ++j)
-          gb1[static_cast<size_t>(j)] += dh[static_cast<size_t>(i) * hidden_ + j];
+      MlpBackward(m, d_, hidden_, experts_, xb.data(), hb.data(), w2_.data(), zb.data(), dh.data(),
+                  gw1.data(), gb1.data(), gw2.data(), gb2.data());
       ++step;
       aw1.Step(w1_, gw1, t.learning_rate, step);
       ab1.Step(b1_, gb1, t.learning_rate, step);

@@ -176,6 +176,15 @@ TEST(JinjaTest, NumbersOutsideInt64AreErrors) {
             "[9223372036854775805]");
 }
 
+// Found by chat_template_fuzzer: `x[]` parsed to an index with no expression, which the
+// renderer dereferenced (segfault). It is a syntax error; slices may still omit every part.
+TEST(JinjaTest, EmptySubscriptIsAnError) {
+  for (const char* t : {"{{ x[] }}", "{{ [1, 2][] }}", "{% set w = 'abc' %}{{ w[] }}"}) {
+    EXPECT_NE(RenderError(t).find("empty subscript"), std::string::npos) << t;
+  }
+  EXPECT_EQ(Render("{{ [1, 2, 3][:] }} {{ 'abc'[1:] }} {{ 'abc'[3:3] }}", {}), "[1, 2, 3] bc ");
+}
+
 // Deep nesting once overflowed the stack (the parser and evaluator recurse): now an error
 // naming the limit, while nesting up to the limit still renders.
 TEST(JinjaTest, DeepNestingIsAnErrorNotACrash) {

@@ -457,6 +457,8 @@ class ExprParser {
           break;
         }
         ExpectOp("]");
+        // `x[]` has no index to evaluate (a slice may leave every part out: `x[:]`).
+        Check(slice || parts[0] != nullptr, "chat template line ", line_, ": empty subscript []");
         auto e = Make(slice ? Expr::Kind::kSlice : Expr::Kind::kIndex);
         e->args.push_back(std::move(a));
         if (slice) {

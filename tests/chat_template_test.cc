@@ -185,6 +185,14 @@ TEST(JinjaTest, EmptySubscriptIsAnError) {
   EXPECT_EQ(Render("{{ [1, 2, 3][:] }} {{ 'abc'[1:] }} {{ 'abc'[3:3] }}", {}), "[1, 2, 3] bc ");
 }
 
+// Found by chat_template_fuzzer (LeakSanitizer): a namespace stored in itself was a reference
+// cycle that outlived the render; the renderer now empties its namespaces when it ends
+// (`make test-sanitize` runs this under LeakSanitizer).
+TEST(JinjaTest, NamespaceStoredInItselfRendersAndIsFreed) {
+  EXPECT_EQ(Render("{% set ns = namespace(n=0) %}{% set ns.n = ns %}x", {}), "x");
+  EXPECT_EQ(Render("{% set ns = namespace(a=1) %}{% set ns.b = ns.a + 1 %}{{ ns.b }}", {}), "2");
+}
+
 // Deep nesting once overflowed the stack (the parser and evaluator recurse): now an error
 // naming the limit, while nesting up to the limit still renders.
 TEST(JinjaTest, DeepNestingIsAnErrorNotACrash) {

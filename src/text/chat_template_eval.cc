@@ -152,11 +152,12 @@ class Renderer {
     globals["raise_exception"] = Value::Func([](std::vector<Value>& args, Kwargs&) -> Value {
       Fail("chat template raised: ", args.empty() ? std::string("error") : args[0].Str());
     });
-    globals["namespace"] = Value::Func([](std::vector<Value>& args, Kwargs& kwargs) {
+    globals["namespace"] = Value::Func([this](std::vector<Value>& args, Kwargs& kwargs) {
       ValueDict attrs;
       if (!args.empty() && args[0].is_dict()) attrs = args[0].dict();
       for (auto& [k, v] : kwargs) attrs.emplace_back(k, v);
-      return Value::Dict(std::move(attrs), true);
+      namespaces_.push_back(Value::Dict(std::move(attrs), true));
+      return namespaces_.back();
     });
     globals["range"] = Value::Func([](std::vector<Value>& args, Kwargs&) {
       int64_t start = 0, stop = 0, step = 1;
@@ -186,6 +187,11 @@ class Renderer {
       return Value::String(std::string(buf, n));
     });
     for (const auto& [k, v] : variables) globals[k] = v;
+  }
+
+  // Empties this render's namespaces (see namespaces_).
+  ~Renderer() {
+    for (Value& ns : namespaces_) ns.dict().clear();
   }
 
   void Exec(const Body& body, std::string* out) {
@@ -764,6 +770,10 @@ class Renderer {
   }
 
   std::vector<std::unordered_map<std::string, Value>> scopes_;
+  // Every namespace() of this render. Values share dicts by reference counting, so a
+  // namespace stored in itself (`{% set ns.n = ns %}`) would never be freed: emptying them
+  // when the render ends breaks such cycles (no value outlives the render).
+  std::vector<Value> namespaces_;
 };
 
 }  // namespace

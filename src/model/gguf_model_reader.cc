@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf_format.h"
+#include "model/gguf_deepseek2.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -52,6 +54,7 @@ class GgufWeights : public WeightSource {
   struct Entry {
     TensorView view;
     std::optional<RowCopy> unpermute;  // Set for Q/K that need an owned, un-permuted copy.
+    std::function<std::vector<float>()> join;  // Set for tensors built from others (f32).
     std::vector<std::byte> owned;
     std::once_flag once;
   };
@@ -77,6 +80,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::unordered_map<std::string, std::string> layer_map;
   for (const auto& p : names.layer) layer_map[p.gguf] = p.hf;
   const bool permutes = GgufPermutesQK(config.arch);
+  std::map<int, std::array<const TensorView*, 2>> split_kv_b;  // MLA: attn_k_b, attn_v_b.
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {
     const std::vector<std::string_view> parts = Split(info.name);
@@ -98,8 +102,22 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     const std::string stem(parts[2]);
     const int l = *layer;
+    if (l >= config.num_layers && l < config.num_layers + config.num_nextn_predict_layers) {
+      Log(LogLevel::kDebug, f.path(), ": ignoring multi-token-prediction tensor ", info.name);
+      continue;
+    }
     Check(l < config.num_layers, f.path(), ": tensor ", info.name, " is beyond block_count ",
           config.num_layers);
+    if (config.mla && parts.size() == 4) {
+      if (stem == gguf_deepseek2::kGgufRouterBias && suffix == "bias") {
+        Add(LayerPrefix(l) + gguf_deepseek2::kHfRouterBias, *f.FindTensor(info.name));
+        continue;
+      }
+      if ((stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
+        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = f.FindTensor(info.name);
+        continue;
+      }
+    }
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
       if (exps != kExpsStems.end() && suffix == "weight") {
@@ -144,6 +162,22 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
   }
+  // llama.cpp's split MLA up-projection, joined back into HF's kv_b_proj.
+  for (const auto& [l, pair] : split_kv_b) {
+    Check(pair[0] != nullptr && pair[1] != nullptr, f.path(), ": layer ", l,
+          " has only one of attn_k_b and attn_v_b");
+    const Mla& m = *config.mla;
+    TensorView view;
+    view.dtype = DType::kF32;
+    view.shape = {static_cast<int64_t>(config.num_heads) * (m.qk_nope_head_dim + m.v_head_dim),
+                  m.kv_lora_rank};
+    view.nbytes = static_cast<size_t>(view.numel()) * sizeof(float);
+    Entry& entry = Add(LayerPrefix(l) + "self_attn.kv_b_proj.weight", view);
+    const TensorView* k_b = pair[0];
+    const TensorView* v_b = pair[1];
+    const ModelConfig c = config;
+    entry.join = [k_b, v_b, c] { return gguf_deepseek2::JoinKvB(*k_b, *v_b, c); };
+  }
 }
 
 const TensorView* GgufWeights::Find(const std::string& name) const {
@@ -154,6 +188,14 @@ const TensorView* GgufWeights::Find(const std::string& name) const {
     std::call_once(e.once, [&] {
       e.owned.resize(e.view.nbytes);
       e.unpermute->Copy(0, e.owned);
+      e.view.data = e.owned.data();
+    });
+  }
+  if (e.join) {
+    std::call_once(e.once, [&] {
+      const std::vector<float> values = e.join();
+      e.owned.resize(values.size() * sizeof(float));
+      std::memcpy(e.owned.data(), values.data(), e.owned.size());
       e.view.data = e.owned.data();
     });
   }
@@ -257,6 +299,9 @@ const char* GgufArchName(Arch arch) {
       return "olmoe";
     case Arch::kDeepseekMoe:
       return "deepseek";
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      return "deepseek2";
   }
   return "?";
 }
@@ -281,10 +326,11 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   else if (arch_name == "deepseek")
     c.arch = Arch::kDeepseekMoe;
   else if (arch_name == "deepseek2")
-    Fail(f.path(), ": GGUF architecture 'deepseek2' (DeepSeek-V2/V3, MLA) is not supported");
+    c.arch = Arch::kDeepseekV2;  // Or V3: gguf_deepseek2::ReadConfig tells them apart.
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
-         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek)");
+         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
+         "deepseek2)");
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -338,6 +384,8 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     case Arch::kQwen2Moe:
     case Arch::kQwen3Moe:
     case Arch::kDeepseekMoe:
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
       c.moe_intermediate_size = expert_ff;
       c.intermediate_size = ff;
       break;
@@ -356,6 +404,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
       f.GetBool(Key(a, "expert_weights_norm"),
                 c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe);
   c.routed_scaling_factor = static_cast<float>(f.GetFloat(Key(a, "expert_weights_scale"), 1.0));
+  if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
   if (c.arch == Arch::kQwen2Moe) {
     c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);
     if (c.shared_expert_intermediate_size == 0) {

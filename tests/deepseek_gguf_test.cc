@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/moe_executor.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_model.h"
@@ -119,6 +120,27 @@ TEST(DeepseekGgufMtp, BlocksBeyondTheLayersAreSkipped) {
   EXPECT_EQ(model->config.num_layers, hf->config.num_layers);
   EXPECT_EQ(model->config.num_nextn_predict_layers, 1);
   EXPECT_LT(MaxDiff(Logits(*hf), Logits(*model)), 1e-5);
+}
+
+TEST(DeepseekGgufErrors, MissingMlaKeysAreNamed) {
+  moex::testing::TempDir temp;
+  auto hf = LoadModel(testing::TinyModelPath(Arch::kDeepseekV2));
+  const std::string plain = (temp.path() / "plain.gguf").string();
+  WriteGgufModel(hf->config, *hf->weights, nullptr, plain);
+  const GgufFile f(plain);
+  for (const char* key : {"deepseek2.attention.kv_lora_rank", "deepseek2.rope.dimension_count"}) {
+    GgufWriter w;
+    for (const auto& [k, value] : f.metadata())
+      if (k != key) w.Set(k, value);
+    const std::string path = (temp.path() / "broken.gguf").string();
+    w.Write(path);
+    try {
+      OpenGgufModel(path);
+      ADD_FAILURE() << "no error without " << key;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

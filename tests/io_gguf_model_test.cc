@@ -552,9 +552,10 @@ TEST_F(GgufModelTest, ReportsProblems) {
   EXPECT_FALSE(fs::exists(Path("m.gguf")));
 
   GgufWriter w;
-  w.Set("general.architecture", GgufValue::String("deepseek2"));
-  w.Write(Path("ds2.gguf"));
-  EXPECT_NE(error([&] { OpenGgufModel(Path("ds2.gguf")); }).find("'deepseek2'"), std::string::npos);
+  w.Set("general.architecture", GgufValue::String("grok"));
+  w.Write(Path("grok.gguf"));
+  EXPECT_NE(error([&] { OpenGgufModel(Path("grok.gguf")); }).find("unsupported GGUF architecture 'grok'"),
+            std::string::npos);
   GgufWriter dense;
   dense.Set("general.architecture", GgufValue::String("llama"));
   dense.Write(Path("dense.gguf"));

@@ -57,7 +57,7 @@ TEST_P(DeepseekGguf, LlamaCppKeysAndTensorsWithTheCheckpointsLogits) {
   EXPECT_EQ(f.GetString("deepseek2.rope.scaling.type"), "yarn");
   EXPECT_NEAR(f.GetFloat("deepseek2.rope.scaling.yarn_log_multiplier"),
               0.1 * c.yarn->mscale_all_dim, 1e-7);
-  EXPECT_EQ(f.Find("deepseek2.attention.q_lora_rank") != nullptr, m.q_lora_rank > 0);
+  EXPECT_EQ(f.GetInt("deepseek2.attention.q_lora_rank"), m.q_lora_rank);
   EXPECT_EQ(f.GetInt("deepseek2.expert_gating_func"),
             c.scoring_func == ScoringFunc::kSigmoid ? 2 : 1);
   // llama.cpp's split up-projection: k_b [H, L, nope] (GGUF ne reversed), v_b [H, v, L].

@@ -145,7 +145,9 @@ void WriteConfig(const ModelConfig& c, GgufWriter& w) {
   auto f32 = [&](const char* key, float v) { w.Set(Key(key), GgufValue::F32(v)); };
   u32("block_count", c.num_layers);  // MTP layers are not written.
   u32("attention.head_count_kv", 1);
-  if (m.q_lora_rank > 0) u32("attention.q_lora_rank", m.q_lora_rank);
+  // Written as 0 for a plain q_proj too: llama.cpp requires the key unless it recognises
+  // a "lite" model by its layer count (27, 26 or 48), and reads 0 as "no q_lora".
+  u32("attention.q_lora_rank", m.q_lora_rank);
   u32("attention.kv_lora_rank", m.kv_lora_rank);
   u32("attention.key_length", m.cache_row());
   u32("attention.value_length", m.kv_lora_rank);

@@ -2,7 +2,7 @@
 // the GGUF adapter (gguf_model_reader.cc, gguf_model_writer.cc): its metadata keys and the
 // MLA tensors that have no one-to-one HF counterpart.
 //
-// Keys (llama.cpp's meaning): attention.q_lora_rank (absent: plain q), kv_lora_rank,
+// Keys (llama.cpp's meaning): attention.q_lora_rank (absent or 0: plain q), kv_lora_rank,
 // key_length_mla / value_length_mla (qk_nope + qk_rope and v_head_dim; files without them
 // are the older layout whose key_length / value_length hold those sizes),
 // rope.dimension_count (qk_rope), head_count_kv 1 (MLA as multi-query attention over the

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "model/gguf_model.h"
 #include "model/hf_checkpoint.h"
 #include "model/mla_weights.h"
@@ -65,6 +66,10 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
 
+  if (c.num_nextn_predict_layers > 0)
+    Log(LogLevel::kWarn, "note: ", path, " has ", c.num_nextn_predict_layers,
+        " multi-token-prediction layer(s); moex does not run them (next-token logits are "
+        "unaffected)");
   model->embed = Matrix(w, n.embed, c.vocab_size, d);
   model->lm_head = c.tie_word_embeddings && w.Find(n.lm_head) == nullptr
                        ? model->embed

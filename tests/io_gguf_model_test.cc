@@ -125,6 +125,9 @@ ModelConfig TinyConfig(Arch arch) {
       c.shared_expert_intermediate_size = 32;  // Two shared experts.
       c.routed_scaling_factor = 1.0f;
       break;
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      break;  // MLA tensors have no place here: tests/deepseek_gguf_test.cc.
   }
   c.Validate();
   return c;
@@ -467,6 +470,48 @@ TEST_F(GgufModelTest, NonFiniteOrNonPositiveRopeBaseIsRefused) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("rope_theta"), std::string::npos) << e.what();
     }
+  }
+}
+
+// A copy of the GGUF at `in` with `key` set to `value` (tensors copied as stored).
+void CopyGgufWithKey(const std::string& in, const std::string& out, const std::string& key,
+                     GgufValue value) {
+  const GgufFile f(in);
+  GgufWriter w;
+  for (const auto& [k, v] : f.metadata()) w.Set(k, v);
+  w.Set(key, std::move(value));
+  for (const GgufTensorInfo& info : f.tensor_infos()) {
+    const TensorView* t = f.FindTensor(info.name);
+    w.AddTensor(info.name, t->dtype, t->shape, t->data);
+  }
+  w.Write(out);
+}
+
+// llama.cpp reads {arch}.expert_weights_scale only for DeepSeek, where 0 means "not set";
+// other architectures never apply it, so moex refuses a value there that would matter.
+TEST_F(GgufModelTest, ExpertWeightsScaleHasLlamaCppsMeaning) {
+  const ModelConfig deepseek = TinyConfig(Arch::kDeepseekMoe);
+  WriteGgufModel(deepseek, TinyWeights(deepseek, DType::kBF16), nullptr, Path("ds.gguf"));
+  CopyGgufWithKey(Path("ds.gguf"), Path("ds0.gguf"), "deepseek.expert_weights_scale",
+                  GgufValue::F32(0.0f));
+  EXPECT_EQ(OpenGgufModel(Path("ds0.gguf")).config.routed_scaling_factor, 1.0f);
+  CopyGgufWithKey(Path("ds.gguf"), Path("ds2.gguf"), "deepseek.expert_weights_scale",
+                  GgufValue::F32(2.5f));
+  EXPECT_EQ(OpenGgufModel(Path("ds2.gguf")).config.routed_scaling_factor, 2.5f);
+
+  const ModelConfig olmoe = TinyConfig(Arch::kOlmoe);
+  WriteGgufModel(olmoe, TinyWeights(olmoe, DType::kBF16), nullptr, Path("o.gguf"));
+  CopyGgufWithKey(Path("o.gguf"), Path("o1.gguf"), "olmoe.expert_weights_scale",
+                  GgufValue::F32(1.0f));
+  EXPECT_EQ(OpenGgufModel(Path("o1.gguf")).config.routed_scaling_factor, 1.0f);
+  CopyGgufWithKey(Path("o.gguf"), Path("o3.gguf"), "olmoe.expert_weights_scale",
+                  GgufValue::F32(3.0f));
+  try {
+    OpenGgufModel(Path("o3.gguf"));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("olmoe.expert_weights_scale"), std::string::npos)
+        << e.what();
   }
 }
 

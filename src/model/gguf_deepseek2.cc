@@ -76,9 +76,6 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   c.intermediate_size = IntKey(f, "feed_forward_length", 0);
   c.first_k_dense_replace = IntKey(f, "leading_dense_block_count", 0);
   c.shared_expert_intermediate_size = IntKey(f, "expert_shared_count", 0) * c.moe_intermediate_size;
-  // llama.cpp: an expert_weights_scale of 0 means "not set".
-  const double scale = f.GetFloat(Key("expert_weights_scale"), 0.0);
-  c.routed_scaling_factor = scale == 0.0 ? 1.0f : static_cast<float>(scale);
   c.norm_topk_prob = f.GetBool(Key("expert_weights_norm"), false);
   const int gating = IntKey(f, "expert_gating_func", 1);
   Check(gating == 1 || gating == 2, f.path(), ": ", Key("expert_gating_func"), " ", gating,

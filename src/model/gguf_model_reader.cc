@@ -403,7 +403,17 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.norm_topk_prob =
       f.GetBool(Key(a, "expert_weights_norm"),
                 c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe);
-  c.routed_scaling_factor = static_cast<float>(f.GetFloat(Key(a, "expert_weights_scale"), 1.0));
+  // llama.cpp reads expert_weights_scale only for DeepSeek, where 0 means "not set"; the
+  // other architectures never apply it, so a value there that would matter is refused.
+  const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
+  // (deepseek2 files: kDeepseekV2 until gguf_deepseek2::ReadConfig tells V2 from V3.)
+  if (c.arch == Arch::kDeepseekMoe || c.arch == Arch::kDeepseekV2) {
+    c.routed_scaling_factor = weights_scale == 0.0 ? 1.0f : static_cast<float>(weights_scale);
+  } else {
+    Check(weights_scale == 0.0 || weights_scale == 1.0, f.path(), ": ",
+          Key(a, "expert_weights_scale"), " = ", weights_scale, " is not used by llama.cpp for ",
+          arch_name, " and moex will not guess its meaning");
+  }
   if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
   if (c.arch == Arch::kQwen2Moe) {
     c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);

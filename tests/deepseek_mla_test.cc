@@ -18,6 +18,7 @@
 #include "engine/transformer.h"
 #include "model/model_config.h"
 #include "model/random_model.h"
+#include "sim/cost_model.h"
 
 namespace moex {
 namespace {
@@ -156,6 +157,19 @@ TEST(DeepseekMla, CacheHoldsTheLatentAndKpeOnly) {
   EXPECT_EQ(cache.values(0), nullptr);
   const ModelConfig olmoe = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
   EXPECT_EQ(KvCache::BytesPerToken(olmoe), 3u * 2u * 4u * 16u * 4u);
+}
+
+// The simulator's attention cost for MLA: its own projections and one latent row per cached
+// position. V2-Lite, weights 2 bytes, cache 4 bytes per value, 1 GB/s, compute unbounded:
+// q 2048 x 16 x 192 = 6,291,456; kv_a 2048 x 576 = 1,179,648; kv_b 512 x 16 x 256 =
+// 2,097,152; o 16 x 128 x 2048 = 4,194,304; router 2048 x 64 = 131,072; 13,893,632 params
+// = 27,787,264 bytes, and 100 positions x 576 x 4 = 230,400 bytes: 28.017664 ms.
+TEST(DeepseekMla, SimulatorCostsTheLatentCache) {
+  sim::HardwareProfile hw;
+  hw.compute_gb_per_s = 1.0;
+  hw.compute_tflops = 1e9;
+  const sim::CostModel cost(hw, RandomModelConfig(Arch::kDeepseekV2, ModelSize::kFull), 2.0, 4.0);
+  EXPECT_NEAR(cost.AttentionMs(1, 100), 28.017664, 1e-9);
 }
 
 // DeepSeek-V2-Lite's published config.json (the fields that matter).

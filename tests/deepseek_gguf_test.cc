@@ -13,6 +13,7 @@
 #include "model/gguf_model.h"
 #include "model/hf_checkpoint.h"
 #include "model/model.h"
+#include "model/tensor_names.h"
 #include "support/engine_runs.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
@@ -119,6 +120,45 @@ TEST(DeepseekGgufMtp, BlocksBeyondTheLayersAreSkipped) {
   auto model = LoadModel(mtp);
   EXPECT_EQ(model->config.num_layers, hf->config.num_layers);
   EXPECT_EQ(model->config.num_nextn_predict_layers, 1);
+  EXPECT_LT(MaxDiff(Logits(*hf), Logits(*model)), 1e-5);
+}
+
+// Older llama.cpp files: one attn_kv_b [H * (nope + v), L] tensor and the decompressed head
+// sizes in key_length / value_length (no *_mla keys). Built here from a current file.
+void ToLegacyLayout(const std::string& src, const std::string& dst, const ModelConfig& c,
+                    const WeightSource& hf) {
+  const GgufFile f(src);
+  GgufWriter w;
+  const Mla& m = *c.mla;
+  for (const auto& [key, value] : f.metadata()) {
+    if (key.ends_with("_mla")) continue;
+    w.Set(key, value);
+  }
+  w.Set("deepseek2.attention.key_length", GgufValue::U32(static_cast<uint32_t>(m.qk_head_dim())));
+  w.Set("deepseek2.attention.value_length", GgufValue::U32(static_cast<uint32_t>(m.v_head_dim)));
+  for (const GgufTensorInfo& info : f.tensor_infos()) {
+    if (info.name.ends_with("attn_k_b.weight") || info.name.ends_with("attn_v_b.weight")) continue;
+    const TensorView* t = f.FindTensor(info.name);
+    w.AddTensor(info.name, t->dtype, t->shape, t->data);
+  }
+  for (int l = 0; l < c.num_layers; ++l) {
+    const TensorView& kv_b = hf.Get(TensorNames::Layer(l, "self_attn.kv_b_proj.weight"));
+    w.AddTensor("blk." + std::to_string(l) + ".attn_kv_b.weight", kv_b.dtype, kv_b.shape,
+                kv_b.data);
+  }
+  w.Write(dst);
+}
+
+TEST(DeepseekGgufLegacy, UnsplitKvBAndOldKeyLengthsGiveTheSameModel) {
+  moex::testing::TempDir temp;
+  auto hf = LoadModel(testing::TinyModelPath(Arch::kDeepseekV2));
+  const std::string current = (temp.path() / "current.gguf").string();
+  const std::string legacy = (temp.path() / "legacy.gguf").string();
+  WriteGgufModel(hf->config, *hf->weights, nullptr, current);
+  ToLegacyLayout(current, legacy, hf->config, *hf->weights);
+  auto model = LoadModel(legacy);
+  EXPECT_EQ(model->config.mla->qk_nope_head_dim, hf->config.mla->qk_nope_head_dim);
+  EXPECT_EQ(model->config.mla->v_head_dim, hf->config.mla->v_head_dim);
   EXPECT_LT(MaxDiff(Logits(*hf), Logits(*model)), 1e-5);
 }
 

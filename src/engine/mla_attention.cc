@@ -53,11 +53,11 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
   const int64_t qk = m.qk_head_dim(), row_dim = m.cache_row(), v_dim = m.v_head_dim;
   const size_t T = static_cast<size_t>(total);
   Grow(q_, T * H * qk);
-  Grow(k_, T * row_dim);      // The new tokens' cache rows.
-  Grow(v_, T * H * row_dim);  // Queries in latent space.
-  Grow(attn_, T * H * row_dim);
+  Grow(k_, T * row_dim);  // The new tokens' cache rows.
+  Grow(latent_q_, T * H * row_dim);
+  Grow(latent_out_, T * H * row_dim);
   Grow(proj_, T * d);
-  Grow(ffn_out_, T * H * v_dim);
+  Grow(attn_, T * H * v_dim);
 
   Norm(hidden_.data(), L.attn_norm, L.attn_norm_bias, total, normed_.data());
   if (m.q_lora_rank > 0) {
@@ -88,7 +88,7 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
     for (size_t th = begin; th < end; ++th) {
       const int64_t h = static_cast<int64_t>(th) % H;
       const float* qh = &q_[th * qk];
-      float* out = &v_[th * row_dim];
+      float* out = &latent_q_[th * row_dim];
       std::fill(out, out + lat, 0.0f);
       const float* k_up = &L.mla_k_up[static_cast<size_t>(h * nope * lat)];
       for (int64_t j = 0; j < nope; ++j) {
@@ -107,9 +107,9 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
     const int64_t pos0 = cache.length();
     std::memcpy(cache.keys(layer) + pos0 * row_dim, &k_[static_cast<size_t>(row * row_dim)],
                 sizeof(float) * n * row_dim);
-    kernels::Attention(&v_[static_cast<size_t>(row * H * row_dim)], n, pos0, cache.keys(layer),
-                       cache.keys(layer), H, 1, row_dim, MlaSoftmaxScale(c),
-                       &attn_[static_cast<size_t>(row * H * row_dim)]);
+    kernels::Attention(&latent_q_[static_cast<size_t>(row * H * row_dim)], n, pos0,
+                       cache.keys(layer), cache.keys(layer), H, 1, row_dim, MlaSoftmaxScale(c),
+                       &latent_out_[static_cast<size_t>(row * H * row_dim)]);
     row += n;
   }
 
@@ -117,8 +117,8 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
   pool.ParallelFor(T * H, 1, [&](size_t begin, size_t end, int) {
     for (size_t th = begin; th < end; ++th) {
       const int64_t h = static_cast<int64_t>(th) % H;
-      const float* o = &attn_[th * row_dim];
-      float* out = &ffn_out_[th * v_dim];
+      const float* o = &latent_out_[th * row_dim];
+      float* out = &attn_[th * v_dim];
       std::fill(out, out + v_dim, 0.0f);
       const float* v_up = &L.mla_v_up_t[static_cast<size_t>(h * lat * v_dim)];
       for (int64_t l = 0; l < lat; ++l) {
@@ -128,7 +128,7 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
       }
     }
   });
-  kernels::Linear(*L.o, ffn_out_.data(), total, proj_.data());
+  kernels::Linear(*L.o, attn_.data(), total, proj_.data());
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }
 

@@ -80,6 +80,7 @@ class Transformer {
   // Scratch, grown to the largest batch seen.
   std::vector<float> hidden_, normed_, q_, k_, v_, attn_, proj_, ffn_out_, gate_, up_;
   std::vector<float> router_logits_, cos_, sin_, pooled_;
+  std::vector<float> latent_q_, latent_out_;  // MLA: queries and outputs in latent space.
   std::vector<int64_t> iteration_requests_, iteration_token_counts_;
   std::vector<int32_t> iteration_tokens_;
   std::vector<char> decode_tokens_;  // Per token of the pass: its request's only token.

@@ -126,7 +126,7 @@ TEST(DeepseekGgufMtp, BlocksBeyondTheLayersAreSkipped) {
 // Older llama.cpp files: one attn_kv_b [H * (nope + v), L] tensor and the decompressed head
 // sizes in key_length / value_length (no *_mla keys). Built here from a current file.
 void ToLegacyLayout(const std::string& src, const std::string& dst, const ModelConfig& c,
-                    const WeightSource& hf) {
+                    const WeightSource& hf, bool keep_split = false) {
   const GgufFile f(src);
   GgufWriter w;
   const Mla& m = *c.mla;
@@ -137,7 +137,9 @@ void ToLegacyLayout(const std::string& src, const std::string& dst, const ModelC
   w.Set("deepseek2.attention.key_length", GgufValue::U32(static_cast<uint32_t>(m.qk_head_dim())));
   w.Set("deepseek2.attention.value_length", GgufValue::U32(static_cast<uint32_t>(m.v_head_dim)));
   for (const GgufTensorInfo& info : f.tensor_infos()) {
-    if (info.name.ends_with("attn_k_b.weight") || info.name.ends_with("attn_v_b.weight")) continue;
+    if (!keep_split &&
+        (info.name.ends_with("attn_k_b.weight") || info.name.ends_with("attn_v_b.weight")))
+      continue;
     const TensorView* t = f.FindTensor(info.name);
     w.AddTensor(info.name, t->dtype, t->shape, t->data);
   }
@@ -160,6 +162,10 @@ TEST(DeepseekGgufLegacy, UnsplitKvBAndOldKeyLengthsGiveTheSameModel) {
   EXPECT_EQ(model->config.mla->qk_nope_head_dim, hf->config.mla->qk_nope_head_dim);
   EXPECT_EQ(model->config.mla->v_head_dim, hf->config.mla->v_head_dim);
   EXPECT_LT(MaxDiff(Logits(*hf), Logits(*model)), 1e-5);
+  // A file with both forms reads the unsplit one.
+  const std::string both = (temp.path() / "both.gguf").string();
+  ToLegacyLayout(current, both, hf->config, *hf->weights, true);
+  EXPECT_LT(MaxDiff(Logits(*hf), Logits(*LoadModel(both))), 1e-5);
 }
 
 TEST(DeepseekGgufErrors, MissingMlaKeysAreNamed) {

@@ -166,6 +166,8 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   for (const auto& [l, pair] : split_kv_b) {
     Check(pair[0] != nullptr && pair[1] != nullptr, f.path(), ": layer ", l,
           " has only one of attn_k_b and attn_v_b");
+    // Some converter versions also kept the unsplit attn_kv_b: the same values, used as is.
+    if (entries_.count(LayerPrefix(l) + "self_attn.kv_b_proj.weight") > 0) continue;
     const Mla& m = *config.mla;
     TensorView view;
     view.dtype = DType::kF32;

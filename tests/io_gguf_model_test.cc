@@ -599,7 +599,8 @@ TEST_F(GgufModelTest, ReportsProblems) {
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String("grok"));
   w.Write(Path("grok.gguf"));
-  EXPECT_NE(error([&] { OpenGgufModel(Path("grok.gguf")); }).find("unsupported GGUF architecture 'grok'"),
+  EXPECT_NE(error([&] { OpenGgufModel(Path("grok.gguf")); })
+                .find("unsupported GGUF architecture 'grok'"),
             std::string::npos);
   GgufWriter dense;
   dense.Set("general.architecture", GgufValue::String("llama"));

@@ -1,8 +1,9 @@
 // Per-sequence key/value cache: for every layer, K and V rows of num_kv_heads * head_dim
 // f32 values per position. MLA models (config.mla) cache one latent row per position
 // instead: the normalised kv latent and the rotated k_pe (Mla::cache_row() floats, in
-// keys(); values() is unused), which is what makes their cache small. Capacity is fixed when the sequence starts, so the forward pass
-// never reallocates while other sequences of the batch hold pointers into their caches.
+// keys(); values() is null), which is what makes their cache small. Capacity is fixed
+// when the sequence starts, so the forward pass never reallocates while other sequences
+// of the batch hold pointers into their caches.
 #pragma once
 
 #include <cstdint>

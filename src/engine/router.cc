@@ -101,7 +101,8 @@ void RouteGrouped(const float* logits, int64_t n, const ModelConfig& config,
     } else {
       kernels::Softmax(s, E);
     }
-    for (int e = 0; e < E; ++e) choice[static_cast<size_t>(e)] = s[e] + (bias ? score_bias[e] : 0.0f);
+    for (int e = 0; e < E; ++e)
+      choice[static_cast<size_t>(e)] = s[e] + (bias ? score_bias[e] : 0.0f);
     if (grouped) {
       for (int g = 0; g < groups; ++g) {
         const float* c = &choice[static_cast<size_t>(g * per_group)];
@@ -124,7 +125,8 @@ void RouteGrouped(const float* logits, int64_t n, const ModelConfig& config,
                           return gs[a] > gs[b] || (gs[a] == gs[b] && a < b);
                         });
       std::fill(keep.begin(), keep.end(), 0);
-      for (int g = 0; g < config.topk_group; ++g) keep[static_cast<size_t>(group_order[static_cast<size_t>(g)])] = 1;
+      for (int g = 0; g < config.topk_group; ++g)
+        keep[static_cast<size_t>(group_order[static_cast<size_t>(g)])] = 1;
       for (int e = 0; e < E; ++e)
         if (!keep[static_cast<size_t>(e / per_group)]) choice[static_cast<size_t>(e)] = 0.0f;
     }

@@ -211,7 +211,8 @@ DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteO
 // and attn_v_b, as llama.cpp's converter stores it), the gate's correction bias
 // (exp_probs_b.bias, f32) and MTP layers (not written). True when `name` was handled.
 bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const TensorView& t,
-                     const GgufWriteOptions& o, std::map<std::pair<int, std::string>, Plan>& plans) {
+                     const GgufWriteOptions& o,
+                     std::map<std::pair<int, std::string>, Plan>& plans) {
   const std::string prefix = "model.layers.";
   if (name.rfind(prefix, 0) != 0) return false;
   const size_t end = name.find('.', prefix.size());

@@ -140,7 +140,8 @@ void ParseDeepseekMla(const nlohmann::json& j, ModelConfig& c) {
 
   Mla m;
   auto q_lora = j.find("q_lora_rank");
-  m.q_lora_rank = q_lora == j.end() || q_lora->is_null() ? (v3 ? 1536 : 0) : RequireInt(j, "q_lora_rank");
+  m.q_lora_rank =
+      q_lora == j.end() || q_lora->is_null() ? (v3 ? 1536 : 0) : RequireInt(j, "q_lora_rank");
   m.kv_lora_rank = OptionalInt(j, "kv_lora_rank", 512);
   m.qk_nope_head_dim = OptionalInt(j, "qk_nope_head_dim", 128);
   m.qk_rope_head_dim = OptionalInt(j, "qk_rope_head_dim", 64);

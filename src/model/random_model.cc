@@ -330,7 +330,8 @@ void WriteRandomModel(const RandomModelOptions& o) {
     }
     // A larger router gain gives less uniform routing than unit-variance logits would.
     matrix(layer(l, n.router), c.num_experts, d, 4.0f);
-    if (c.topk_method == TopKMethod::kNoauxTc) add(layer(l, n.router_bias), {c.num_experts}, {0.0f, 0.05f});
+    if (c.topk_method == TopKMethod::kNoauxTc)
+      add(layer(l, n.router_bias), {c.num_experts}, {0.0f, 0.05f});
     for (int e = 0; e < c.num_experts; ++e) {
       matrix(n.Expert(l, e, ExpertMatrix::kGate), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kUp), c.moe_intermediate_size, d);

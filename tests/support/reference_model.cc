@@ -159,7 +159,8 @@ struct Ref {
       mscale = yarn_mscale(y.factor, y.mscale) / yarn_mscale(y.factor, y.mscale_all_dim);
     }
     for (int64_t i = 0; i < half; ++i) {
-      const float base = std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(dim));
+      const float base =
+          std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(dim));
       float inv = 1.0f / base;
       if (c.yarn) {
         const float extra = 1.0f / base, inter = 1.0f / (c.yarn->factor * base);

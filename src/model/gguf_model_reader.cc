@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf_format.h"
+#include "model/gguf_deepseek2.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -54,6 +56,7 @@ class GgufWeights : public WeightSource {
   struct Entry {
     TensorView view;
     std::optional<RowCopy> unpermute;  // Set for Q/K that need an owned, un-permuted copy.
+    std::function<std::vector<float>()> join;  // Set for tensors built from others (f32).
     std::vector<std::byte> owned;
     std::once_flag once;
     std::string file_name;  // The GGUF tensor it comes from.
@@ -82,6 +85,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::unordered_map<std::string, std::string> layer_map;
   for (const auto& p : names.layer) layer_map[p.gguf] = p.hf;
   const bool permutes = GgufPermutesQK(config.arch);
+  std::map<int, std::array<const TensorView*, 2>> split_kv_b;  // MLA: attn_k_b, attn_v_b.
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {
     // Read into the config (ModelConfigFromGguf), not weights.
@@ -107,8 +111,22 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     const std::string stem(parts[2]);
     const int l = *layer;
+    if (l >= config.num_layers && l < config.num_layers + config.num_nextn_predict_layers) {
+      Log(LogLevel::kDebug, f.path(), ": ignoring multi-token-prediction tensor ", info.name);
+      continue;
+    }
     Check(l < config.num_layers, f.path(), ": tensor ", info.name, " is beyond block_count ",
           config.num_layers);
+    if (config.mla && parts.size() == 4) {
+      if (stem == gguf_deepseek2::kGgufRouterBias && suffix == "bias") {
+        Add(LayerPrefix(l) + gguf_deepseek2::kHfRouterBias, *f.FindTensor(info.name));
+        continue;
+      }
+      if ((stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
+        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = f.FindTensor(info.name);
+        continue;
+      }
+    }
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
       if (exps != kExpsStems.end() && suffix == "weight") {
@@ -156,6 +174,24 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     unmapped_.push_back(info.name);
   }
+  // llama.cpp's split MLA up-projection, joined back into HF's kv_b_proj.
+  for (const auto& [l, pair] : split_kv_b) {
+    Check(pair[0] != nullptr && pair[1] != nullptr, f.path(), ": layer ", l,
+          " has only one of attn_k_b and attn_v_b");
+    // Some converter versions also kept the unsplit attn_kv_b: the same values, used as is.
+    if (entries_.count(LayerPrefix(l) + "self_attn.kv_b_proj.weight") > 0) continue;
+    const Mla& m = *config.mla;
+    TensorView view;
+    view.dtype = DType::kF32;
+    view.shape = {static_cast<int64_t>(config.num_heads) * (m.qk_nope_head_dim + m.v_head_dim),
+                  m.kv_lora_rank};
+    view.nbytes = static_cast<size_t>(view.numel()) * sizeof(float);
+    Entry& entry = Add(LayerPrefix(l) + "self_attn.kv_b_proj.weight", view);
+    const TensorView* k_b = pair[0];
+    const TensorView* v_b = pair[1];
+    const ModelConfig c = config;
+    entry.join = [k_b, v_b, c] { return gguf_deepseek2::JoinKvB(*k_b, *v_b, c); };
+  }
 }
 
 std::string GgufWeights::FileName(const std::string& name) const {
@@ -171,6 +207,14 @@ const TensorView* GgufWeights::Find(const std::string& name) const {
     std::call_once(e.once, [&] {
       e.owned.resize(e.view.nbytes);
       e.unpermute->Copy(0, e.owned);
+      e.view.data = e.owned.data();
+    });
+  }
+  if (e.join) {
+    std::call_once(e.once, [&] {
+      const std::vector<float> values = e.join();
+      e.owned.resize(values.size() * sizeof(float));
+      std::memcpy(e.owned.data(), values.data(), e.owned.size());
       e.view.data = e.owned.data();
     });
   }
@@ -309,6 +353,9 @@ const char* GgufArchName(Arch arch) {
       return "olmoe";
     case Arch::kDeepseekMoe:
       return "deepseek";
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      return "deepseek2";
   }
   return "?";
 }
@@ -333,10 +380,11 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   else if (arch_name == "deepseek")
     c.arch = Arch::kDeepseekMoe;
   else if (arch_name == "deepseek2")
-    Fail(f.path(), ": GGUF architecture 'deepseek2' (DeepSeek-V2/V3, MLA) is not supported");
+    c.arch = Arch::kDeepseekV2;  // Or V3: gguf_deepseek2::ReadConfig tells them apart.
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
-         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek)");
+         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
+         "deepseek2)");
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -390,6 +438,8 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     case Arch::kQwen2Moe:
     case Arch::kQwen3Moe:
     case Arch::kDeepseekMoe:
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
       c.moe_intermediate_size = expert_ff;
       c.intermediate_size = ff;
       break;
@@ -410,13 +460,15 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   // llama.cpp reads expert_weights_scale only for DeepSeek, where 0 means "not set"; the
   // other architectures never apply it, so a value there that would matter is refused.
   const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
-  if (c.arch == Arch::kDeepseekMoe) {
+  // (deepseek2 files: kDeepseekV2 until gguf_deepseek2::ReadConfig tells V2 from V3.)
+  if (c.arch == Arch::kDeepseekMoe || c.arch == Arch::kDeepseekV2) {
     c.routed_scaling_factor = weights_scale == 0.0 ? 1.0f : static_cast<float>(weights_scale);
   } else {
     Check(weights_scale == 0.0 || weights_scale == 1.0, f.path(), ": ",
           Key(a, "expert_weights_scale"), " = ", weights_scale, " is not used by llama.cpp for ",
           arch_name, " and moex will not guess its meaning");
   }
+  if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
   if (c.arch == Arch::kQwen2Moe) {
     c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);
     if (c.shared_expert_intermediate_size == 0) {

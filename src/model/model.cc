@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "model/gguf_model.h"
 #include "model/hf_checkpoint.h"
+#include "model/mla_weights.h"
 
 namespace moex {
 
@@ -98,6 +99,10 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
 
+  if (c.num_nextn_predict_layers > 0)
+    Log(LogLevel::kWarn, "note: ", path, " has ", c.num_nextn_predict_layers,
+        " multi-token-prediction layer(s); moex does not run them (next-token logits are "
+        "unaffected)");
   model->embed = Matrix(w, n.embed, c.vocab_size, d);
   model->lm_head = c.tie_word_embeddings && w.Find(n.lm_head) == nullptr
                        ? model->embed
@@ -118,10 +123,14 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.attn_norm_bias = LoadF32(w, layer(n.attn_norm_bias), d);
       L.ffn_norm_bias = LoadF32(w, layer(n.ffn_norm_bias), d);
     }
-    L.q = Matrix(w, layer(n.q), q_dim, d);
-    L.k = Matrix(w, layer(n.k), kv_dim, d);
-    L.v = Matrix(w, layer(n.v), kv_dim, d);
-    L.o = Matrix(w, layer(n.o), d, q_dim);
+    if (c.mla) {
+      LoadMlaWeights(w, n, c, i, L);
+    } else {
+      L.q = Matrix(w, layer(n.q), q_dim, d);
+      L.k = Matrix(w, layer(n.k), kv_dim, d);
+      L.v = Matrix(w, layer(n.v), kv_dim, d);
+      L.o = Matrix(w, layer(n.o), d, q_dim);
+    }
     if (c.attention_bias) {
       L.q_bias = LoadF32(w, layer(n.q_bias), q_dim);
       L.k_bias = LoadF32(w, layer(n.k_bias), kv_dim);
@@ -139,6 +148,8 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       continue;
     }
     L.router = Matrix(w, layer(n.router), c.num_experts, d);
+    if (c.topk_method == TopKMethod::kNoauxTc)
+      L.router_bias = LoadF32(w, layer(n.router_bias), c.num_experts);
     if (c.shared_expert_intermediate_size > 0) {
       L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
                                      c.shared_expert_intermediate_size);

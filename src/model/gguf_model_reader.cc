@@ -49,6 +49,8 @@ class GgufWeights : public WeightSource {
   std::vector<std::string> Names() const override;
   std::string Describe() const override { return file_->path(); }
   void ReleasePages(const TensorView& tensor) const override { file_->ReleasePages(tensor); }
+  std::vector<std::string> Unmapped() const override { return unmapped_; }
+  std::string FileName(const std::string& name) const override;
 
  private:
   struct Entry {
@@ -57,16 +59,19 @@ class GgufWeights : public WeightSource {
     std::function<std::vector<float>()> join;  // Set for tensors built from others (f32).
     std::vector<std::byte> owned;
     std::once_flag once;
+    std::string file_name;  // The GGUF tensor it comes from.
   };
   Entry& Add(const std::string& hf_name, const TensorView& view);
 
   std::shared_ptr<const GgufFile> file_;
   std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
+  std::vector<std::string> unmapped_;  // GGUF tensors no HF name maps to.
 };
 
 GgufWeights::Entry& GgufWeights::Add(const std::string& hf_name, const TensorView& view) {
   auto entry = std::make_unique<Entry>();
   entry->view = view;
+  entry->file_name = view.name;
   entry->view.name = hf_name;
   auto [it, inserted] = entries_.emplace(hf_name, std::move(entry));
   Check(inserted, file_->path(), ": two GGUF tensors map to '", hf_name, "'");
@@ -83,6 +88,10 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::map<int, std::array<const TensorView*, 2>> split_kv_b;  // MLA: attn_k_b, attn_v_b.
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {
+    // Read into the config (ModelConfigFromGguf), not weights.
+    if (config.longrope &&
+        (info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight"))
+      continue;
     const std::vector<std::string_view> parts = Split(info.name);
     const std::string suffix(parts.back());
     // Whole-model tensors.
@@ -97,7 +106,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     const std::optional<int> layer =
         parts.size() >= 4 && parts[0] == "blk" ? ParseIndex(parts[1]) : std::nullopt;
     if (!layer || !IsSuffix(suffix)) {
-      Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
+      unmapped_.push_back(info.name);
       continue;
     }
     const std::string stem(parts[2]);
@@ -141,6 +150,9 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       if (hf != layer_map.end()) {
         const TensorView& t = *f.FindTensor(info.name);
         Entry& entry = Add(LayerPrefix(l) + hf->second + "." + suffix, t);
+        // llama.cpp declares Qwen2-MoE's shared-expert gate as a vector [d]; the HF tensor
+        // (and moex) is the matrix [1, d]: same values.
+        if (stem == "ffn_gate_inp_shexp" && t.shape.size() == 1) entry.view.shape = {1, t.shape[0]};
         if (permutes && (stem == "attn_q" || stem == "attn_k")) {
           const int heads = stem == "attn_q" ? config.num_heads : config.num_kv_heads;
           entry.unpermute = MakeRowCopy({&t}, t.dtype, heads, true, info.name);
@@ -160,7 +172,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         continue;
       }
     }
-    Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
+    unmapped_.push_back(info.name);
   }
   // llama.cpp's split MLA up-projection, joined back into HF's kv_b_proj.
   for (const auto& [l, pair] : split_kv_b) {
@@ -180,6 +192,11 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     const ModelConfig c = config;
     entry.join = [k_b, v_b, c] { return gguf_deepseek2::JoinKvB(*k_b, *v_b, c); };
   }
+}
+
+std::string GgufWeights::FileName(const std::string& name) const {
+  const auto it = entries_.find(name);
+  return it == entries_.end() ? name : it->second->file_name;
 }
 
 const TensorView* GgufWeights::Find(const std::string& name) const {
@@ -283,6 +300,41 @@ void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
   lr.short_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.short_mscale", attn));
   lr.long_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.long_mscale", attn));
   c.longrope = std::move(lr);
+}
+
+// llama.cpp computes with the {arch}.* keys it knows. Those moex does not implement are
+// accepted only at their neutral values (full rotary, no RoPE scaling, softmax gating,
+// causal attention); any other key moex has not read fails the load, naming it.
+void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string& arch_name) {
+  const char* a = arch_name.c_str();
+  auto int_is = [&](const char* key, std::initializer_list<int64_t> neutral, const char* why) {
+    if (f.Find(Key(a, key)) == nullptr) return;
+    const int64_t v = f.GetInt(Key(a, key));
+    Check(std::find(neutral.begin(), neutral.end(), v) != neutral.end(), f.path(), ": ",
+          Key(a, key), " = ", v, ": ", why, " is not supported");
+  };
+  int_is("rope.dimension_count", {c.head_dim}, "partial rotary embedding");
+  int_is("attention.value_length", {c.head_dim}, "a value head size other than key_length");
+  int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
+  if (f.Find(Key(a, "rope.scaling.type")) != nullptr) {
+    const std::string type = f.GetString(Key(a, "rope.scaling.type"));
+    Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ",
+          type, ": RoPE scaling is not supported for ", arch_name);
+  }
+  if (f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
+    const double factor = f.GetFloat(Key(a, "rope.scaling.factor"));
+    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key(a, "rope.scaling.factor"), " = ",
+          factor, ": RoPE scaling is not supported for ", arch_name);
+  }
+  Check(f.GetBool(Key(a, "attention.causal"), true), f.path(), ": ", Key(a, "attention.causal"),
+        " = false: non-causal attention is not supported");
+  const std::vector<std::string> unread = f.KeysNotLookedUp(arch_name + ".");
+  if (unread.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unread.size() && i < 4; ++i) list += (i ? ", " : "") + unread[i];
+  if (unread.size() > 4) list += " and " + std::to_string(unread.size() - 4) + " more";
+  Fail(f.path(), ": GGUF key(s) moex does not read for ", arch_name, ": ", list,
+       " (llama.cpp may compute with them; moex refuses rather than ignore them)");
 }
 
 }  // namespace
@@ -455,6 +507,8 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
   c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
   c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
+
+  CheckUnreadKeys(f, c, arch_name);
 
   c.bos_token_id = static_cast<int>(f.GetInt("tokenizer.ggml.bos_token_id", -1));
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",

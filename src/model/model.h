@@ -59,6 +59,9 @@ struct Model {
   TensorNames names;
   std::unique_ptr<WeightSource> weights;
   ExpertShape expert_shape;  // Every routed expert of this model has this shape.
+  // The source's tensors this architecture never reads (names in the file); a GGUF with
+  // any is refused, as llama.cpp would compute with them.
+  std::vector<std::string> unused_tensors;
 
   const TensorView* embed = nullptr;
   const TensorView* lm_head = nullptr;

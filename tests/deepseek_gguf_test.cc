@@ -162,10 +162,15 @@ TEST(DeepseekGgufLegacy, UnsplitKvBAndOldKeyLengthsGiveTheSameModel) {
   EXPECT_EQ(model->config.mla->qk_nope_head_dim, hf->config.mla->qk_nope_head_dim);
   EXPECT_EQ(model->config.mla->v_head_dim, hf->config.mla->v_head_dim);
   EXPECT_LT(MaxDiff(Logits(*hf), Logits(*model)), 1e-5);
-  // A file with both forms reads the unsplit one.
+  // A file with both forms is refused (llama.cpp would leave one of them unused).
   const std::string both = (temp.path() / "both.gguf").string();
   ToLegacyLayout(current, both, hf->config, *hf->weights, true);
-  EXPECT_LT(MaxDiff(Logits(*hf), Logits(*LoadModel(both))), 1e-5);
+  try {
+    LoadModel(both);
+    ADD_FAILURE() << "a file with attn_kv_b and attn_k_b/attn_v_b loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_b_proj"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DeepseekGgufErrors, MissingMlaKeysAreNamed) {

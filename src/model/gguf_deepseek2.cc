@@ -63,6 +63,14 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   if (f.Find(Key("attention.key_length_mla")) != nullptr) {
     qk = IntKey(f, "attention.key_length_mla", 0);
     m.v_head_dim = RequiredInt(f, "attention.value_length_mla");
+    // This layout's key_length / value_length describe MLA as multi-query attention over
+    // the latent (llama.cpp's meaning): they must say so.
+    const int key = IntKey(f, "attention.key_length", m.kv_lora_rank + m.qk_rope_head_dim);
+    const int value = IntKey(f, "attention.value_length", m.kv_lora_rank);
+    Check(key == m.kv_lora_rank + m.qk_rope_head_dim && value == m.kv_lora_rank, f.path(), ": ",
+          Key("attention.key_length"), " ", key, " / ", Key("attention.value_length"), " ", value,
+          " should be kv_lora_rank + rope.dimension_count (", m.kv_lora_rank + m.qk_rope_head_dim,
+          ") / kv_lora_rank (", m.kv_lora_rank, ") beside key_length_mla");
   } else {  // Older files: the decompressed head sizes in key_length / value_length.
     qk = RequiredInt(f, "attention.key_length");
     m.v_head_dim = RequiredInt(f, "attention.value_length");
@@ -112,6 +120,13 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   } else {
     Check(rope_type == "none", f.path(), ": ", Key("rope.scaling.type"), " '", rope_type,
           "' is not supported for deepseek2 (none or yarn)");
+    // Without YaRN llama.cpp's frequency scale is 1, which makes these neutral.
+    const double factor = f.GetFloat(Key("rope.scaling.factor"), 1.0);
+    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key("rope.scaling.factor"), " = ",
+          factor, " without rope.scaling.type yarn is not supported");
+    for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_beta_fast",
+                            "rope.scaling.yarn_beta_slow", "rope.scaling.original_context_length"})
+      f.Find(Key(key));
   }
 }
 

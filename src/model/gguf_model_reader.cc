@@ -178,8 +178,6 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   for (const auto& [l, pair] : split_kv_b) {
     Check(pair[0] != nullptr && pair[1] != nullptr, f.path(), ": layer ", l,
           " has only one of attn_k_b and attn_v_b");
-    // Some converter versions also kept the unsplit attn_kv_b: the same values, used as is.
-    if (entries_.count(LayerPrefix(l) + "self_attn.kv_b_proj.weight") > 0) continue;
     const Mla& m = *config.mla;
     TensorView view;
     view.dtype = DType::kF32;
@@ -313,15 +311,19 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
     Check(std::find(neutral.begin(), neutral.end(), v) != neutral.end(), f.path(), ": ",
           Key(a, key), " = ", v, ": ", why, " is not supported");
   };
-  int_is("rope.dimension_count", {c.head_dim}, "partial rotary embedding");
-  int_is("attention.value_length", {c.head_dim}, "a value head size other than key_length");
-  int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
-  if (f.Find(Key(a, "rope.scaling.type")) != nullptr) {
+  // deepseek2 reads these with llama.cpp's meaning (gguf_deepseek2::ReadConfig).
+  const bool mla = c.mla.has_value();
+  if (!mla) {
+    int_is("rope.dimension_count", {c.head_dim}, "partial rotary embedding");
+    int_is("attention.value_length", {c.head_dim}, "a value head size other than key_length");
+    int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
+  }
+  if (!mla && f.Find(Key(a, "rope.scaling.type")) != nullptr) {
     const std::string type = f.GetString(Key(a, "rope.scaling.type"));
     Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ",
           type, ": RoPE scaling is not supported for ", arch_name);
   }
-  if (f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
+  if (!mla && f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
     const double factor = f.GetFloat(Key(a, "rope.scaling.factor"));
     Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key(a, "rope.scaling.factor"), " = ",
           factor, ": RoPE scaling is not supported for ", arch_name);

@@ -6,7 +6,11 @@
 //  * prefill (n = 128, 512 tokens): Linear and ExpertFfn GFLOP/s next to OpenBLAS sgemm on
 //    the same shapes (OpenBLAS gets as many threads as the kernel pool).
 // Decode also runs on the smaller OLMoE "small" shapes of the engine benchmark.
-// Usage: kernels_bench [--json] [--quick]
+// --quant: only the bandwidth probe and one-token decode through 8 experts in every GGML
+// block format (q8_0 ... mxfp4, read in their blocks by kernels/quant_expert_ffn.cc), beside
+// f32 (what a dequantised copy streams) and bf16: bytes of weights read per second and the
+// fraction of the measured bandwidth.
+// Usage: kernels_bench [--json] [--quick] [--quant]
 #include <cblas.h>
 
 #include <time.h>
@@ -23,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/quant_format.h"
 #include "core/thread_pool.h"
 #include "kernels/decode_order.h"
 #include "kernels/ops.h"
@@ -227,15 +232,65 @@ nlohmann::json RateJson(const Rate& r) {
   return {{"wall", r.wall}, {"cpu_time", r.cpu}};
 }
 
+// One-token decode through 8 OLMoE-1B-7B experts (d = 2048, F = 1024) per call in each
+// block format and in f32 / bf16, cycling through at least 384 MB of experts.
+int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
+  const int reps = quick ? 2 : 3;
+  std::vector<DType> types = {DType::kF32, DType::kBF16};
+  for (QuantFormat f : kAllQuantFormats) types.push_back(DTypeOf(f));
+  std::vector<Decode> decode;
+  for (DType t : types) {
+    const size_t expert_bytes = kernels::ExpertRecordBytes(t, kModel) * kNeurons;
+    const size_t want = (quick ? size_t{192} : size_t{384}) << 20;
+    const int pool = static_cast<int>((want / expert_bytes + kActive - 1) / kActive * kActive);
+    decode.push_back(DecodeExperts(t, pool, reps, threads));
+  }
+  if (json) {
+    nlohmann::json out;
+    out["simd_target"] = kernels::SimdTargetName();
+    out["threads"] = threads;
+    out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const Decode& d = decode[i];
+      out["quant_decode"][DTypeName(types[i])] = {
+          {"case", d.name},
+          {"bytes_per_weight", static_cast<double>(DTypeBytes(types[i], 256)) / 256},
+          {"gb_per_s", RateJson(d.gb_per_s)},
+          {"ratio_to_membw",
+           {{"wall", d.gb_per_s.wall / bw.wall_gb_per_s},
+            {"cpu_time", d.gb_per_s.cpu / bw.cpu_gb_per_s}}},
+          {"ms_per_token_8_experts", d.ms_per_call}};
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("SIMD target %s, %d threads. Each rate: wall clock | per CPU time.\n",
+              kernels::SimdTargetName().c_str(), threads);
+  std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s\n\n", bw.wall_gb_per_s,
+              bw.cpu_gb_per_s);
+  std::printf("%-8s %7s %17s %15s %11s\n", "experts", "B/wt", "GB/s", "of membw",
+              "ms/8 exp");
+  for (size_t i = 0; i < decode.size(); ++i) {
+    const Decode& d = decode[i];
+    std::printf("%-8s %7.4f %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f\n", DTypeName(types[i]),
+                static_cast<double>(DTypeBytes(types[i], 256)) / 256, d.gb_per_s.wall,
+                d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
+                100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
-  bool json = false, quick = false;
+  bool json = false, quick = false, quant = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--quant") == 0) {
+      quant = true;
     } else {
-      std::fprintf(stderr, "usage: kernels_bench [--json] [--quick]\n");
+      std::fprintf(stderr, "usage: kernels_bench [--json] [--quick] [--quant]\n");
       return 2;
     }
   }
@@ -244,6 +299,7 @@ int Main(int argc, char** argv) {
   const int reps = quick ? 2 : 4;
 
   const Bandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
+  if (quant) return QuantDecode(json, quick, threads, bw);
   // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
   // Every decode case runs in both row orders (kernels/decode_order.h), alternating, so
   // their ratio is taken side by side; the CPU's default order is restored afterwards.

@@ -43,6 +43,8 @@ void LinearRowsAnyType(const LinearOutput& o, const float* x, size_t n, size_t b
       return LinearRows<DType::kBF16>(o, x, n, begin, end);
     case DType::kQ8_0:
       return LinearRows<DType::kQ8_0>(o, x, n, begin, end);
+    default:
+      break;  // Refused before dispatch (LinearMulti).
   }
 }
 
@@ -100,6 +102,8 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
   for (const LinearOutput& o : outs) {
     Check(o.out >= 0 && o.in >= 0, "Linear: negative shape");
     Check(o.in == outs[0].in, "Linear: outputs of one call share the input width");
+    Check(IsLinearDType(o.dtype), "Linear: ", DTypeName(o.dtype),
+          " weights are read by the expert kernels only (dense layers take them dequantised)");
     Check(o.dtype != DType::kQ8_0 || o.in % kQ8BlockSize == 0, "Linear: q8_0 input width ", o.in,
           " is not a multiple of 32");
   }

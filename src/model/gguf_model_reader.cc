@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +78,24 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::unordered_map<std::string, std::string> layer_map;
   for (const auto& p : names.layer) layer_map[p.gguf] = p.hf;
   const bool permutes = GgufPermutesQK(config.arch);
+  // Routed experts keep their blocks when every expert tensor has the same block format
+  // (the expert store and kernels take one dtype per model); a mix is dequantised to f32.
+  std::set<uint32_t> expert_types;
+  for (const GgufTensorInfo& info : f.tensor_infos()) {
+    const std::vector<std::string_view> parts = Split(info.name);
+    if (parts.size() >= 4 && parts[0] == "blk" &&
+        (std::find(kExpsStems.begin(), kExpsStems.end(), parts[2]) != kExpsStems.end() ||
+         (parts.size() == 5 && std::find(kLegacyExpertStems.begin(), kLegacyExpertStems.end(),
+                                         parts[2]) != kLegacyExpertStems.end())))
+      expert_types.insert(info.ggml_type);
+  }
+  const bool keep_expert_blocks = expert_types.size() == 1;
+  const auto expert_tensor = [&](const std::string& name) {
+    return keep_expert_blocks ? f.FindQuantizedTensor(name) : f.FindTensor(name);
+  };
+  if (expert_types.size() > 1)
+    Log(LogLevel::kInfo, f.path(), ": routed experts mix ", expert_types.size(),
+        " tensor types; their block formats are dequantised to f32");
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {
     const std::vector<std::string_view> parts = Split(info.name);
@@ -103,7 +122,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
       if (exps != kExpsStems.end() && suffix == "weight") {
-        const TensorView& t = *f.FindTensor(info.name);
+        const TensorView& t = *expert_tensor(info.name);
         Check(t.shape.size() == 3 && t.shape[0] == config.num_experts && t.shape[1] > 0 &&
                   t.shape[2] > 0,
               f.path(), ": expert tensor ", info.name, " has shape ", ShapeString(t.shape),
@@ -138,7 +157,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         Check(*expert < config.num_experts, f.path(), ": tensor ", info.name,
               " is beyond expert_count ", config.num_experts);
         const int mat = static_cast<int>(legacy - kLegacyExpertStems.begin());
-        Add(HfExpertName(names, l, *expert, mat), *f.FindTensor(info.name));
+        Add(HfExpertName(names, l, *expert, mat), *expert_tensor(info.name));
         continue;
       }
     }

@@ -1,0 +1,464 @@
+// ExpertFfn for routed experts in GGML block formats (q8_0, q4_K, q6_K, mxfp4, ...), on the
+// record groups of model/expert_layout.h, reading the checkpoint's blocks directly (no f32
+// copy of the weights). Activations stay f32 (docs/kernels.md, "Quantized experts": the
+// accuracy of f32 activations against llama.cpp-style q8 activations, and why).
+//
+// A block is decoded to f32 in an L1-resident buffer (SIMD decoders for q8_0, q4_0, mxfp4,
+// q4_K, q5_K and q6_K; the scalar decoders of core/quant_dequantize.cc for the others) and
+// dotted with the activations:
+//   gate/up: h[t, i] = silu(dot(gate_i, x_t)) * dot(up_i, x_t), one dot per row over d;
+//   down:    y[t, j] += dot(down block (j, group), h[t, group]) for each record group in
+//            neuron order: one scalar addition per (row, group).
+// Every dot has a fixed lane split and reduction, so the bits of y[t, :] depend neither on
+// the number of tokens, nor the thread count or work split, nor on how a job's neuron
+// range is cut into chunks of whole groups (the lossless guarantee rests on this).
+#include "kernels/simd_config.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/quant_expert_ffn.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/simd-inl.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/quant_format.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/partition.h"
+#include "kernels/quant_expert_ffn.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moex::kernels::HWY_NAMESPACE {
+
+namespace quant {
+
+using DI = hn::Rebind<int32_t, DF>;
+using DU8 = hn::Rebind<uint8_t, DF>;
+using DI8 = hn::Rebind<int8_t, DF>;
+
+HWY_INLINE float Half(const uint8_t* p) {
+  return F16ToF32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+}
+
+// N bytes at p widened to int32 lanes.
+HWY_INLINE hn::Vec<DI> Bytes(const uint8_t* p) {
+  const DI di;
+  return hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DI>(), hn::LoadU(DU8(), p)));
+}
+
+// Generic decoder: the scalar reference of core/quant_dequantize.cc, `blocks` whole blocks.
+template <QuantFormat F>
+HWY_INLINE void DecodeBlocks(const uint8_t* b, size_t blocks, float* HWY_RESTRICT out) {
+  Dequantize(F, b, static_cast<int64_t>(blocks) * Info(F).block_elems, out);
+}
+
+// SIMD decoders: the same arithmetic as the scalar ones (scale first, then times the code),
+// so the same floats.
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ8_0>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  for (size_t k = 0; k < blocks; ++k, b += 34, out += 32) {
+    const VF d = hn::Set(df, Half(b));
+    for (size_t j = 0; j < 32; j += N) {
+      const auto q =
+          hn::PromoteTo(di, hn::LoadU(DI8(), reinterpret_cast<const int8_t*>(b + 2 + j)));
+      hn::StoreU(hn::Mul(d, hn::ConvertTo(df, q)), df, out + j);
+    }
+  }
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ4_0>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf), eight = hn::Set(di, 8);
+  for (size_t k = 0; k < blocks; ++k, b += 18, out += 32) {
+    const VF d = hn::Set(df, Half(b));
+    for (size_t j = 0; j < 16; j += N) {
+      const auto q = Bytes(b + 2 + j);
+      const auto lo = hn::Sub(hn::And(q, mask), eight);
+      const auto hi = hn::Sub(hn::ShiftRight<4>(q), eight);
+      hn::StoreU(hn::Mul(d, hn::ConvertTo(df, lo)), df, out + j);
+      hn::StoreU(hn::Mul(d, hn::ConvertTo(df, hi)), df, out + 16 + j);
+    }
+  }
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kMXFP4>(const uint8_t* b, size_t blocks,
+                                                  float* HWY_RESTRICT out) {
+  // FP4 E2M1 values times two, indexed by the nibble (as core's kE2M1Doubled).
+  HWY_ALIGN static constexpr float kLevels[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                  0, -1, -2, -3, -4, -6, -8, -12};
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf);
+  for (size_t k = 0; k < blocks; ++k, b += 17, out += 32) {
+    const VF d = hn::Set(df, std::ldexp(1.0f, static_cast<int>(b[0]) - 128));
+    for (size_t j = 0; j < 16; j += N) {
+      const auto q = Bytes(b + 1 + j);
+      const VF lo = hn::GatherIndex(df, kLevels, hn::And(q, mask));
+      const VF hi = hn::GatherIndex(df, kLevels, hn::ShiftRight<4>(q));
+      hn::StoreU(hn::Mul(d, lo), df, out + j);
+      hn::StoreU(hn::Mul(d, hi), df, out + 16 + j);
+    }
+  }
+}
+
+// Q4_K/Q5_K's 6-bit scale and min of sub-block j (as core's ScaleMinK4).
+HWY_INLINE void ScaleMinK4(int j, const uint8_t* q, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K (kBits 4) and Q5_K (kBits 5): y = d * sc * q - dmin * m per sub-block of 32.
+template <int kBits>
+HWY_INLINE void DecodeK45(const uint8_t* b, size_t blocks, float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf), one = hn::Set(di, 1);
+  constexpr size_t kBytes = kBits == 4 ? 144 : 176;
+  for (size_t k = 0; k < blocks; ++k, b += kBytes) {
+    const float d = Half(b), dmin = Half(b + 2);
+    const uint8_t* packed = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* q = b + (kBits == 4 ? 16 : 48);
+    for (int j = 0; j < 8; j += 2, q += 32, out += 64) {
+      int sc, m;
+      ScaleMinK4(j, packed, &sc, &m);
+      const VF d1 = hn::Set(df, d * static_cast<float>(sc));
+      const VF m1 = hn::Set(df, dmin * static_cast<float>(m));
+      ScaleMinK4(j + 1, packed, &sc, &m);
+      const VF d2 = hn::Set(df, d * static_cast<float>(sc));
+      const VF m2 = hn::Set(df, dmin * static_cast<float>(m));
+      for (size_t l = 0; l < 32; l += N) {
+        const auto v = Bytes(q + l);
+        auto lo = hn::And(v, mask);
+        auto hi = hn::ShiftRight<4>(v);
+        if constexpr (kBits == 5) {
+          const auto h = Bytes(qh + l);
+          lo = hn::Or(lo, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, j), one)));
+          hi = hn::Or(hi, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, j + 1), one)));
+        }
+        hn::StoreU(hn::Sub(hn::Mul(d1, hn::ConvertTo(df, lo)), m1), df, out + l);
+        hn::StoreU(hn::Sub(hn::Mul(d2, hn::ConvertTo(df, hi)), m2), df, out + 32 + l);
+      }
+    }
+  }
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ4_K>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  DecodeK45<4>(b, blocks, out);
+}
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ5_K>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  DecodeK45<5>(b, blocks, out);
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ6_K>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf), three = hn::Set(di, 3), bias = hn::Set(di, 32);
+  for (size_t k = 0; k < blocks; ++k, b += 210) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = Half(b + 208);
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, out += 128) {
+      for (size_t l = 0; l < 32; l += N) {
+        // N divides 16, so all lanes share the sub-block (l / 16) of each quarter.
+        const size_t is = l / 16;
+        const auto a = Bytes(ql + l), c = Bytes(ql + l + 32), h = Bytes(qh + l);
+        const auto q1 =
+            hn::Sub(hn::Or(hn::And(a, mask), hn::ShiftLeft<4>(hn::And(h, three))), bias);
+        const auto q2 = hn::Sub(
+            hn::Or(hn::And(c, mask), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three))), bias);
+        const auto q3 = hn::Sub(
+            hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three))),
+            bias);
+        const auto q4 = hn::Sub(
+            hn::Or(hn::ShiftRight<4>(c), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<6>(h), three))),
+            bias);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is])), hn::ConvertTo(df, q1)), df,
+                   out + l);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is + 2])), hn::ConvertTo(df, q2)),
+                   df, out + l + 32);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is + 4])), hn::ConvertTo(df, q3)),
+                   df, out + l + 64);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is + 6])), hn::ConvertTo(df, q4)),
+                   df, out + l + 96);
+      }
+    }
+  }
+}
+
+// dot(w[0:k), x[0:k)), k a multiple of Lanes: four accumulators over consecutive vectors,
+// combined as (a0 + a1) + (a2 + a3), then one SumOfLanes. A function of (w, x, k) alone.
+HWY_INLINE float Dot(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t k) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  size_t i = 0;
+  for (; i + 4 * N <= k; i += 4 * N) {
+    a0 = hn::MulAdd(hn::LoadU(df, w + i), hn::LoadU(df, x + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(df, w + i + N), hn::LoadU(df, x + i + N), a1);
+    a2 = hn::MulAdd(hn::LoadU(df, w + i + 2 * N), hn::LoadU(df, x + i + 2 * N), a2);
+    a3 = hn::MulAdd(hn::LoadU(df, w + i + 3 * N), hn::LoadU(df, x + i + 3 * N), a3);
+  }
+  for (; i < k; i += N) a0 = hn::MulAdd(hn::LoadU(df, w + i), hn::LoadU(df, x + i), a0);
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+// Rows of down blocks decoded at a time (contiguous in a record group).
+constexpr size_t kDownRows = 16;
+
+template <QuantFormat F>
+struct Kernel {
+  static constexpr size_t kBlock = F == QuantFormat::kQ2_K || F == QuantFormat::kQ3_K ||
+                                           F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K ||
+                                           F == QuantFormat::kQ6_K || F == QuantFormat::kIQ4_XS
+                                       ? 256
+                                       : 32;
+  size_t d, row_bytes, block_bytes, group_bytes;
+
+  explicit Kernel(size_t d_model)
+      : d(d_model),
+        row_bytes(QuantBytes(F, static_cast<int64_t>(d_model))),
+        block_bytes(QuantBytes(F, kBlock)),
+        group_bytes(3 * kBlock * QuantBytes(F, static_cast<int64_t>(d_model))) {}
+
+  // Gate/up for neurons [a, b) of a job: h[t * ldh + i] for t < n.
+  void GateUp(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
+    const size_t n = static_cast<size_t>(job.n);
+    float* w = GemmBuffer(2 * d);
+    float* g = GemmBuffer2(2 * n);
+    for (size_t i = a; i < b; ++i) {
+      const size_t group = i / kBlock, in_group = i % kBlock;
+      const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
+      DecodeBlocks<F>(base + in_group * row_bytes, d / kBlock, w);
+      DecodeBlocks<F>(base + (kBlock + in_group) * row_bytes, d / kBlock, w + d);
+      for (size_t t = 0; t < n; ++t) {
+        g[t] = Dot(w, job.x + t * d, d);
+        g[n + t] = Dot(w + d, job.x + t * d, d);
+      }
+      SiluMulArray(g, g + n, n);
+      for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+    }
+  }
+
+  // Down rows [c0, c1) of a job over all its groups, in neuron order.
+  void Down(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
+            size_t c1) const {
+    const size_t n = static_cast<size_t>(job.n);
+    float* w = GemmBuffer(kDownRows * kBlock);
+    for (size_t group = 0; group < m / kBlock; ++group) {
+      const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
+                           2 * kBlock * row_bytes;
+      for (size_t j0 = c0; j0 < c1; j0 += kDownRows) {
+        const size_t rows = std::min(kDownRows, c1 - j0);
+        DecodeBlocks<F>(blocks + j0 * block_bytes, rows, w);
+        for (size_t t = 0; t < n; ++t) {
+          const float* ht = h + t * ldh + group * kBlock;
+          float* yt = job.y + t * d + j0;
+          for (size_t r = 0; r < rows; ++r) yt[r] += Dot(w + r * kBlock, ht, kBlock);
+        }
+      }
+    }
+  }
+
+  static float* GemmBuffer(size_t floats) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < floats) buf.resize(floats);
+    return buf.data();
+  }
+  static float* GemmBuffer2(size_t floats) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < floats) buf.resize(floats);
+    return buf.data();
+  }
+};
+
+template <QuantFormat F>
+void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
+  const Kernel<F> kernel(d);
+  const size_t num_jobs = jobs.size();
+  // h per job: [n][m] floats.
+  std::vector<size_t> h_offset(num_jobs + 1, 0), neurons(num_jobs), columns(num_jobs);
+  std::vector<uint64_t> neuron_cost(num_jobs), column_cost(num_jobs), job_cost(num_jobs);
+  uint64_t total_cost = 0, max_cost = 0;
+  for (size_t j = 0; j < num_jobs; ++j) {
+    const ExpertJob& job = jobs[j];
+    const bool empty = job.n <= 0 || job.neuron_count <= 0;
+    const size_t n = empty ? 0 : static_cast<size_t>(job.n);
+    const size_t m = empty ? 0 : static_cast<size_t>(job.neuron_count);
+    h_offset[j + 1] = h_offset[j] + n * m;
+    neurons[j] = m;
+    columns[j] = m == 0 ? 0 : d;
+    neuron_cost[j] = n + 2;
+    column_cost[j] = (m * (n + 2) + d - 1) / d + 1;
+    job_cost[j] = m * (n + 2);
+    total_cost += job_cost[j];
+    max_cost = std::max(max_cost, job_cost[j]);
+  }
+  if (total_cost == 0) return;
+  thread_local std::vector<float> h_storage;
+  if (h_storage.size() < h_offset[num_jobs]) h_storage.resize(h_offset[num_jobs]);
+  float* h = h_storage.data();
+  const auto gate_up = [&](size_t j, size_t a, size_t b) {
+    kernel.GateUp(jobs[j], a, b, h + h_offset[j], neurons[j]);
+  };
+  const auto down = [&](size_t j, size_t c0, size_t c1) {
+    kernel.Down(jobs[j], h + h_offset[j], neurons[j], neurons[j], c0, c1);
+  };
+  const size_t workers = static_cast<size_t>(pool.size());
+  if (workers == 1 || max_cost * workers * 4 <= total_cost * 5) {
+    // Whole jobs per thread, largest first.
+    std::vector<size_t> order(num_jobs);
+    for (size_t j = 0; j < num_jobs; ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return job_cost[a] > job_cost[b]; });
+    const auto run = [&](size_t b, size_t e, int) {
+      for (size_t i = b; i < e; ++i) {
+        const size_t j = order[i];
+        if (neurons[j] == 0) continue;
+        gate_up(j, 0, neurons[j]);
+        down(j, 0, d);
+      }
+    };
+    if (workers == 1) {
+      run(0, num_jobs, 0);
+    } else {
+      pool.ParallelForDynamic(num_jobs, 1, run);
+    }
+    return;
+  }
+  pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+    for (size_t w = b; w < e; ++w) {
+      for (const WorkRange& r : PartitionWork(neurons, neuron_cost, 1, w, workers)) {
+        gate_up(r.item, r.begin, r.end);
+      }
+    }
+  });
+  pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+    for (size_t w = b; w < e; ++w) {
+      for (const WorkRange& r : PartitionWork(columns, column_cost, kDownRows, w, workers)) {
+        down(r.item, r.begin, r.end);
+      }
+    }
+  });
+}
+
+}  // namespace quant
+
+void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
+                        ThreadPool* pool) {
+  const std::span<const ExpertJob> s(jobs, num_jobs);
+  switch (*QuantFormatOf(dtype)) {
+    case QuantFormat::kQ4_0:
+      return quant::Run<QuantFormat::kQ4_0>(s, d, *pool);
+    case QuantFormat::kQ4_1:
+      return quant::Run<QuantFormat::kQ4_1>(s, d, *pool);
+    case QuantFormat::kQ5_0:
+      return quant::Run<QuantFormat::kQ5_0>(s, d, *pool);
+    case QuantFormat::kQ5_1:
+      return quant::Run<QuantFormat::kQ5_1>(s, d, *pool);
+    case QuantFormat::kQ8_0:
+      return quant::Run<QuantFormat::kQ8_0>(s, d, *pool);
+    case QuantFormat::kQ2_K:
+      return quant::Run<QuantFormat::kQ2_K>(s, d, *pool);
+    case QuantFormat::kQ3_K:
+      return quant::Run<QuantFormat::kQ3_K>(s, d, *pool);
+    case QuantFormat::kQ4_K:
+      return quant::Run<QuantFormat::kQ4_K>(s, d, *pool);
+    case QuantFormat::kQ5_K:
+      return quant::Run<QuantFormat::kQ5_K>(s, d, *pool);
+    case QuantFormat::kQ6_K:
+      return quant::Run<QuantFormat::kQ6_K>(s, d, *pool);
+    case QuantFormat::kIQ4_NL:
+      return quant::Run<QuantFormat::kIQ4_NL>(s, d, *pool);
+    case QuantFormat::kIQ4_XS:
+      return quant::Run<QuantFormat::kIQ4_XS>(s, d, *pool);
+    case QuantFormat::kMXFP4:
+      return quant::Run<QuantFormat::kMXFP4>(s, d, *pool);
+  }
+}
+
+// Decodes `blocks` blocks with this target's decoder (for tests: the SIMD decoders must give
+// core Dequantize's floats).
+void DecodeBlocksImpl(DType dtype, const uint8_t* b, size_t blocks, float* out) {
+  switch (*QuantFormatOf(dtype)) {
+#define MOEX_DECODE_CASE(F) \
+  case QuantFormat::F:      \
+    return quant::DecodeBlocks<QuantFormat::F>(b, blocks, out);
+    MOEX_DECODE_CASE(kQ4_0)
+    MOEX_DECODE_CASE(kQ4_1)
+    MOEX_DECODE_CASE(kQ5_0)
+    MOEX_DECODE_CASE(kQ5_1)
+    MOEX_DECODE_CASE(kQ8_0)
+    MOEX_DECODE_CASE(kQ2_K)
+    MOEX_DECODE_CASE(kQ3_K)
+    MOEX_DECODE_CASE(kQ4_K)
+    MOEX_DECODE_CASE(kQ5_K)
+    MOEX_DECODE_CASE(kQ6_K)
+    MOEX_DECODE_CASE(kIQ4_NL)
+    MOEX_DECODE_CASE(kIQ4_XS)
+    MOEX_DECODE_CASE(kMXFP4)
+#undef MOEX_DECODE_CASE
+  }
+}
+
+}  // namespace moex::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moex::kernels {
+
+HWY_EXPORT(QuantExpertFfnImpl);
+HWY_EXPORT(DecodeBlocksImpl);
+
+void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
+                    ThreadPool& pool) {
+  Check(IsBlockQuantized(dtype), "QuantExpertFfn: ", DTypeName(dtype), " is not a block format");
+  const int64_t group = DTypeBlockElems(dtype);
+  Check(d_model > 0 && d_model % group == 0, "ExpertFfn: ", DTypeName(dtype), " d_model ", d_model,
+        " is not a multiple of ", group);
+  for (const ExpertJob& job : jobs) {
+    Check(job.neuron_count % group == 0, "ExpertFfn: ", DTypeName(dtype), " job of ",
+          job.neuron_count, " neurons is not whole record groups of ", group);
+  }
+  if (jobs.empty()) return;
+  HWY_DYNAMIC_DISPATCH(QuantExpertFfnImpl)
+  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool);
+}
+
+void DecodeQuantBlocks(DType dtype, const std::byte* blocks, int64_t count, float* out) {
+  Check(IsBlockQuantized(dtype) && count % DTypeBlockElems(dtype) == 0,
+        "DecodeQuantBlocks: ", count, " ", DTypeName(dtype), " weights are not whole blocks");
+  HWY_DYNAMIC_DISPATCH(DecodeBlocksImpl)
+  (dtype, reinterpret_cast<const uint8_t*>(blocks),
+   static_cast<size_t>(count / DTypeBlockElems(dtype)), out);
+}
+
+}  // namespace moex::kernels
+#endif  // HWY_ONCE

@@ -39,8 +39,19 @@ using DI = hn::Rebind<int32_t, DF>;
 using DU8 = hn::Rebind<uint8_t, DF>;
 using DI8 = hn::Rebind<int8_t, DF>;
 
+// The f16 at p as f32, with the CPU's conversion (F16ToF32 is a software routine, too slow
+// once per block); exact either way.
 HWY_INLINE float Half(const uint8_t* p) {
-  return F16ToF32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+  return hn::GetLane(BroadcastHalf(DF(), reinterpret_cast<const std::byte*>(p)));
+}
+
+// 2^(e - 128) for an E8M0 byte e (MXFP4's block scale, times the doubled FP4 values), built
+// from its bits: normal for e >= 2, subnormal below (what std::ldexp gives).
+HWY_INLINE float E8M0Half(uint8_t e) {
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : 0x00400000u >> (2 - e);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // N bytes at p widened to int32 lanes.
@@ -103,7 +114,7 @@ HWY_INLINE void DecodeBlocks<QuantFormat::kMXFP4>(const uint8_t* b, size_t block
   const size_t N = hn::Lanes(df);
   const auto mask = hn::Set(di, 0xf);
   for (size_t k = 0; k < blocks; ++k, b += 17, out += 32) {
-    const VF d = hn::Set(df, std::ldexp(1.0f, static_cast<int>(b[0]) - 128));
+    const VF d = hn::Set(df, E8M0Half(b[0]));
     for (size_t j = 0; j < 16; j += N) {
       const auto q = Bytes(b + 1 + j);
       const VF lo = hn::GatherIndex(df, kLevels, hn::And(q, mask));
@@ -230,6 +241,256 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, s
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
 
+// --- Fused block dot products ------------------------------------------------------------
+//
+// For the formats below a block's weights are w = a_s * q + m_s per sub-block s (codes q,
+// scale a_s, offset m_s), so dot(w, x) = sum_s a_s * (q_s . x_s) + m_s * sum(x_s): the codes
+// are widened to f32 in registers and multiplied with x directly, the scale applied once
+// per sub-block and the offset through precomputed sub-block sums of x. No decoded copy is
+// written, and each block is read once for a tile of tokens. A token's result is the same
+// sequence of operations whatever the tile, so the batch invariance holds.
+template <QuantFormat F>
+struct Fused {
+  static constexpr bool kEnabled = false;
+};
+
+// 16-entry codebook lookup (iq4 levels, FP4 values) of 4-bit indices.
+HWY_INLINE VF Lookup16(const float* table, hn::Vec<DI> idx) {
+  const DF df;
+#if HWY_TARGET == HWY_AVX3
+  return hn::TableLookupLanes(hn::LoadU(df, table), hn::IndicesFromVec(df, idx));
+#else
+  return hn::GatherIndex(df, table, idx);
+#endif
+}
+
+// Codes of weights [i, i + N) of a 32-weight nibble block (byte j: weight j low, j + 16 high).
+HWY_INLINE hn::Vec<DI> Nibbles32(const uint8_t* q, size_t i) {
+  const DI di;
+  return i < 16 ? hn::And(Bytes(q + i), hn::Set(di, 0xf)) : hn::ShiftRight<4>(Bytes(q + i - 16));
+}
+
+template <>
+struct Fused<QuantFormat::kQ8_0> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 34, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = Half(b); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return hn::ConvertTo(
+        DF(), hn::PromoteTo(DI(), hn::LoadU(DI8(), reinterpret_cast<const int8_t*>(b + 2 + i))));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kQ4_0> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 18, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = Half(b); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return hn::ConvertTo(DF(), hn::Sub(Nibbles32(b + 2, i), hn::Set(DI(), 8)));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kQ4_1> {
+  static constexpr bool kEnabled = true, kHasMin = true;
+  static constexpr size_t kBlock = 32, kBytes = 20, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float* m) {
+    a[0] = Half(b);
+    m[0] = Half(b + 2);
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return hn::ConvertTo(DF(), Nibbles32(b + 4, i));
+  }
+};
+
+HWY_ALIGN constexpr float kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+HWY_ALIGN constexpr float kE2M1Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                              0, -1, -2, -3, -4, -6, -8, -12};
+
+template <>
+struct Fused<QuantFormat::kIQ4_NL> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 18, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = Half(b); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return Lookup16(kIq4Levels, Nibbles32(b + 2, i));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kMXFP4> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 17, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = E8M0Half(b[0]); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return Lookup16(kE2M1Doubled, Nibbles32(b + 1, i));
+  }
+};
+
+// Q4_K / Q5_K: eight sub-blocks of 32, w = d*sc*q - dmin*m.
+template <int kBits>
+struct FusedK45 {
+  static constexpr bool kEnabled = true, kHasMin = true;
+  static constexpr size_t kBlock = 256, kBytes = kBits == 4 ? 144 : 176, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float* m) {
+    const float d = Half(b), dmin = Half(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      ScaleMinK4(j, b + 4, &sc, &mn);
+      a[j] = d * static_cast<float>(sc);
+      m[j] = -(dmin * static_cast<float>(mn));
+    }
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    const DI di;
+    const size_t s = i / 32, l = i % 32;
+    const uint8_t* q = b + (kBits == 4 ? 16 : 48) + (s / 2) * 32 + l;
+    auto v = (s & 1) ? hn::ShiftRight<4>(Bytes(q)) : hn::And(Bytes(q), hn::Set(di, 0xf));
+    if constexpr (kBits == 5) {
+      const auto h = Bytes(b + 16 + l);
+      v = hn::Or(
+          v, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, static_cast<int>(s)), hn::Set(di, 1))));
+    }
+    return hn::ConvertTo(DF(), v);
+  }
+};
+template <>
+struct Fused<QuantFormat::kQ4_K> : FusedK45<4> {};
+template <>
+struct Fused<QuantFormat::kQ5_K> : FusedK45<5> {};
+
+template <>
+struct Fused<QuantFormat::kQ6_K> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 256, kBytes = 210, kSub = 16;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) {
+    const float d = Half(b + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    // Sub-block s of 16 weights uses sc[s]: in half h, quarter p, weights l + 32p with
+    // l / 16 = is take sc[8h + is + 2p] = sc[s].
+    for (int s = 0; s < 16; ++s) a[s] = d * static_cast<float>(sc[s]);
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    const DI di;
+    const size_t half = i / 128, p = (i % 128) / 32, l = i % 32;
+    const auto lo = Bytes(b + half * 64 + l + (p & 1) * 32);
+    const auto nib = p >= 2 ? hn::ShiftRight<4>(lo) : hn::And(lo, hn::Set(di, 0xf));
+    const auto hi =
+        hn::And(hn::ShiftRightSame(Bytes(b + 128 + half * 32 + l), static_cast<int>(2 * p)),
+                hn::Set(di, 3));
+    return hn::ConvertTo(DF(), hn::Sub(hn::Or(nib, hn::ShiftLeft<4>(hi)), hn::Set(di, 32)));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kIQ4_XS> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 256, kBytes = 136, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) {
+    const float d = Half(b);
+    const unsigned scales_h = static_cast<unsigned>(b[2] | (b[3] << 8));
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) |
+                     static_cast<int>(((scales_h >> (2 * ib)) & 3) << 4);
+      a[ib] = d * static_cast<float>(ls - 32);
+    }
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return Lookup16(kIq4Levels, Nibbles32(b + 8 + (i / 32) * 16, i % 32));
+  }
+};
+
+// Sums of v over consecutive runs of `sub` elements, in order (the sub-block sums of x or h
+// a format with offsets needs); out[k] covers v[k*sub, (k+1)*sub).
+HWY_INLINE void SubSums(const float* v, size_t count, size_t sub, float* out) {
+  for (size_t k = 0; k < count / sub; ++k) {
+    float s = 0;
+    for (size_t i = 0; i < sub; ++i) s += v[k * sub + i];
+    out[k] = s;
+  }
+}
+
+// acc[t] += sum over the block's sub-blocks of a_s * (q_s . x_t), corr[t] += m_s * xs_t[s]:
+// T tokens at once; x[t] and xs[t] point at the block's first weight and sub-block.
+template <QuantFormat F, size_t T>
+HWY_INLINE void BlockDot(const uint8_t* b, const float* const* x, const float* const* xs, VF* acc,
+                         float* corr) {
+  using Q = Fused<F>;
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  float a[kSubs], m[kSubs];
+  Q::Scales(b, a, m);
+  // Fully unrolled (sub-block and lane offsets become constants, so the codes' nibble and
+  // bit selections are resolved at compile time).
+#pragma GCC unroll 16
+  for (size_t s = 0; s < kSubs; ++s) {
+    VF qx[T];
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) qx[t] = hn::Zero(df);
+#pragma GCC unroll 32
+    for (size_t i = s * Q::kSub; i < (s + 1) * Q::kSub; i += N) {
+      const VF q = Q::Codes(b, i);
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) qx[t] = hn::MulAdd(q, hn::LoadU(df, x[t] + i), qx[t]);
+    }
+    const VF av = hn::Set(df, a[s]);
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) acc[t] = hn::MulAdd(av, qx[t], acc[t]);
+    if constexpr (Q::kHasMin) {
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) corr[t] += m[s] * xs[t][s];
+    }
+  }
+}
+
+// out[t] = dot(blocks, x[t]) over `blocks` consecutive blocks, t < T.
+template <QuantFormat F, size_t T>
+HWY_INLINE void BlocksDot(const uint8_t* b, size_t blocks, const float* const* x,
+                          const float* const* xs, float* out) {
+  using Q = Fused<F>;
+  const DF df;
+  VF acc[T];
+  float corr[T];
+  const float* xb[T];
+  const float* xsb[T];
+  for (size_t t = 0; t < T; ++t) {
+    acc[t] = hn::Zero(df);
+    corr[t] = 0;
+  }
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  for (size_t k = 0; k < blocks; ++k, b += Q::kBytes) {
+    for (size_t t = 0; t < T; ++t) {
+      xb[t] = x[t] + k * Q::kBlock;
+      xsb[t] = Q::kHasMin ? xs[t] + k * kSubs : nullptr;
+    }
+    BlockDot<F, T>(b, xb, xsb, acc, corr);
+  }
+  for (size_t t = 0; t < T; ++t) out[t] = hn::GetLane(hn::SumOfLanes(df, acc[t])) + corr[t];
+}
+
+// BlocksDot for n tokens in tiles of up to kFusedTokens (each token's operations do not
+// depend on its tile).
+constexpr size_t kFusedTokens = 4;
+template <QuantFormat F>
+HWY_INLINE void BlocksDotN(const uint8_t* b, size_t blocks, size_t n, const float* const* x,
+                           const float* const* xs, float* out) {
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4) BlocksDot<F, 4>(b, blocks, x + t, xs + t, out + t);
+  switch (n - t) {
+    case 3:
+      return BlocksDot<F, 3>(b, blocks, x + t, xs + t, out + t);
+    case 2:
+      return BlocksDot<F, 2>(b, blocks, x + t, xs + t, out + t);
+    case 1:
+      return BlocksDot<F, 1>(b, blocks, x + t, xs + t, out + t);
+    default:
+      return;
+  }
+}
+
 // Rows of down blocks decoded at a time (contiguous in a record group).
 constexpr size_t kDownRows = 16;
 
@@ -250,6 +511,7 @@ struct Kernel {
 
   // Gate/up for neurons [a, b) of a job: h[t * ldh + i] for t < n.
   void GateUp(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
+    if constexpr (Fused<F>::kEnabled) return GateUpFused(job, a, b, h, ldh);
     const size_t n = static_cast<size_t>(job.n);
     float* w = GemmBuffer(2 * d);
     float* g = GemmBuffer2(2 * n);
@@ -270,6 +532,7 @@ struct Kernel {
   // Down rows [c0, c1) of a job over all its groups, in neuron order.
   void Down(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
             size_t c1) const {
+    if constexpr (Fused<F>::kEnabled) return DownFused(job, h, ldh, m, c0, c1);
     const size_t n = static_cast<size_t>(job.n);
     float* w = GemmBuffer(kDownRows * kBlock);
     for (size_t group = 0; group < m / kBlock; ++group) {
@@ -283,6 +546,52 @@ struct Kernel {
           float* yt = job.y + t * d + j0;
           for (size_t r = 0; r < rows; ++r) yt[r] += Dot(w + r * kBlock, ht, kBlock);
         }
+      }
+    }
+  }
+
+  void GateUpFused(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
+    using Q = Fused<F>;
+    const size_t n = static_cast<size_t>(job.n);
+    const size_t subs = d / Q::kSub;
+    float* xs_all = GemmBuffer(n * subs + 2 * n);
+    float* g = xs_all + n * subs;
+    std::vector<const float*> x(n), xs(n);
+    for (size_t t = 0; t < n; ++t) {
+      x[t] = job.x + t * d;
+      xs[t] = xs_all + t * subs;
+      if constexpr (Q::kHasMin) SubSums(x[t], d, Q::kSub, xs_all + t * subs);
+    }
+    for (size_t i = a; i < b; ++i) {
+      const size_t group = i / kBlock, in_group = i % kBlock;
+      const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
+      BlocksDotN<F>(base + in_group * row_bytes, d / kBlock, n, x.data(), xs.data(), g);
+      BlocksDotN<F>(base + (kBlock + in_group) * row_bytes, d / kBlock, n, x.data(), xs.data(),
+                    g + n);
+      SiluMulArray(g, g + n, n);
+      for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+    }
+  }
+
+  void DownFused(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
+                 size_t c1) const {
+    using Q = Fused<F>;
+    constexpr size_t kSubs = kBlock / Q::kSub;
+    const size_t n = static_cast<size_t>(job.n);
+    float* hs_all = GemmBuffer(n * kSubs + n);
+    float* val = hs_all + n * kSubs;
+    std::vector<const float*> hp(n), hs(n);
+    for (size_t group = 0; group < m / kBlock; ++group) {
+      for (size_t t = 0; t < n; ++t) {
+        hp[t] = h + t * ldh + group * kBlock;
+        hs[t] = hs_all + t * kSubs;
+        if constexpr (Q::kHasMin) SubSums(hp[t], kBlock, Q::kSub, hs_all + t * kSubs);
+      }
+      const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
+                           2 * kBlock * row_bytes;
+      for (size_t j = c0; j < c1; ++j) {
+        BlocksDotN<F>(blocks + j * block_bytes, 1, n, hp.data(), hs.data(), val);
+        for (size_t t = 0; t < n; ++t) job.y[t * d + j] += val[t];
       }
     }
   }

@@ -208,7 +208,8 @@ TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
       const int64_t g = DTypeBlockElems(dtype);
       const int64_t d = 256, f = 4 * g;
       const Expert e = MakeExpert(dtype, d, f, 9);
-      const int64_t n = 6;
+      // 11 tokens take the widen-codes-once path (more than 8); 1, 2 and 5 the register tiles.
+      const int64_t n = 11;
       const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 10);
       const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 11);
       const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
@@ -221,7 +222,7 @@ TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
         ASSERT_TRUE(BitEqual(whole, y)) << cuts.size() - 1 << " chunks";
       }
       // Each token alone, and every pair, gives its row of the batch.
-      for (int64_t len : {int64_t{1}, int64_t{2}}) {
+      for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{5}}) {
         for (int64_t t = 0; t + len <= n; t += len) {
           const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
           const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
@@ -262,6 +263,47 @@ TEST(QuantExpertKernelTest, SeveralJobsGiveEachJobAloneAtAnyThreadCount) {
     for (size_t j = 0; j < tokens.size(); ++j)
       ASSERT_TRUE(BitEqual(ys[j], alone[j])) << "job " << j << " threads " << threads;
   }
+}
+
+// Linear on block-format weights (dense layers of a quantized GGUF): against the double
+// reference (an f32 dot is within 1e-5 * sum|w x| here), and each token's row is the same
+// bits alone, in tiles, past the 8-token switch, and at any thread count.
+TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
+  ForEachTarget([&] {
+    for (DType dtype : BlockDTypes()) {
+      SCOPED_TRACE(DTypeName(dtype));
+      const int64_t out = 40, in = 512, n = 13;
+      const Matrix w = MakeMatrix(dtype, out, in, 21);
+      const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
+      const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
+      std::vector<float> all(static_cast<size_t>(n * out));
+      Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = bias[o], mag = std::fabs(bias[o]);
+          for (int64_t k = 0; k < in; ++k) {
+            ref += static_cast<double>(w.values[o * in + k]) * x[t * in + k];
+            mag += std::fabs(static_cast<double>(w.values[o * in + k]) * x[t * in + k]);
+          }
+          ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
+        }
+      }
+      for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+        for (int64_t t = 0; t + len <= n; t += len) {
+          std::vector<float> part(static_cast<size_t>(len * out));
+          Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(), bias.data());
+          ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
+              << "t=" << t << " len=" << len;
+        }
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(all.size());
+        Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
+        ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
+      }
+    }
+  });
 }
 
 TEST(QuantExpertKernelTest, RefusesJobsThatAreNotWholeGroups) {

@@ -413,16 +413,16 @@ HWY_INLINE void SubSums(const float* v, size_t count, size_t sub, float* out) {
 }
 
 // acc[t] += sum over the block's sub-blocks of a_s * (q_s . x_t), corr[t] += m_s * xs_t[s]:
-// T tokens at once; x[t] and xs[t] point at the block's first weight and sub-block.
-template <QuantFormat F, size_t T>
-HWY_INLINE void BlockDot(const uint8_t* b, const float* const* x, const float* const* xs, VF* acc,
-                         float* corr) {
+// T tokens at once; x[t] and xs[t] point at the block's first weight and sub-block; code(i)
+// gives the f32 codes of weights [i, i + N) (from the block, or widened once beforehand:
+// the same values, so the same bits).
+template <QuantFormat F, size_t T, class CodeFn>
+HWY_INLINE void BlockDotWith(const float* a, const float* m, const CodeFn& code,
+                             const float* const* x, const float* const* xs, VF* acc, float* corr) {
   using Q = Fused<F>;
   const DF df;
   constexpr size_t N = hn::MaxLanes(DF());
   constexpr size_t kSubs = Q::kBlock / Q::kSub;
-  float a[kSubs], m[kSubs];
-  Q::Scales(b, a, m);
   // Fully unrolled (sub-block and lane offsets become constants, so the codes' nibble and
   // bit selections are resolved at compile time).
 #pragma GCC unroll 16
@@ -432,7 +432,7 @@ HWY_INLINE void BlockDot(const uint8_t* b, const float* const* x, const float* c
     for (size_t t = 0; t < T; ++t) qx[t] = hn::Zero(df);
 #pragma GCC unroll 32
     for (size_t i = s * Q::kSub; i < (s + 1) * Q::kSub; i += N) {
-      const VF q = Q::Codes(b, i);
+      const VF q = code(i);
 #pragma GCC unroll 4
       for (size_t t = 0; t < T; ++t) qx[t] = hn::MulAdd(q, hn::LoadU(df, x[t] + i), qx[t]);
     }
@@ -444,6 +444,33 @@ HWY_INLINE void BlockDot(const uint8_t* b, const float* const* x, const float* c
       for (size_t t = 0; t < T; ++t) corr[t] += m[s] * xs[t][s];
     }
   }
+}
+
+template <QuantFormat F, size_t T>
+HWY_INLINE void BlockDot(const uint8_t* b, const float* const* x, const float* const* xs, VF* acc,
+                         float* corr) {
+  using Q = Fused<F>;
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  float a[kSubs], m[kSubs];
+  Q::Scales(b, a, m);
+  BlockDotWith<F, T>(
+      a, m, [b](size_t i) { return Q::Codes(b, i); }, x, xs, acc, corr);
+}
+
+// BlockDotWith for a tile of T tokens whose accumulators live in memory (acc: T vectors).
+template <QuantFormat F, size_t T>
+HWY_INLINE void BlockDotCodesTile(const float* a, const float* m, const float* codes,
+                                  const float* const* x, const float* const* xs, float* acc,
+                                  float* corr) {
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  VF at[T];
+#pragma GCC unroll 4
+  for (size_t t = 0; t < T; ++t) at[t] = hn::LoadU(df, acc + t * N);
+  BlockDotWith<F, T>(
+      a, m, [codes, df](size_t i) { return hn::LoadU(df, codes + i); }, x, xs, at, corr);
+#pragma GCC unroll 4
+  for (size_t t = 0; t < T; ++t) hn::StoreU(at[t], df, acc + t * N);
 }
 
 // out[t] = dot(blocks, x[t]) over `blocks` consecutive blocks, t < T.
@@ -471,12 +498,67 @@ HWY_INLINE void BlocksDot(const uint8_t* b, size_t blocks, const float* const* x
   for (size_t t = 0; t < T; ++t) out[t] = hn::GetLane(hn::SumOfLanes(df, acc[t])) + corr[t];
 }
 
-// BlocksDot for n tokens in tiles of up to kFusedTokens (each token's operations do not
-// depend on its tile).
+// One block for n tokens whose accumulators live in memory (acc: n vectors, corr: n
+// floats): the codes are widened once into `codes` and reused by every token tile.
+template <QuantFormat F>
+HWY_INLINE void BlockDotMany(const uint8_t* b, size_t n, const float* const* x,
+                             const float* const* xs, float* acc, float* corr,
+                             float* HWY_RESTRICT codes) {
+  using Q = Fused<F>;
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  float a[kSubs], m[kSubs];
+  Q::Scales(b, a, m);
+#pragma GCC unroll 32
+  for (size_t i = 0; i < Q::kBlock; i += N) hn::StoreU(Q::Codes(b, i), df, codes + i);
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4)
+    BlockDotCodesTile<F, 4>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+  switch (n - t) {
+    case 3:
+      return BlockDotCodesTile<F, 3>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+    case 2:
+      return BlockDotCodesTile<F, 2>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+    case 1:
+      return BlockDotCodesTile<F, 1>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+    default:
+      return;
+  }
+}
+
+// BlocksDot for n tokens: tiles of up to kFusedTokens straight from the blocks, or, for
+// more tokens, codes widened once per block (BlockDotMany). Every path gives a token the
+// same operations, so the result never depends on n.
 constexpr size_t kFusedTokens = 4;
 template <QuantFormat F>
 HWY_INLINE void BlocksDotN(const uint8_t* b, size_t blocks, size_t n, const float* const* x,
                            const float* const* xs, float* out) {
+  if (n > 2 * kFusedTokens) {
+    using Q = Fused<F>;
+    const DF df;
+    constexpr size_t N = hn::MaxLanes(DF());
+    constexpr size_t kSubs = Q::kBlock / Q::kSub;
+    thread_local std::vector<float> scratch;
+    const size_t need = n * N + n + Q::kBlock + 2 * n;
+    if (scratch.size() < need) scratch.resize(need);
+    float* acc = scratch.data();
+    float* corr = acc + n * N;
+    float* codes = corr + n;
+    std::fill(acc, acc + n * N + n, 0.0f);
+    thread_local std::vector<const float*> ptrs;
+    if (ptrs.size() < 2 * n) ptrs.resize(2 * n);
+    for (size_t k = 0; k < blocks; ++k, b += Q::kBytes) {
+      for (size_t t = 0; t < n; ++t) {
+        ptrs[t] = x[t] + k * Q::kBlock;
+        ptrs[n + t] = Q::kHasMin ? xs[t] + k * kSubs : nullptr;
+      }
+      BlockDotMany<F>(b, n, ptrs.data(), ptrs.data() + n, acc, corr, codes);
+    }
+    for (size_t t = 0; t < n; ++t)
+      out[t] = hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, acc + t * N))) + corr[t];
+    return;
+  }
   size_t t = 0;
   for (; t + 4 <= n; t += 4) BlocksDot<F, 4>(b, blocks, x + t, xs + t, out + t);
   switch (n - t) {
@@ -678,7 +760,71 @@ void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
   });
 }
 
+// y[t * out + r] = dot(row r, x_t) + bias[r] for rows [r0, r1).
+template <QuantFormat F>
+void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs_all, size_t r0,
+                size_t r1) {
+  const size_t in = static_cast<size_t>(o.in), out = static_cast<size_t>(o.out);
+  const size_t row_bytes = QuantBytes(F, o.in);
+  constexpr size_t kBlock = Kernel<F>::kBlock;
+  std::vector<const float*> xp(n), xs(n);
+  std::vector<float> val(n);
+  for (size_t t = 0; t < n; ++t) xp[t] = x + t * in;
+  for (size_t r = r0; r < r1; ++r) {
+    const auto* row = reinterpret_cast<const uint8_t*>(o.w) + r * row_bytes;
+    if constexpr (Fused<F>::kEnabled) {
+      for (size_t t = 0; t < n; ++t) xs[t] = xs_all + t * (in / Fused<F>::kSub);
+      BlocksDotN<F>(row, in / kBlock, n, xp.data(), xs.data(), val.data());
+    } else {
+      float* w = Kernel<F>::GemmBuffer(in);
+      DecodeBlocks<F>(row, in / kBlock, w);
+      for (size_t t = 0; t < n; ++t) val[t] = Dot(w, xp[t], in);
+    }
+    for (size_t t = 0; t < n; ++t) o.y[t * out + r] = val[t] + (o.bias ? o.bias[r] : 0.0f);
+  }
+}
+
+template <QuantFormat F>
+void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
+  const size_t in = static_cast<size_t>(o.in);
+  std::vector<float> xs_all;
+  if constexpr (Fused<F>::kEnabled) {
+    xs_all.resize(n * (in / Fused<F>::kSub));
+    if constexpr (Fused<F>::kHasMin) {
+      for (size_t t = 0; t < n; ++t)
+        SubSums(x + t * in, in, Fused<F>::kSub, xs_all.data() + t * (in / Fused<F>::kSub));
+    }
+  }
+  const size_t rows = static_cast<size_t>(o.out);
+  // Rows in grains of ~64k multiply-adds; every row is computed the same way whoever runs it.
+  const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
+  pool.ParallelForDynamic(
+      rows, grain, [&](size_t b, size_t e, int) { LinearRows<F>(o, x, n, xs_all.data(), b, e); });
+}
+
 }  // namespace quant
+
+void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool* pool) {
+  switch (*QuantFormatOf(o->dtype)) {
+#define MOEX_LINEAR_CASE(F) \
+  case QuantFormat::F:      \
+    return quant::Linear<QuantFormat::F>(*o, x, n, *pool);
+    MOEX_LINEAR_CASE(kQ4_0)
+    MOEX_LINEAR_CASE(kQ4_1)
+    MOEX_LINEAR_CASE(kQ5_0)
+    MOEX_LINEAR_CASE(kQ5_1)
+    MOEX_LINEAR_CASE(kQ8_0)
+    MOEX_LINEAR_CASE(kQ2_K)
+    MOEX_LINEAR_CASE(kQ3_K)
+    MOEX_LINEAR_CASE(kQ4_K)
+    MOEX_LINEAR_CASE(kQ5_K)
+    MOEX_LINEAR_CASE(kQ6_K)
+    MOEX_LINEAR_CASE(kIQ4_NL)
+    MOEX_LINEAR_CASE(kIQ4_XS)
+    MOEX_LINEAR_CASE(kMXFP4)
+#undef MOEX_LINEAR_CASE
+  }
+}
 
 void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
                         ThreadPool* pool) {
@@ -745,6 +891,14 @@ namespace moex::kernels {
 
 HWY_EXPORT(QuantExpertFfnImpl);
 HWY_EXPORT(DecodeBlocksImpl);
+HWY_EXPORT(QuantLinearImpl);
+
+void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool) {
+  Check(IsBlockQuantized(o.dtype) && o.in % DTypeBlockElems(o.dtype) == 0,
+        "QuantLinear: ", DTypeName(o.dtype), " input width ", o.in, " is not whole blocks");
+  if (n <= 0 || o.out <= 0) return;
+  HWY_DYNAMIC_DISPATCH(QuantLinearImpl)(&o, x, static_cast<size_t>(n), &pool);
+}
 
 void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
                     ThreadPool& pool) {

@@ -105,7 +105,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       const auto it = std::find_if(std::begin(kGlobalNames), std::end(kGlobalNames),
                                    [&](const NamePair& p) { return p.gguf == parts[0]; });
       if (it != std::end(kGlobalNames)) {
-        Add(it->hf + "." + suffix, *f.FindTensor(info.name));
+        Add(it->hf + "." + suffix, *f.FindQuantizedTensor(info.name));
         continue;
       }
     }
@@ -140,7 +140,8 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       }
       const auto hf = layer_map.find(stem);
       if (hf != layer_map.end()) {
-        const TensorView& t = *f.FindTensor(info.name);
+        // Dense weights keep their blocks too: Linear reads every block format.
+        const TensorView& t = *f.FindQuantizedTensor(info.name);
         Entry& entry = Add(LayerPrefix(l) + hf->second + "." + suffix, t);
         if (permutes && (stem == "attn_q" || stem == "attn_k")) {
           const int heads = stem == "attn_q" ? config.num_heads : config.num_kv_heads;

@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -232,6 +233,44 @@ nlohmann::json RateJson(const Rate& r) {
   return {{"wall", r.wall}, {"cpu_time", r.cpu}};
 }
 
+// Accuracy of the activation choice: relative RMS error, against a double-precision dot of
+// the dequantised weights, of (a) the kernels' f32-activation Linear and (b) the same dot
+// with the activations rounded to q8_0 first, as llama.cpp's integer dot products see them
+// (its int8 sums are exact, so (b) is what it computes up to the final float scaling).
+// 256 rows of 2048 weights, activations ~ U(-1, 1) with a few 8x outliers per row.
+struct ActivationError {
+  double f32 = 0, q8 = 0;
+};
+ActivationError ActivationErrors(DType t) {
+  const int64_t rows = 256, in = kModel;
+  const std::vector<float> wf = Random(static_cast<size_t>(rows * in), 11, 0.05f);
+  std::vector<std::byte> w(DTypeBytes(t, rows * in));
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::FromF32(&wf[r * in], t, in, w.data() + r * DTypeBytes(t, in));
+  std::vector<float> wq(static_cast<size_t>(rows * in));
+  ConvertToF32(w.data(), t, rows * in, wq.data());
+  std::vector<float> x = Random(static_cast<size_t>(in), 12, 1.0f);
+  for (int64_t k = 0; k < in; k += 97) x[k] *= 8;
+  std::vector<std::byte> xq8(DTypeBytes(DType::kQ8_0, in));
+  kernels::QuantizeQ8_0(x.data(), in, xq8.data());
+  std::vector<float> x8(static_cast<size_t>(in));
+  ConvertToF32(xq8.data(), DType::kQ8_0, in, x8.data());
+  std::vector<float> y(rows);
+  kernels::Linear(w.data(), t, rows, in, x.data(), 1, y.data());
+  double e32 = 0, e8 = 0, ref2 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double ref = 0, q8 = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      ref += static_cast<double>(wq[r * in + k]) * x[k];
+      q8 += static_cast<double>(wq[r * in + k]) * x8[k];
+    }
+    e32 += (y[r] - ref) * (y[r] - ref);
+    e8 += (q8 - ref) * (q8 - ref);
+    ref2 += ref * ref;
+  }
+  return {std::sqrt(e32 / ref2), std::sqrt(e8 / ref2)};
+}
+
 // One-token decode through 8 OLMoE-1B-7B experts (d = 2048, F = 1024) per call in each
 // block format and in f32 / bf16, cycling through at least 384 MB of experts.
 int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
@@ -245,6 +284,9 @@ int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
     const int pool = static_cast<int>((want / expert_bytes + kActive - 1) / kActive * kActive);
     decode.push_back(DecodeExperts(t, pool, reps, threads));
   }
+  std::vector<ActivationError> errors;
+  for (DType t : types)
+    errors.push_back(IsBlockQuantized(t) ? ActivationErrors(t) : ActivationError{});
   if (json) {
     nlohmann::json out;
     out["simd_target"] = kernels::SimdTargetName();
@@ -259,7 +301,9 @@ int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
           {"ratio_to_membw",
            {{"wall", d.gb_per_s.wall / bw.wall_gb_per_s},
             {"cpu_time", d.gb_per_s.cpu / bw.cpu_gb_per_s}}},
-          {"ms_per_token_8_experts", d.ms_per_call}};
+          {"ms_per_token_8_experts", d.ms_per_call},
+          {"rel_rms_error_f32_activations", errors[i].f32},
+          {"rel_rms_error_q8_activations", errors[i].q8}};
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -268,14 +312,14 @@ int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
               kernels::SimdTargetName().c_str(), threads);
   std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s\n\n", bw.wall_gb_per_s,
               bw.cpu_gb_per_s);
-  std::printf("%-8s %7s %17s %15s %11s\n", "experts", "B/wt", "GB/s", "of membw",
-              "ms/8 exp");
+  std::printf("%-8s %7s %17s %15s %11s %21s\n", "experts", "B/wt", "GB/s", "of membw", "ms/8 exp",
+              "dot rel err f32 | q8");
   for (size_t i = 0; i < decode.size(); ++i) {
     const Decode& d = decode[i];
-    std::printf("%-8s %7.4f %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f\n", DTypeName(types[i]),
-                static_cast<double>(DTypeBytes(types[i], 256)) / 256, d.gb_per_s.wall,
-                d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
-                100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call);
+    std::printf("%-8s %7.4f %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f   %.1e | %.1e\n",
+                DTypeName(types[i]), static_cast<double>(DTypeBytes(types[i], 256)) / 256,
+                d.gb_per_s.wall, d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
+                100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call, errors[i].f32, errors[i].q8);
   }
   return 0;
 }
@@ -355,7 +399,8 @@ int Main(int argc, char** argv) {
       const Decode& a = decode[i];
       const Decode& b = decode[i + per_order];
       out["decode_sequential_over_interleaved"][a.name.substr(0, a.name.find('@'))] = {
-          {"wall", b.gb_per_s.wall / a.gb_per_s.wall}, {"cpu_time", b.gb_per_s.cpu / a.gb_per_s.cpu}};
+          {"wall", b.gb_per_s.wall / a.gb_per_s.wall},
+          {"cpu_time", b.gb_per_s.cpu / a.gb_per_s.cpu}};
     }
     for (const Decode& d : decode) {
       out["decode"][d.name] = {{"gb_per_s", RateJson(d.gb_per_s)},

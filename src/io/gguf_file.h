@@ -75,8 +75,9 @@ class GgufFile {
   // Error for a tensor of another GGML type ("unsupported GGML type q4_K ...").
   const TensorView* FindTensor(const std::string& name) const;
   // As FindTensor, but a tensor of a block format other than q8_0 keeps its blocks: the view
-  // has that format's DType (kQ4_K, ...) and points into the file. Routed experts are read
-  // this way (kernels/quant_expert_ffn.cc). Throws Error for a block with a non-finite scale.
+  // has that format's DType (kQ4_K, ...) and points into the file. Weight matrices and
+  // routed experts are read this way (kernels/quant_expert_ffn.cc). Throws Error for a
+  // block with a non-finite scale.
   const TensorView* FindQuantizedTensor(const std::string& name) const;
 
  private:

@@ -1,5 +1,6 @@
 // CPU kernels used by the forward pass. Activations are f32; weights may be f32, f16, bf16
-// or q8_0 and are widened to f32 in registers (f32 accumulation everywhere).
+// or any GGML block format (q8_0, q4_K, mxfp4, ...; quant_expert_ffn.h) and are widened to
+// f32 in registers (f32 accumulation everywhere).
 //
 // Determinism contract (the lossless guarantee rests on it):
 //  * Batch invariance: row t of every output is bit-identical whatever the number of rows

@@ -412,11 +412,14 @@ HWY_INLINE void SubSums(const float* v, size_t count, size_t sub, float* out) {
   }
 }
 
-// acc[t] += sum over the block's sub-blocks of a_s * (q_s . x_t), corr[t] += m_s * xs_t[s]:
-// T tokens at once; x[t] and xs[t] point at the block's first weight and sub-block; code(i)
-// gives the f32 codes of weights [i, i + N) (from the block, or widened once beforehand:
-// the same values, so the same bits).
-template <QuantFormat F, size_t T, class CodeFn>
+// For R rows (blocks at the same position of R weight rows) and T tokens: acc[r*T + t] +=
+// sum over the block's sub-blocks of a_rs * (q_rs . x_t), corr[r*T + t] += m_rs * xs_t[s].
+// x[t] and xs[t] point at the block's first weight and sub-block; a and m hold each row's
+// sub-block scales and offsets (a[r*kSubs + s]); code(r, i) gives row r's f32 codes of
+// weights [i, i + N) (from the block, or widened once beforehand: the same values). Every
+// (row, token) pair gets the same operations whatever R and T, so the same bits; the rows
+// share each token's x loads.
+template <QuantFormat F, size_t R, size_t T, class CodeFn>
 HWY_INLINE void BlockDotWith(const float* a, const float* m, const CodeFn& code,
                              const float* const* x, const float* const* xs, VF* acc, float* corr) {
   using Q = Fused<F>;
@@ -427,147 +430,186 @@ HWY_INLINE void BlockDotWith(const float* a, const float* m, const CodeFn& code,
   // bit selections are resolved at compile time).
 #pragma GCC unroll 16
   for (size_t s = 0; s < kSubs; ++s) {
-    VF qx[T];
-#pragma GCC unroll 4
-    for (size_t t = 0; t < T; ++t) qx[t] = hn::Zero(df);
+    VF qx[R * T];
+#pragma GCC unroll 8
+    for (size_t k = 0; k < R * T; ++k) qx[k] = hn::Zero(df);
 #pragma GCC unroll 32
     for (size_t i = s * Q::kSub; i < (s + 1) * Q::kSub; i += N) {
-      const VF q = code(i);
+      VF xv[T];
 #pragma GCC unroll 4
-      for (size_t t = 0; t < T; ++t) qx[t] = hn::MulAdd(q, hn::LoadU(df, x[t] + i), qx[t]);
+      for (size_t t = 0; t < T; ++t) xv[t] = hn::LoadU(df, x[t] + i);
+#pragma GCC unroll 2
+      for (size_t r = 0; r < R; ++r) {
+        const VF q = code(r, i);
+#pragma GCC unroll 4
+        for (size_t t = 0; t < T; ++t) qx[r * T + t] = hn::MulAdd(q, xv[t], qx[r * T + t]);
+      }
     }
-    const VF av = hn::Set(df, a[s]);
+#pragma GCC unroll 2
+    for (size_t r = 0; r < R; ++r) {
+      const VF av = hn::Set(df, a[r * kSubs + s]);
 #pragma GCC unroll 4
-    for (size_t t = 0; t < T; ++t) acc[t] = hn::MulAdd(av, qx[t], acc[t]);
-    if constexpr (Q::kHasMin) {
+      for (size_t t = 0; t < T; ++t) acc[r * T + t] = hn::MulAdd(av, qx[r * T + t], acc[r * T + t]);
+      if constexpr (Q::kHasMin) {
 #pragma GCC unroll 4
-      for (size_t t = 0; t < T; ++t) corr[t] += m[s] * xs[t][s];
+        for (size_t t = 0; t < T; ++t) corr[r * T + t] += m[r * kSubs + s] * xs[t][s];
+      }
     }
   }
 }
 
-template <QuantFormat F, size_t T>
-HWY_INLINE void BlockDot(const uint8_t* b, const float* const* x, const float* const* xs, VF* acc,
-                         float* corr) {
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlockDot(const uint8_t* const* b, const float* const* x, const float* const* xs,
+                         VF* acc, float* corr) {
   using Q = Fused<F>;
   constexpr size_t kSubs = Q::kBlock / Q::kSub;
-  float a[kSubs], m[kSubs];
-  Q::Scales(b, a, m);
-  BlockDotWith<F, T>(
-      a, m, [b](size_t i) { return Q::Codes(b, i); }, x, xs, acc, corr);
+  float a[R * kSubs], m[R * kSubs];
+  for (size_t r = 0; r < R; ++r) Q::Scales(b[r], a + r * kSubs, m + r * kSubs);
+  BlockDotWith<F, R, T>(
+      a, m, [b](size_t r, size_t i) { return Q::Codes(b[r], i); }, x, xs, acc, corr);
 }
 
-// BlockDotWith for a tile of T tokens whose accumulators live in memory (acc: T vectors).
-template <QuantFormat F, size_t T>
-HWY_INLINE void BlockDotCodesTile(const float* a, const float* m, const float* codes,
-                                  const float* const* x, const float* const* xs, float* acc,
-                                  float* corr) {
-  const DF df;
-  constexpr size_t N = hn::MaxLanes(DF());
-  VF at[T];
-#pragma GCC unroll 4
-  for (size_t t = 0; t < T; ++t) at[t] = hn::LoadU(df, acc + t * N);
-  BlockDotWith<F, T>(
-      a, m, [codes, df](size_t i) { return hn::LoadU(df, codes + i); }, x, xs, at, corr);
-#pragma GCC unroll 4
-  for (size_t t = 0; t < T; ++t) hn::StoreU(at[t], df, acc + t * N);
-}
-
-// out[t] = dot(blocks, x[t]) over `blocks` consecutive blocks, t < T.
-template <QuantFormat F, size_t T>
-HWY_INLINE void BlocksDot(const uint8_t* b, size_t blocks, const float* const* x,
-                          const float* const* xs, float* out) {
+// out[r * ldo + t] = dot(blocks of row r, x[t]) over `blocks` consecutive blocks per row.
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const float* const* x,
+                          const float* const* xs, float* out, size_t ldo) {
   using Q = Fused<F>;
   const DF df;
-  VF acc[T];
-  float corr[T];
+  VF acc[R * T];
+  float corr[R * T];
   const float* xb[T];
   const float* xsb[T];
-  for (size_t t = 0; t < T; ++t) {
-    acc[t] = hn::Zero(df);
-    corr[t] = 0;
+  const uint8_t* b[R];
+  for (size_t k = 0; k < R * T; ++k) {
+    acc[k] = hn::Zero(df);
+    corr[k] = 0;
   }
   constexpr size_t kSubs = Q::kBlock / Q::kSub;
-  for (size_t k = 0; k < blocks; ++k, b += Q::kBytes) {
+  for (size_t k = 0; k < blocks; ++k) {
     for (size_t t = 0; t < T; ++t) {
       xb[t] = x[t] + k * Q::kBlock;
       xsb[t] = Q::kHasMin ? xs[t] + k * kSubs : nullptr;
     }
-    BlockDot<F, T>(b, xb, xsb, acc, corr);
+    for (size_t r = 0; r < R; ++r) b[r] = rows[r] + k * Q::kBytes;
+    BlockDot<F, R, T>(b, xb, xsb, acc, corr);
   }
-  for (size_t t = 0; t < T; ++t) out[t] = hn::GetLane(hn::SumOfLanes(df, acc[t])) + corr[t];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t t = 0; t < T; ++t)
+      out[r * ldo + t] = hn::GetLane(hn::SumOfLanes(df, acc[r * T + t])) + corr[r * T + t];
 }
 
-// One block for n tokens whose accumulators live in memory (acc: n vectors, corr: n
-// floats): the codes are widened once into `codes` and reused by every token tile.
-template <QuantFormat F>
-HWY_INLINE void BlockDotMany(const uint8_t* b, size_t n, const float* const* x,
+// BlockDotWith for T tokens whose accumulators live in memory: row r's token t at
+// acc[r * lda + t * N], corr[r * ldc + t]; codes of row r at codes[r * kBlock].
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlockDotCodesTile(const float* a, const float* m, const float* codes,
+                                  const float* const* x, const float* const* xs, float* acc,
+                                  size_t lda, float* corr, size_t ldc) {
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kBlock = Fused<F>::kBlock;
+  VF at[R * T];
+  float ct[R * T];
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) {
+      at[r * T + t] = hn::LoadU(df, acc + r * lda + t * N);
+      ct[r * T + t] = corr[r * ldc + t];
+    }
+  }
+  BlockDotWith<F, R, T>(
+      a, m, [codes, df](size_t r, size_t i) { return hn::LoadU(df, codes + r * kBlock + i); }, x,
+      xs, at, ct);
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) {
+      hn::StoreU(at[r * T + t], df, acc + r * lda + t * N);
+      corr[r * ldc + t] = ct[r * T + t];
+    }
+  }
+}
+
+// One block position of R rows for n tokens with accumulators in memory (acc[r * n * N +
+// t * N], corr[r * n + t]): each row's codes are widened once and reused by every tile.
+template <QuantFormat F, size_t R>
+HWY_INLINE void BlockDotMany(const uint8_t* const* b, size_t n, const float* const* x,
                              const float* const* xs, float* acc, float* corr,
                              float* HWY_RESTRICT codes) {
   using Q = Fused<F>;
   const DF df;
   constexpr size_t N = hn::MaxLanes(DF());
   constexpr size_t kSubs = Q::kBlock / Q::kSub;
-  float a[kSubs], m[kSubs];
-  Q::Scales(b, a, m);
+  float a[R * kSubs], m[R * kSubs];
+  for (size_t r = 0; r < R; ++r) {
+    Q::Scales(b[r], a + r * kSubs, m + r * kSubs);
 #pragma GCC unroll 32
-  for (size_t i = 0; i < Q::kBlock; i += N) hn::StoreU(Q::Codes(b, i), df, codes + i);
+    for (size_t i = 0; i < Q::kBlock; i += N)
+      hn::StoreU(Q::Codes(b[r], i), df, codes + r * Q::kBlock + i);
+  }
+  const size_t lda = n * N, ldc = n;
   size_t t = 0;
   for (; t + 4 <= n; t += 4)
-    BlockDotCodesTile<F, 4>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+    BlockDotCodesTile<F, R, 4>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t, ldc);
   switch (n - t) {
     case 3:
-      return BlockDotCodesTile<F, 3>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+      return BlockDotCodesTile<F, R, 3>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t,
+                                        ldc);
     case 2:
-      return BlockDotCodesTile<F, 2>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+      return BlockDotCodesTile<F, R, 2>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t,
+                                        ldc);
     case 1:
-      return BlockDotCodesTile<F, 1>(a, m, codes, x + t, xs + t, acc + t * N, corr + t);
+      return BlockDotCodesTile<F, R, 1>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t,
+                                        ldc);
     default:
       return;
   }
 }
 
-// BlocksDot for n tokens: tiles of up to kFusedTokens straight from the blocks, or, for
-// more tokens, codes widened once per block (BlockDotMany). Every path gives a token the
-// same operations, so the result never depends on n.
+// out[r * n + t] = dot(row r, x[t]) for R rows of `blocks` blocks and n tokens: tiles of up
+// to kFusedTokens straight from the blocks, or, for more tokens, codes widened once per
+// block (BlockDotMany). Every path gives a (row, token) the same operations, so the result
+// depends neither on n nor on R.
 constexpr size_t kFusedTokens = 4;
-template <QuantFormat F>
-HWY_INLINE void BlocksDotN(const uint8_t* b, size_t blocks, size_t n, const float* const* x,
-                           const float* const* xs, float* out) {
+template <QuantFormat F, size_t R>
+HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n,
+                           const float* const* x, const float* const* xs, float* out) {
   if (n > 2 * kFusedTokens) {
     using Q = Fused<F>;
     const DF df;
     constexpr size_t N = hn::MaxLanes(DF());
     constexpr size_t kSubs = Q::kBlock / Q::kSub;
     thread_local std::vector<float> scratch;
-    const size_t need = n * N + n + Q::kBlock + 2 * n;
+    const size_t need = R * (n * N + n + Q::kBlock);
     if (scratch.size() < need) scratch.resize(need);
     float* acc = scratch.data();
-    float* corr = acc + n * N;
-    float* codes = corr + n;
-    std::fill(acc, acc + n * N + n, 0.0f);
+    float* corr = acc + R * n * N;
+    float* codes = corr + R * n;
+    std::fill(acc, acc + R * (n * N + n), 0.0f);
     thread_local std::vector<const float*> ptrs;
     if (ptrs.size() < 2 * n) ptrs.resize(2 * n);
-    for (size_t k = 0; k < blocks; ++k, b += Q::kBytes) {
+    const uint8_t* b[R];
+    for (size_t k = 0; k < blocks; ++k) {
       for (size_t t = 0; t < n; ++t) {
         ptrs[t] = x[t] + k * Q::kBlock;
         ptrs[n + t] = Q::kHasMin ? xs[t] + k * kSubs : nullptr;
       }
-      BlockDotMany<F>(b, n, ptrs.data(), ptrs.data() + n, acc, corr, codes);
+      for (size_t r = 0; r < R; ++r) b[r] = rows[r] + k * Q::kBytes;
+      BlockDotMany<F, R>(b, n, ptrs.data(), ptrs.data() + n, acc, corr, codes);
     }
-    for (size_t t = 0; t < n; ++t)
-      out[t] = hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, acc + t * N))) + corr[t];
+    for (size_t r = 0; r < R; ++r)
+      for (size_t t = 0; t < n; ++t)
+        out[r * n + t] =
+            hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, acc + (r * n + t) * N))) + corr[r * n + t];
     return;
   }
   size_t t = 0;
-  for (; t + 4 <= n; t += 4) BlocksDot<F, 4>(b, blocks, x + t, xs + t, out + t);
+  for (; t + 4 <= n; t += 4) BlocksDot<F, R, 4>(rows, blocks, x + t, xs + t, out + t, n);
   switch (n - t) {
     case 3:
-      return BlocksDot<F, 3>(b, blocks, x + t, xs + t, out + t);
+      return BlocksDot<F, R, 3>(rows, blocks, x + t, xs + t, out + t, n);
     case 2:
-      return BlocksDot<F, 2>(b, blocks, x + t, xs + t, out + t);
+      return BlocksDot<F, R, 2>(rows, blocks, x + t, xs + t, out + t, n);
     case 1:
-      return BlocksDot<F, 1>(b, blocks, x + t, xs + t, out + t);
+      return BlocksDot<F, R, 1>(rows, blocks, x + t, xs + t, out + t, n);
     default:
       return;
   }
@@ -647,9 +689,10 @@ struct Kernel {
     for (size_t i = a; i < b; ++i) {
       const size_t group = i / kBlock, in_group = i % kBlock;
       const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
-      BlocksDotN<F>(base + in_group * row_bytes, d / kBlock, n, x.data(), xs.data(), g);
-      BlocksDotN<F>(base + (kBlock + in_group) * row_bytes, d / kBlock, n, x.data(), xs.data(),
-                    g + n);
+      // Gate and up rows together (they share every x load): g[t] gate, g[n + t] up.
+      const uint8_t* rows[2] = {base + in_group * row_bytes,
+                                base + (kBlock + in_group) * row_bytes};
+      BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), xs.data(), g);
       SiluMulArray(g, g + n, n);
       for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
     }
@@ -660,7 +703,7 @@ struct Kernel {
     using Q = Fused<F>;
     constexpr size_t kSubs = kBlock / Q::kSub;
     const size_t n = static_cast<size_t>(job.n);
-    float* hs_all = GemmBuffer(n * kSubs + n);
+    float* hs_all = GemmBuffer(n * kSubs + 2 * n);
     float* val = hs_all + n * kSubs;
     std::vector<const float*> hp(n), hs(n);
     for (size_t group = 0; group < m / kBlock; ++group) {
@@ -671,8 +714,18 @@ struct Kernel {
       }
       const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
                            2 * kBlock * row_bytes;
-      for (size_t j = c0; j < c1; ++j) {
-        BlocksDotN<F>(blocks + j * block_bytes, 1, n, hp.data(), hs.data(), val);
+      size_t j = c0;
+      for (; j + 2 <= c1; j += 2) {  // Two rows' blocks at a time, sharing the h loads.
+        const uint8_t* rows[2] = {blocks + j * block_bytes, blocks + (j + 1) * block_bytes};
+        BlocksDotN<F, 2>(rows, 1, n, hp.data(), hs.data(), val);
+        for (size_t t = 0; t < n; ++t) {
+          job.y[t * d + j] += val[t];
+          job.y[t * d + j + 1] += val[n + t];
+        }
+      }
+      if (j < c1) {
+        const uint8_t* rows[1] = {blocks + j * block_bytes};
+        BlocksDotN<F, 1>(rows, 1, n, hp.data(), hs.data(), val);
         for (size_t t = 0; t < n; ++t) job.y[t * d + j] += val[t];
       }
     }
@@ -768,19 +821,33 @@ void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs
   const size_t row_bytes = QuantBytes(F, o.in);
   constexpr size_t kBlock = Kernel<F>::kBlock;
   std::vector<const float*> xp(n), xs(n);
-  std::vector<float> val(n);
+  std::vector<float> val(2 * n);
   for (size_t t = 0; t < n; ++t) xp[t] = x + t * in;
-  for (size_t r = r0; r < r1; ++r) {
-    const auto* row = reinterpret_cast<const uint8_t*>(o.w) + r * row_bytes;
-    if constexpr (Fused<F>::kEnabled) {
-      for (size_t t = 0; t < n; ++t) xs[t] = xs_all + t * (in / Fused<F>::kSub);
-      BlocksDotN<F>(row, in / kBlock, n, xp.data(), xs.data(), val.data());
-    } else {
-      float* w = Kernel<F>::GemmBuffer(in);
-      DecodeBlocks<F>(row, in / kBlock, w);
-      for (size_t t = 0; t < n; ++t) val[t] = Dot(w, xp[t], in);
+  const auto* w = reinterpret_cast<const uint8_t*>(o.w);
+  const auto put = [&](size_t r, const float* v) {
+    for (size_t t = 0; t < n; ++t) o.y[t * out + r] = v[t] + (o.bias ? o.bias[r] : 0.0f);
+  };
+  if constexpr (Fused<F>::kEnabled) {
+    for (size_t t = 0; t < n; ++t) xs[t] = xs_all + t * (in / Fused<F>::kSub);
+    size_t r = r0;
+    for (; r + 2 <= r1; r += 2) {  // Row pairs share the x loads.
+      const uint8_t* rows[2] = {w + r * row_bytes, w + (r + 1) * row_bytes};
+      BlocksDotN<F, 2>(rows, in / kBlock, n, xp.data(), xs.data(), val.data());
+      put(r, val.data());
+      put(r + 1, val.data() + n);
     }
-    for (size_t t = 0; t < n; ++t) o.y[t * out + r] = val[t] + (o.bias ? o.bias[r] : 0.0f);
+    if (r < r1) {
+      const uint8_t* rows[1] = {w + r * row_bytes};
+      BlocksDotN<F, 1>(rows, in / kBlock, n, xp.data(), xs.data(), val.data());
+      put(r, val.data());
+    }
+  } else {
+    float* buf = Kernel<F>::GemmBuffer(in);
+    for (size_t r = r0; r < r1; ++r) {
+      DecodeBlocks<F>(w + r * row_bytes, in / kBlock, buf);
+      for (size_t t = 0; t < n; ++t) val[t] = Dot(buf, xp[t], in);
+      put(r, val.data());
+    }
   }
 }
 

@@ -166,11 +166,18 @@ TEST(NewUserPath, ReadOnlyModelDirectoryUsesTheCache) {
   for (const auto& e : fs::directory_iterator(dir.path() / "m"))
     fs::permissions(e.path(), fs::perms(0444));
   fs::permissions(dir.path() / "m", fs::perms(0555));
-  const std::string as_user =
-      geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
-  const auto r = RunCommand(as_user + "env XDG_CACHE_HOME=" + (dir / "cache") + " " +
-                            Moex("generate --model " + (dir / "m") +
-                                 " --prompt-ids 1,2 --max-tokens 2 --host-budget 50% --json"));
+  // As root the test drops to nobody, who may not reach the build tree (a clone under a
+  // 0700 directory): that user runs a copy of the binary from the 0755 test directory.
+  const bool as_nobody = geteuid() == 0;
+  std::string moex = MoexBinary();
+  if (as_nobody) {
+    fs::copy_file(moex, dir / "moex");
+    moex = dir / "moex";
+  }
+  const auto r = RunCommand(
+      std::string(as_nobody ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "") +
+      "env XDG_CACHE_HOME=" + (dir / "cache") + " " + moex + " generate --model " + (dir / "m") +
+      " --prompt-ids 1,2 --max-tokens 2 --host-budget 50% --json");
   fs::permissions(dir.path() / "m", fs::perms(0755));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(fs::exists(dir / "m/experts.moex"));

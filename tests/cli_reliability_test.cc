@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/expert_store.h"
+#include "io/gguf_writer.h"
 #include "support/run_command.h"
 #include "support/shared_data.h"
 #include "support/temp_dir.h"
@@ -197,6 +198,35 @@ TEST(CliReliability, PackVerifyChecksAnExistingStoreWithoutRepacking) {
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["packed"], true);
   EXPECT_FALSE(fs::exists(store + ".corrupt"));
+}
+
+// A GGUF whose tokenizer moex cannot use (here a pre-tokenizer it does not know) still runs
+// on token ids, as in llama.cpp; only text is refused, naming the reason.
+TEST(CliReliability, UnknownGgufTokenizerRunsOnIds) {
+  testing::TempDir dir;
+  GgufWriter vocab;
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 64; ++i) tokens.push_back("t" + std::to_string(i));
+  vocab.Set("general.architecture", GgufValue::String("gptneox"));
+  vocab.Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
+  vocab.Set("tokenizer.ggml.pre", GgufValue::String("tomorrows-pre"));
+  vocab.Set("tokenizer.ggml.tokens", GgufValue::StringArray(tokens));
+  vocab.Set("tokenizer.ggml.merges", GgufValue::StringArray({"t 0"}));
+  vocab.Write(dir / "vocab.gguf");
+  ASSERT_EQ(RunCommand(Moex("random-model --format gguf --gguf-vocab " + (dir / "vocab.gguf") +
+                            " --out " + (dir / "m.gguf")))
+                .exit_code,
+            0);
+  const auto ids = RunCommand(Moex("generate --model " + (dir / "m.gguf") +
+                                   " --prompt-ids 1,2 --max-tokens 2 --json"));
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  EXPECT_EQ(nlohmann::json::parse(ids.out)["tokens"].size(), 2u);
+  EXPECT_NE(ids.err.find("tomorrows-pre"), std::string::npos) << ids.err;
+  const auto text =
+      RunCommand(Moex("generate --model " + (dir / "m.gguf") + " --prompt hi --max-tokens 2"));
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.err.find("tomorrows-pre"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("--prompt-ids"), std::string::npos) << text.err;
 }
 
 TEST(CliReliability, VersionAndHelpWithDefaults) {

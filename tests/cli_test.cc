@@ -1,6 +1,8 @@
 // End-to-end tests of the `moex` command: outputs, and a clear error for every bad input.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <filesystem>
 #include <fstream>
 
@@ -32,6 +34,20 @@ TEST(CliTest, GenerateJsonReportsTheContract) {
     EXPECT_TRUE(j["offload"].contains(key)) << key;
   for (const char* key : {"peak_rss_bytes", "host_cache_bytes", "device_cache_bytes"})
     EXPECT_TRUE(j["memory"].contains(key)) << key;
+}
+
+// The cache size per position: K and V rows (OLMoE tiny: 3 layers x 2 x 64 floats), or
+// MLA's latent + k_pe (DeepSeek-V2 tiny: 3 layers x (32 + 8) floats).
+TEST(CliTest, GenerateJsonReportsKvCacheBytesPerToken) {
+  for (const auto& [arch, bytes, kind] : {std::tuple{Arch::kOlmoe, 3 * 2 * 64 * 4, "kv"},
+                                          std::tuple{Arch::kDeepseekV2, 3 * 40 * 4, "mla_latent"}}) {
+    const auto r = RunCommand(Moex("generate --model " + testing::TinyModelPath(arch) +
+                                   " --prompt-ids 1,2,3 --max-tokens 2 --json"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["memory"]["kv_cache_bytes_per_token"], bytes) << ArchName(arch);
+    EXPECT_EQ(j["memory"]["kv_cache_kind"], kind) << ArchName(arch);
+  }
 }
 
 // MOEX_DECODE_ORDER picks the decode row order; both orders give the same tokens, and a

@@ -1,6 +1,6 @@
 // Logits of the engine against the plain PyTorch forward pass in tools/reference/logits.py
-// (Debian's python3-torch), for the families that script implements: OLMoE, Mixtral and
-// Phi-3.5-MoE.
+// (Debian's python3-torch), for the families that script implements: OLMoE, Mixtral,
+// Phi-3.5-MoE and DeepSeek-V2/V3 (tools/reference/deepseek.py).
 // Skipped, with a message, where python3-torch is not installed.
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "text/tokenizer.h"
 #include "engine/transformer.h"
 #include "model/model.h"
+#include "model/random_model.h"
 #include "support/shared_data.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
@@ -99,6 +100,29 @@ TEST(TorchReferencePhiMoeTest, LongRopeBeyondTheOriginalContextMatchesPyTorch) {
             1e-4);
 }
 
+// DeepSeek-V2 with V2's group-limited gate (group maxima, 2 of 4 groups) and V2-style
+// scaling, over 40 tokens (beyond the tiny model's YaRN original length of 32).
+TEST(TorchReferenceDeepseekTest, GroupLimitedGreedyMatchesPyTorch) {
+  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  testing::TempDir tmp;
+  RandomModelOptions o;
+  o.config = RandomModelConfig(Arch::kDeepseekV2, ModelSize::kTiny);
+  o.config.topk_method = TopKMethod::kGroupLimitedGreedy;
+  o.config.n_group = 4;
+  o.config.topk_group = 2;
+  o.config.routed_scaling_factor = 3.0f;
+  o.seed = 11;
+  o.out = (tmp.path() / "m").string();
+  WriteRandomModel(o);
+  auto model = LoadModel(o.out);
+  ASSERT_EQ(model->config.topk_method, TopKMethod::kGroupLimitedGreedy);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 5) % 512));
+  EXPECT_LT(RelativeError(EngineLogits(*model, ids),
+                          TorchLogits(o.out, ids, model->config.vocab_size)),
+            1e-4);
+}
+
 // The bundled demo model on held-out-style text: same logits as the PyTorch model, and
 // greedy generation picks, at every position, the reference's argmax.
 TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
@@ -137,7 +161,8 @@ TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TorchReferenceTest,
-                         ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kPhiMoe),
+                         ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kPhiMoe,
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

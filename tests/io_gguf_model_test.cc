@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
+#include "model/model.h"
 #include "model/random_model.h"
 
 #include "support/shared_data.h"
@@ -125,6 +126,9 @@ ModelConfig TinyConfig(Arch arch) {
       c.shared_expert_intermediate_size = 32;  // Two shared experts.
       c.routed_scaling_factor = 1.0f;
       break;
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      break;  // MLA tensors have no place here: tests/deepseek_gguf_test.cc.
   }
   c.Validate();
   return c;
@@ -432,7 +436,6 @@ void WriteLlamaCppMixtral(const std::string& path, float freq_base) {
     w.AddTensor("blk.0.ffn_up" + x, DType::kF32, {64, 32}, zeros.data());
     w.AddTensor("blk.0.ffn_down" + x, DType::kF32, {32, 64}, zeros.data());
   }
-  w.AddTensor("rope_freqs.weight", DType::kF32, {4}, zeros.data());  // Ignored.
   w.Write(path);
 }
 
@@ -467,6 +470,155 @@ TEST_F(GgufModelTest, NonFiniteOrNonPositiveRopeBaseIsRefused) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("rope_theta"), std::string::npos) << e.what();
     }
+  }
+}
+
+// Changes CopyGguf makes to a GGUF file.
+struct GgufEdit {
+  std::vector<std::pair<std::string, GgufValue>> keys;               // Set or replaced.
+  std::map<std::string, std::vector<int64_t>> reshape;               // Same bytes, new shape.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> extra;  // Added, F32 zeros.
+};
+
+// A copy of the GGUF at `in` with `edit` applied (tensors copied as stored).
+void CopyGguf(const std::string& in, const std::string& out, const GgufEdit& edit) {
+  const GgufFile f(in);
+  GgufWriter w;
+  for (const auto& [k, v] : f.metadata()) w.Set(k, v);
+  for (const auto& [k, v] : edit.keys) w.Set(k, v);
+  for (const GgufTensorInfo& info : f.tensor_infos()) {
+    const TensorView* t = f.FindTensor(info.name);
+    const auto shape = edit.reshape.find(info.name);
+    w.AddTensor(info.name, t->dtype, shape == edit.reshape.end() ? t->shape : shape->second,
+                t->data);
+  }
+  static const std::vector<float> zeros(1 << 16);
+  for (const auto& [name, shape] : edit.extra) w.AddTensor(name, DType::kF32, shape, zeros.data());
+  w.Write(out);
+}
+
+void CopyGgufWithKey(const std::string& in, const std::string& out, const std::string& key,
+                     GgufValue value) {
+  GgufEdit edit;
+  edit.keys.emplace_back(key, std::move(value));
+  CopyGguf(in, out, edit);
+}
+
+// llama.cpp reads {arch}.expert_weights_scale only for DeepSeek, where 0 means "not set";
+// other architectures never apply it, so moex refuses a value there that would matter.
+TEST_F(GgufModelTest, ExpertWeightsScaleHasLlamaCppsMeaning) {
+  const ModelConfig deepseek = TinyConfig(Arch::kDeepseekMoe);
+  WriteGgufModel(deepseek, TinyWeights(deepseek, DType::kBF16), nullptr, Path("ds.gguf"));
+  CopyGgufWithKey(Path("ds.gguf"), Path("ds0.gguf"), "deepseek.expert_weights_scale",
+                  GgufValue::F32(0.0f));
+  EXPECT_EQ(OpenGgufModel(Path("ds0.gguf")).config.routed_scaling_factor, 1.0f);
+  CopyGgufWithKey(Path("ds.gguf"), Path("ds2.gguf"), "deepseek.expert_weights_scale",
+                  GgufValue::F32(2.5f));
+  EXPECT_EQ(OpenGgufModel(Path("ds2.gguf")).config.routed_scaling_factor, 2.5f);
+
+  const ModelConfig olmoe = TinyConfig(Arch::kOlmoe);
+  WriteGgufModel(olmoe, TinyWeights(olmoe, DType::kBF16), nullptr, Path("o.gguf"));
+  CopyGgufWithKey(Path("o.gguf"), Path("o1.gguf"), "olmoe.expert_weights_scale",
+                  GgufValue::F32(1.0f));
+  EXPECT_EQ(OpenGgufModel(Path("o1.gguf")).config.routed_scaling_factor, 1.0f);
+  CopyGgufWithKey(Path("o.gguf"), Path("o3.gguf"), "olmoe.expert_weights_scale",
+                  GgufValue::F32(3.0f));
+  try {
+    OpenGgufModel(Path("o3.gguf"));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("olmoe.expert_weights_scale"), std::string::npos)
+        << e.what();
+  }
+}
+
+// llama.cpp computes with every tensor it knows, so a tensor moex would not read means a
+// different model: the load fails naming it. Unknown names, known ones this architecture
+// does not use here, and llama.cpp's per-matrix .scale tensors (not supported yet) alike.
+TEST_F(GgufModelTest, TensorsMoexDoesNotReadAreRefusedByName) {
+  const ModelConfig config = TinyConfig(Arch::kMixtral);
+  WriteGgufModel(config, TinyWeights(config, DType::kBF16), nullptr, Path("m.gguf"));
+  EXPECT_NO_THROW(LoadModel(Path("m.gguf")));
+  const int64_t d = config.hidden_size;
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+           {"rope_freqs.weight", {config.head_dim / 2}},
+           {"blk.0.attn_q_norm.weight", {d}},
+           {"blk.1.attn_q.scale", {1}},
+           {"blk.0.ffn_down_exps.scale", {config.num_experts}},
+           {"blk.0.future_thing.weight", {d}}}) {
+    SCOPED_TRACE(name);
+    GgufEdit edit;
+    edit.extra.emplace_back(name, shape);
+    CopyGguf(Path("m.gguf"), Path("extra.gguf"), edit);
+    try {
+      LoadModel(Path("extra.gguf"));
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Every {arch}.* key is read, or accepted at a neutral value, or the load fails naming it.
+TEST_F(GgufModelTest, KeysMoexDoesNotReadAreRefusedByName) {
+  const ModelConfig config = TinyConfig(Arch::kMixtral);
+  WriteGgufModel(config, TinyWeights(config, DType::kBF16), nullptr, Path("m.gguf"));
+  const auto head_dim = static_cast<uint32_t>(config.head_dim);
+  struct Case {
+    std::string key;
+    GgufValue value;
+    bool loads;
+  };
+  const std::vector<Case> cases = {
+      {"llama.rope.dimension_count", GgufValue::U32(head_dim), true},
+      {"llama.rope.dimension_count", GgufValue::U32(head_dim / 2), false},
+      {"llama.attention.value_length", GgufValue::U32(head_dim * 2), false},
+      {"llama.rope.scaling.type", GgufValue::String("none"), true},
+      {"llama.rope.scaling.type", GgufValue::String("yarn"), false},
+      {"llama.rope.scaling.factor", GgufValue::F32(4.0f), false},
+      {"llama.expert_gating_func", GgufValue::U32(1), true},
+      {"llama.expert_gating_func", GgufValue::U32(2), false},
+      {"llama.attention.causal", GgufValue::Bool(false), false},
+      {"llama.logit_scale", GgufValue::F32(2.0f), false},
+      {"llama.leading_dense_block_count", GgufValue::U32(1), false},
+      {"general.license", GgufValue::String("apache-2.0"), true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    CopyGgufWithKey(Path("m.gguf"), Path("k.gguf"), c.key, c.value);
+    if (c.loads) {
+      EXPECT_NO_THROW(OpenGgufModel(Path("k.gguf")));
+      continue;
+    }
+    try {
+      OpenGgufModel(Path("k.gguf"));
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.key), std::string::npos) << e.what();
+    }
+  }
+}
+
+// llama.cpp's converter writes Qwen2-MoE's shared-expert gate as a vector [d] (HF: [1, d]).
+TEST_F(GgufModelTest, QwenSharedExpertGateAsAVector) {
+  const ModelConfig config = TinyConfig(Arch::kQwen2Moe);
+  WriteGgufModel(config, TinyWeights(config, DType::kF32), nullptr, Path("q.gguf"));
+  GgufEdit edit;
+  for (int l = 0; l < config.num_layers; ++l)
+    if (config.IsMoeLayer(l))
+      edit.reshape["blk." + std::to_string(l) + ".ffn_gate_inp_shexp.weight"] = {
+          config.hidden_size};
+  ASSERT_FALSE(edit.reshape.empty());
+  CopyGguf(Path("q.gguf"), Path("q1d.gguf"), edit);
+  const auto a = LoadModel(Path("q.gguf"));
+  const auto b = LoadModel(Path("q1d.gguf"));
+  for (int l = 0; l < config.num_layers; ++l) {
+    const TensorView* ga = a->layers[l].shared_expert_gate;
+    const TensorView* gb = b->layers[l].shared_expert_gate;
+    ASSERT_EQ(ga == nullptr, gb == nullptr);
+    if (ga == nullptr) continue;
+    EXPECT_EQ(gb->shape, (std::vector<int64_t>{1, config.hidden_size}));
+    EXPECT_EQ(std::memcmp(ga->data, gb->data, ga->nbytes), 0);
   }
 }
 
@@ -552,9 +704,10 @@ TEST_F(GgufModelTest, ReportsProblems) {
   EXPECT_FALSE(fs::exists(Path("m.gguf")));
 
   GgufWriter w;
-  w.Set("general.architecture", GgufValue::String("deepseek2"));
-  w.Write(Path("ds2.gguf"));
-  EXPECT_NE(error([&] { OpenGgufModel(Path("ds2.gguf")); }).find("'deepseek2'"), std::string::npos);
+  w.Set("general.architecture", GgufValue::String("grok"));
+  w.Write(Path("grok.gguf"));
+  EXPECT_NE(error([&] { OpenGgufModel(Path("grok.gguf")); }).find("unsupported GGUF architecture 'grok'"),
+            std::string::npos);
   GgufWriter dense;
   dense.Set("general.architecture", GgufValue::String("llama"));
   dense.Write(Path("dense.gguf"));

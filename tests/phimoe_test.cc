@@ -485,7 +485,11 @@ TEST(PhiMoeConfigTest, RejectsBadConfigsClearly) {
   ExpectConfigError(j, "'long_mscale' must be a number");
   j = TinyPhiJson();
   j["rope_scaling"]["type"] = "yarn";
-  ExpectConfigError(j, "rope_scaling type 'yarn' is not supported");
+  ExpectConfigError(j, "rope_scaling type 'yarn' is supported for deepseek_v2 and deepseek_v3 "
+                       "only, not phimoe");
+  j = TinyPhiJson();
+  j["rope_scaling"]["type"] = "dynamic";
+  ExpectConfigError(j, "rope_scaling type 'dynamic' is not supported");
   j = TinyPhiJson();
   j["rope_scaling"].erase("original_max_position_embeddings");
   j.erase("original_max_position_embeddings");

@@ -92,7 +92,10 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
   const ModelConfig config = RandomModelConfig(GetParam(), ModelSize::kTiny);
   auto model = LoadModel(WriteQ8Model(dir, config, "q8.gguf"));
   ASSERT_EQ(model->expert_shape.dtype, DType::kQ8_0);
-  EXPECT_EQ(model->layers[0].q->dtype, DType::kQ8_0);
+  // MLA with q_lora_rank (deepseek_v3) has q_a_proj where the others have q_proj.
+  const TensorView* q = model->layers[0].q != nullptr ? model->layers[0].q : model->layers[0].q_a;
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->dtype, DType::kQ8_0);
   EXPECT_EQ(model->embed->dtype, DType::kQ8_0);
   const int moe = config.first_k_dense_replace;
   EXPECT_EQ(model->layers[static_cast<size_t>(moe)].router->dtype, DType::kF32);  // Kept.
@@ -112,7 +115,8 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
-                                           Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe),
+                                           Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {

@@ -6,11 +6,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "text/tokenizer.h"
 
 #include "support/shared_data.h"
+#include "support/temp_dir.h"
 
 namespace moex {
 namespace {
@@ -32,9 +34,40 @@ std::vector<std::string> SplitOn(const std::string& s, const std::string& sep) {
   return out;
 }
 
-TEST(TokenizerGoldenTest, GgufVocabVectors) {
-  const fs::path dir = DataDir() / "gguf-vocab";
-  if (!fs::exists(dir)) MOEX_SKIP_WITHOUT_SHARED_DATA(dir);
+// Encodes every llama.cpp test string of `inp` and compares with the ids in `out`; returns
+// how many agree (every disagreement is a failure).
+size_t CheckVectors(const Tokenizer& tok, const fs::path& inp, const fs::path& out) {
+  auto inputs = SplitOn(ReadFile(inp), "\n__ggml_vocab_test__\n");
+  auto expected = SplitOn(ReadFile(out), "\n");
+  // Both files end with a separator.
+  EXPECT_FALSE(inputs.empty()) << inp;
+  if (inputs.empty()) return 0;
+  if (inputs.back().empty()) inputs.pop_back();
+  if (expected.size() > inputs.size() && expected.back().empty()) expected.pop_back();
+  EXPECT_EQ(inputs.size(), expected.size()) << inp;
+  if (inputs.size() != expected.size()) return 0;
+  size_t pass = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int32_t> want;
+    std::istringstream ids(expected[i]);
+    for (int32_t id; ids >> id;) want.push_back(id);
+    const auto got = tok.Encode(inputs[i], false);
+    if (got == want) {
+      ++pass;
+    } else {
+      std::ostringstream g;
+      for (int32_t id : got) g << " " << id;
+      ADD_FAILURE() << inp.filename() << " case " << i << " '" << inputs[i]
+                    << "'\n  got: " << g.str() << "\n want: " << expected[i];
+    }
+  }
+  std::printf("[ golden ] %s: %zu / %zu vectors pass\n", inp.filename().c_str(), pass,
+              inputs.size());
+  return pass;
+}
+
+// Checks every .gguf in `dir` against its .inp/.out vectors; returns how many vocabularies.
+int CheckGgufVocabVectors(const fs::path& dir) {
   int vocabs = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".gguf") continue;
@@ -46,36 +79,41 @@ TEST(TokenizerGoldenTest, GgufVocabVectors) {
       // No vectors (gpt-neox): it must still load and round-trip.
       const std::string text = "Hello world, this is\n\n  a test 12345 ½ 🦙";
       EXPECT_EQ(tok->Decode(tok->Encode(text, false)), text) << entry.path();
-      ++vocabs;
-      continue;
+    } else {
+      CheckVectors(*tok, inp, out);
     }
-    auto inputs = SplitOn(ReadFile(inp), "\n__ggml_vocab_test__\n");
-    auto expected = SplitOn(ReadFile(out), "\n");
-    // Both files end with a separator.
-    ASSERT_FALSE(inputs.empty());
-    if (inputs.back().empty()) inputs.pop_back();
-    if (expected.size() > inputs.size() && expected.back().empty()) expected.pop_back();
-    ASSERT_EQ(inputs.size(), expected.size()) << entry.path();
-    int pass = 0;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      std::vector<int32_t> want;
-      std::istringstream ids(expected[i]);
-      for (int32_t id; ids >> id;) want.push_back(id);
-      const auto got = tok->Encode(inputs[i], false);
-      if (got == want) {
-        ++pass;
-      } else {
-        std::ostringstream g;
-        for (int32_t id : got) g << " " << id;
-        ADD_FAILURE() << entry.path().filename() << " case " << i << " '" << inputs[i]
-                      << "'\n  got: " << g.str() << "\n want: " << expected[i];
-      }
-    }
-    std::printf("[ golden ] %s: %d / %zu vectors pass\n", entry.path().filename().c_str(), pass,
-                inputs.size());
     ++vocabs;
   }
-  EXPECT_GE(vocabs, 3);
+  return vocabs;
+}
+
+TEST(TokenizerGoldenTest, GgufVocabVectors) {
+  const fs::path dir = DataDir() / "gguf-vocab";
+  if (!fs::exists(dir)) MOEX_SKIP_WITHOUT_SHARED_DATA(dir);
+  EXPECT_GE(CheckGgufVocabVectors(dir), 3);
+}
+
+// Vocabularies kept in the repository (tests/data/README.md says where they come from).
+TEST(TokenizerGoldenTest, RepositoryGgufVocabVectors) {
+  EXPECT_GE(CheckGgufVocabVectors(testing::SourceDir() / "tests/data/gguf-vocab"), 1);
+}
+
+// Qwen3.5's tokenizer.json form: Qwen3's vocabulary and merges with Qwen3.5's split regex
+// (marks join letters) and no normalizer, as that release ships it, checked against the
+// qwen35 vectors.
+TEST(TokenizerGoldenTest, Qwen35TokenizerJsonForm) {
+  const fs::path qwen3 = DataDir() / "tokenizers/qwen3.tokenizer.json";
+  if (!fs::exists(qwen3)) MOEX_SKIP_WITHOUT_SHARED_DATA(qwen3);
+  auto j = nlohmann::json::parse(ReadFile(qwen3));
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
+      "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  testing::TempDir dir;
+  std::ofstream(dir / "tokenizer.json") << j.dump();
+  const auto tok = LoadTokenizer(dir / "tokenizer.json");
+  const fs::path vectors = testing::SourceDir() / "tests/data/gguf-vocab/ggml-vocab-qwen35.gguf";
+  EXPECT_EQ(CheckVectors(*tok, vectors.string() + ".inp", vectors.string() + ".out"), 50u);
 }
 
 struct Fixed {

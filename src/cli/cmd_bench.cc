@@ -53,6 +53,9 @@ size_t DenseBytesPerStep(const Model& m) {
   for (const LayerWeights& L : m.layers) {
     bytes += Bytes(L.q) + Bytes(L.k) + Bytes(L.v) + Bytes(L.o) + Bytes(L.router) +
              Bytes(L.shared_expert_gate);
+    // MLA: its projections and the f32 copies of kv_b_proj the absorbed attention reads.
+    bytes += Bytes(L.q_a) + Bytes(L.q_b) + Bytes(L.kv_a) +
+             (L.mla_k_up.size() + L.mla_v_up_t.size()) * sizeof(float);
     for (const auto* ffn : {&L.shared_expert, &L.dense_ffn})
       if (*ffn) bytes += Bytes((*ffn)->gate) + Bytes((*ffn)->up) + Bytes((*ffn)->down);
   }

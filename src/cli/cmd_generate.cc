@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "engine/generator.h"
+#include "engine/kv_cache.h"
 #include "text/tokenizer_stream.h"
 
 namespace moex::cli {
@@ -118,7 +119,10 @@ int RunGenerate(const GenerateOptions& o) {
   session->AddRoutingReplayJson(out);
   out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
                    {"host_cache_bytes", session->executor->HostCacheBytes()},
-                   {"device_cache_bytes", 0}};
+                   {"device_cache_bytes", 0},
+                   // Per position over all layers: K and V rows, or MLA's latent + k_pe.
+                   {"kv_cache_bytes_per_token", KvCache::BytesPerToken(config)},
+                   {"kv_cache_kind", config.mla ? "mla_latent" : "kv"}};
   std::cout << out.dump(2) << "\n";
   return 0;
 }

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "core/thread_pool.h"
 #include "io/gguf_file.h"
 #include "text/chat_template.h"
@@ -81,6 +82,8 @@ std::unique_ptr<Tokenizer> LoadTokenizerIfPresent(const std::string& path) {
 }
 
 const Tokenizer& Session::RequireTokenizer() const {
+  Check(tokenizer_error.empty(), "model '", model->path, "': its tokenizer cannot be used (",
+        tokenizer_error, "): pass token ids with --prompt-ids instead of text");
   Check(tokenizer != nullptr, "model '", model->path,
         "' ships no tokenizer: pass token ids with --prompt-ids instead of text");
   return *tokenizer;
@@ -178,7 +181,14 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   const Stopwatch watch;
   auto session = std::make_unique<Session>();
   session->model = LoadModel(path);
-  session->tokenizer = LoadTokenizerIfPresent(path);
+  try {
+    session->tokenizer = LoadTokenizerIfPresent(path);
+  } catch (const Error& e) {
+    // The weights do not depend on it: run on ids, refuse text (RequireTokenizer).
+    session->tokenizer_error = e.what();
+    Log(LogLevel::kWarn, "the model's tokenizer cannot be used (", e.what(),
+        "): token ids only");
+  }
   // A tokenizer with more ids than the embedding has rows would index past it.
   if (session->tokenizer)
     Check(session->tokenizer->vocab_size() <= session->model->config.vocab_size, "model '", path,

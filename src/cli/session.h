@@ -55,7 +55,10 @@ std::string PromptText(const PromptOptions& options);
 
 struct Session {
   std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;  // Null when the model ships none.
+  std::unique_ptr<Tokenizer> tokenizer;  // Null when the model ships none or it is unusable.
+  // Why the model's tokenizer could not be loaded (unknown kind or pre-tokenizer, corrupt
+  // file): the model still runs on token ids, and text is refused with this reason.
+  std::string tokenizer_error;
   // --replay-routing; declared before the executor, whose policy reads its router weights.
   std::unique_ptr<sim::TraceRouting> routing_replay;
   std::unique_ptr<MoeExecutor> executor;

@@ -1,5 +1,7 @@
 // Per-sequence key/value cache: for every layer, K and V rows of num_kv_heads * head_dim
-// f32 values per position. Capacity is fixed when the sequence starts, so the forward pass
+// f32 values per position. MLA models (config.mla) cache one latent row per position
+// instead: the normalised kv latent and the rotated k_pe (Mla::cache_row() floats, in
+// keys(); values() is unused), which is what makes their cache small. Capacity is fixed when the sequence starts, so the forward pass
 // never reallocates while other sequences of the batch hold pointers into their caches.
 #pragma once
 
@@ -19,10 +21,12 @@ class KvCache {
   int64_t row_size() const { return row_size_; }
   // Rows [0, capacity) of layer `layer`.
   float* keys(int layer) { return &keys_[Offset(layer)]; }
-  float* values(int layer) { return &values_[Offset(layer)]; }
+  float* values(int layer) { return values_.empty() ? nullptr : &values_[Offset(layer)]; }
   // Marks `count` more positions as filled; throws Error past capacity.
   void Advance(int64_t count);
   size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
+  // Bytes one position takes over all layers (K and V, or MLA's latent row).
+  static size_t BytesPerToken(const ModelConfig& config);
 
  private:
   size_t Offset(int layer) const {

@@ -1,5 +1,6 @@
 #include "engine/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -38,9 +39,49 @@ RopeTable::RopeTable(int64_t head_dim, float theta, const LongRope* longrope) {
   original_max_ = longrope->original_max_position_embeddings;
 }
 
+double YarnMscale(double scale, double m) {
+  return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
+
+namespace {
+
+// The dimension index whose wavelength fits `rotations` turns into `max_pos` positions.
+double YarnCorrectionDim(double rotations, int64_t dim, double theta, int max_pos) {
+  return static_cast<double>(dim) * std::log(max_pos / (rotations * 2.0 * M_PI)) /
+         (2.0 * std::log(theta));
+}
+
+}  // namespace
+
+RopeTable::RopeTable(int64_t head_dim, float theta, const Yarn& yarn) {
+  const int64_t half = head_dim / 2;
+  double low = std::floor(YarnCorrectionDim(yarn.beta_fast, head_dim, theta,
+                                            yarn.original_max_position_embeddings));
+  double high = std::ceil(YarnCorrectionDim(yarn.beta_slow, head_dim, theta,
+                                            yarn.original_max_position_embeddings));
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(head_dim - 1));
+  if (low == high) high += 0.001;  // Avoids a division by zero, as HF.
+  short_.inv_freq.resize(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    const float ramp = static_cast<float>(
+        std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0));
+    const float mask = 1.0f - ramp;  // 1: keep the original frequency (extrapolate).
+    const float base =
+        std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    const float e = 1.0f / base;
+    const float inter = 1.0f / (yarn.factor * base);
+    short_.inv_freq[static_cast<size_t>(i)] = inter * (1.0f - mask) + e * mask;
+  }
+  short_.mscale = static_cast<float>(YarnMscale(yarn.factor, yarn.mscale) /
+                                     YarnMscale(yarn.factor, yarn.mscale_all_dim));
+}
+
 RopeTable::RopeTable(const ModelConfig& config)
     : RopeTable(config.head_dim, config.rope_theta,
-                config.longrope ? &*config.longrope : nullptr) {}
+                config.longrope ? &*config.longrope : nullptr) {
+  if (config.yarn) *this = RopeTable(config.head_dim, config.rope_theta, *config.yarn);
+}
 
 bool RopeTable::UsesLong(int64_t seq_len) const {
   return !long_.inv_freq.empty() && seq_len > original_max_;

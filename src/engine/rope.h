@@ -8,6 +8,13 @@
 // the sequence at the end of the forward pass that computes the rotation (HF:
 // cache_position[-1] + 1): long when it exceeds original_max_position_embeddings. Keys
 // already in the KV cache keep the rotation they were computed with.
+//
+// YaRN (DeepSeek-V2/V3's rope_scaling "yarn", HF DeepseekV2YarnRotaryEmbedding): one set,
+// inv_freq_i = inter_i (1 - mask_i) + extra_i mask_i with extra_i = 1 / theta^(2i/d),
+// inter_i = extra_i / factor and mask_i = 1 - clamp((i - low) / (high - low), 0, 1), where
+// low/high are the floor/ceil of the dimensions whose wavelength makes beta_fast/beta_slow
+// rotations over original_max_position_embeddings; cos and sin are scaled by
+// YarnMscale(factor, mscale) / YarnMscale(factor, mscale_all_dim).
 #pragma once
 
 #include <cstdint>
@@ -17,12 +24,17 @@
 
 namespace moex {
 
+// YaRN's magnitude correction: scale <= 1 ? 1 : 0.1 * m * ln(scale) + 1.
+double YarnMscale(double scale, double m);
+
 class RopeTable {
  public:
   // Plain RoPE, or LongRoPE when `longrope` is given (its factor lists need head_dim / 2
   // entries each; throws Error otherwise).
   RopeTable(int64_t head_dim, float theta, const LongRope* longrope = nullptr);
-  // The model's RoPE: config.longrope when set, else plain.
+  // YaRN over head_dim / 2 frequencies.
+  RopeTable(int64_t head_dim, float theta, const Yarn& yarn);
+  // The model's RoPE: config.longrope or config.yarn when set, else plain.
   explicit RopeTable(const ModelConfig& config);
 
   // cos/sin (each head_dim/2 values) for `position` within a forward pass after which the

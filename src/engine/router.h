@@ -3,7 +3,8 @@
 // executors, the trace recorder and the policies, see only its result):
 //  * softmax top-k: probabilities over all experts, the k largest (ties to the lower
 //    index), optionally renormalised to sum to one, then scaled;
-//  * sparsemixer (Phi-3.5-MoE, HF `sparsemixer` in eval mode), top-2 only, see below.
+//  * sparsemixer (Phi-3.5-MoE, HF `sparsemixer` in eval mode), top-2 only, see below;
+//  * grouped top-k (DeepSeek-V2/V3's MoEGate), see RouteGrouped.
 // Both select the experts with the k largest logits, so a predictor that ranks logits
 // (policy/prefetch_next_gate.cc) predicts either correctly.
 #pragma once
@@ -33,7 +34,24 @@ struct Routing {
 };
 
 // logits: [n, E] router outputs. Fills `routing` (reusing its storage) as config.router says.
-void Route(const float* logits, int64_t n, const ModelConfig& config, Routing* routing);
+// score_bias: [E] the layer's score correction (DeepSeek-V3's e_score_correction_bias) for
+// RouterKind::kGroupedTopK with noaux_tc; null elsewhere.
+void Route(const float* logits, int64_t n, const ModelConfig& config, Routing* routing,
+           const float* score_bias = nullptr);
+
+// DeepSeek-V2/V3's gate, per token, as HF's MoEGate (eval mode) computes it:
+//   s = softmax(logits) or sigmoid(logits) (config.scoring_func);
+//   c = s (+ score_bias for noaux_tc);
+//   with groups (n_group > 1, not greedy): the E experts form n_group consecutive groups,
+//   each scored by its max c (group_limited_greedy) or the sum of its two largest c
+//   (noaux_tc); the topk_group best groups stay, c of every other expert becomes 0;
+//   ids = the k largest c (descending, ties to the lower index);
+//   weights = s at ids (never the bias), divided by (their sum + 1e-20) when
+//   norm_topk_prob and k > 1; times routed_scaling_factor when scale_normalised_weights (V3)
+//   or when they were not renormalised (V2).
+// probs = s (the softmax, or the sigmoid scores).
+void RouteGrouped(const float* logits, int64_t n, const ModelConfig& config,
+                  const float* score_bias, Routing* routing);
 
 // Softmax top-k with config.num_experts_per_tok, norm_topk_prob and routed_scaling_factor.
 void RouteTopK(const float* logits, int64_t n, const ModelConfig& config, Routing* routing);

@@ -170,6 +170,7 @@ void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t t
 
 void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t total) {
   const ModelConfig& c = model_.config;
+  if (c.mla) return MlaAttention(layer, items, total);
   const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
   const int64_t d = c.hidden_size;
   const int64_t hd = c.head_dim;
@@ -252,7 +253,8 @@ void Transformer::FeedForward(int layer, int64_t total) {
 
   Grow(router_logits_, T * c.num_experts);
   kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
-  Route(router_logits_.data(), total, c, &routing_);
+  Route(router_logits_.data(), total, c, &routing_,
+        L.router_bias.empty() ? nullptr : L.router_bias.data());
   if (routing_source_ != nullptr) routing_source_->Override(layer, decode_tokens_, &routing_);
   if (observer_ != nullptr) observer_->OnGate(GateEventOf(layer, routing_, normed_.data(), d));
 

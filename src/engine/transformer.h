@@ -17,6 +17,10 @@
 
 namespace moex {
 
+// MLA's attention softmax scale: 1 / sqrt(qk_nope + qk_rope), times YaRN's
+// mscale(factor, mscale_all_dim)^2 when configured (HF DeepseekV2Attention).
+float MlaSoftmaxScale(const ModelConfig& config);
+
 struct BatchItem {
   KvCache* cache = nullptr;
   std::span<const int32_t> tokens;
@@ -57,6 +61,8 @@ class Transformer {
   std::vector<float> RunLayers(std::span<const BatchItem> items, int64_t total);
   void EmitIterationBegin(std::span<const BatchItem> items, int64_t total);
   void Attention(int layer, std::span<const BatchItem> items, int64_t total);
+  // Multi-head Latent Attention (config.mla), in engine/mla_attention.cc.
+  void MlaAttention(int layer, std::span<const BatchItem> items, int64_t total);
   void FeedForward(int layer, int64_t total);
   void DenseSwiGlu(const DenseFfn& ffn, const float* x, int64_t n, float* out);
   // The model's norm (RMSNorm, or LayerNorm with `bias`) over n rows of hidden_size.
@@ -74,6 +80,7 @@ class Transformer {
   // Scratch, grown to the largest batch seen.
   std::vector<float> hidden_, normed_, q_, k_, v_, attn_, proj_, ffn_out_, gate_, up_;
   std::vector<float> router_logits_, cos_, sin_, pooled_;
+  std::vector<float> latent_q_, latent_out_;  // MLA: queries and outputs in latent space.
   std::vector<int64_t> iteration_requests_, iteration_token_counts_;
   std::vector<int32_t> iteration_tokens_;
   std::vector<char> decode_tokens_;  // Per token of the pass: its request's only token.

@@ -118,6 +118,7 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
     Check(key_index_.emplace(key, metadata_.size()).second, f, ": duplicate GGUF key '", key, "'");
     metadata_.emplace_back(std::move(key), std::move(value));
   }
+  looked_up_ = std::make_unique<std::atomic<bool>[]>(metadata_.size());
   if (const GgufValue* a = Find(kGgufAlignmentKey)) {
     Check(a->type() == GgufType::kU32, f, ": general.alignment must be u32");
     const uint64_t v = a->scalar_bits();
@@ -203,7 +204,17 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
 
 const GgufValue* GgufFile::Find(const std::string& key) const {
   auto it = key_index_.find(key);
-  return it == key_index_.end() ? nullptr : &metadata_[it->second].second;
+  if (it == key_index_.end()) return nullptr;
+  looked_up_[it->second].store(true, std::memory_order_relaxed);
+  return &metadata_[it->second].second;
+}
+
+std::vector<std::string> GgufFile::KeysNotLookedUp(std::string_view prefix) const {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < metadata_.size(); ++i)
+    if (metadata_[i].first.starts_with(prefix) && !looked_up_[i].load(std::memory_order_relaxed))
+      keys.push_back(metadata_[i].first);
+  return keys;
 }
 
 const GgufValue& GgufFile::Get(const std::string& key) const {

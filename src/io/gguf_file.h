@@ -3,11 +3,14 @@
 // file gives an Error, never a crash or an allocation larger than the file itself.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <memory>
 #include <span>
+#include <string_view>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -53,6 +56,9 @@ class GgufFile {
     if (file_) file_->ReleasePages(tensor.data, tensor.nbytes);
   }
   const GgufValue* Find(const std::string& key) const;
+  // Keys starting with `prefix` that no Find (nor a typed accessor) has asked for: what a
+  // model reader can audit to never silently ignore a key.
+  std::vector<std::string> KeysNotLookedUp(std::string_view prefix) const;
   // Throws Error "PATH: missing GGUF key KEY".
   const GgufValue& Get(const std::string& key) const;
   // Typed reads; a present key of the wrong type is an Error naming the key, an absent one
@@ -92,6 +98,7 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::unordered_map<std::string, size_t> key_index_;
+  mutable std::unique_ptr<std::atomic<bool>[]> looked_up_;  // [metadata index], set by Find.
   std::vector<GgufTensorInfo> infos_;
   std::unordered_map<std::string, size_t> tensor_index_;
   // views_[i] belongs to infos_[i]; data is null for unsupported types.

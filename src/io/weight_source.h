@@ -23,6 +23,11 @@ class WeightSource {
   // from the resident set (views stay valid; reading them again faults the pages back in).
   // Sources that own their memory keep it.
   virtual void ReleasePages(const TensorView& tensor) const {}
+  // Tensors of the file that this source maps to no name (a GGUF tensor moex does not
+  // know), by their names in the file.
+  virtual std::vector<std::string> Unmapped() const { return {}; }
+  // A tensor's name in the file, for messages (a GGUF source's "blk.0.attn_q.weight").
+  virtual std::string FileName(const std::string& name) const { return name; }
 
   // Throws Error "missing tensor NAME in PATH" when absent.
   const TensorView& Get(const std::string& name) const;

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf_format.h"
+#include "model/gguf_deepseek2.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -48,23 +50,29 @@ class GgufWeights : public WeightSource {
   std::vector<std::string> Names() const override;
   std::string Describe() const override { return file_->path(); }
   void ReleasePages(const TensorView& tensor) const override { file_->ReleasePages(tensor); }
+  std::vector<std::string> Unmapped() const override { return unmapped_; }
+  std::string FileName(const std::string& name) const override;
 
  private:
   struct Entry {
     TensorView view;
     std::optional<RowCopy> unpermute;  // Set for Q/K that need an owned, un-permuted copy.
+    std::function<std::vector<float>()> join;  // Set for tensors built from others (f32).
     std::vector<std::byte> owned;
     std::once_flag once;
+    std::string file_name;  // The GGUF tensor it comes from.
   };
   Entry& Add(const std::string& hf_name, const TensorView& view);
 
   std::shared_ptr<const GgufFile> file_;
   std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
+  std::vector<std::string> unmapped_;  // GGUF tensors no HF name maps to.
 };
 
 GgufWeights::Entry& GgufWeights::Add(const std::string& hf_name, const TensorView& view) {
   auto entry = std::make_unique<Entry>();
   entry->view = view;
+  entry->file_name = view.name;
   entry->view.name = hf_name;
   auto [it, inserted] = entries_.emplace(hf_name, std::move(entry));
   Check(inserted, file_->path(), ": two GGUF tensors map to '", hf_name, "'");
@@ -96,8 +104,13 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   if (expert_types.size() > 1)
     Log(LogLevel::kInfo, f.path(), ": routed experts mix ", expert_types.size(),
         " tensor types; their block formats are dequantised to f32");
+  std::map<int, std::array<const TensorView*, 2>> split_kv_b;  // MLA: attn_k_b, attn_v_b.
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {
+    // Read into the config (ModelConfigFromGguf), not weights.
+    if (config.longrope &&
+        (info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight"))
+      continue;
     const std::vector<std::string_view> parts = Split(info.name);
     const std::string suffix(parts.back());
     // Whole-model tensors.
@@ -112,13 +125,27 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     const std::optional<int> layer =
         parts.size() >= 4 && parts[0] == "blk" ? ParseIndex(parts[1]) : std::nullopt;
     if (!layer || !IsSuffix(suffix)) {
-      Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
+      unmapped_.push_back(info.name);
       continue;
     }
     const std::string stem(parts[2]);
     const int l = *layer;
+    if (l >= config.num_layers && l < config.num_layers + config.num_nextn_predict_layers) {
+      Log(LogLevel::kDebug, f.path(), ": ignoring multi-token-prediction tensor ", info.name);
+      continue;
+    }
     Check(l < config.num_layers, f.path(), ": tensor ", info.name, " is beyond block_count ",
           config.num_layers);
+    if (config.mla && parts.size() == 4) {
+      if (stem == gguf_deepseek2::kGgufRouterBias && suffix == "bias") {
+        Add(LayerPrefix(l) + gguf_deepseek2::kHfRouterBias, *f.FindTensor(info.name));
+        continue;
+      }
+      if ((stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
+        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = f.FindTensor(info.name);
+        continue;
+      }
+    }
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
       if (exps != kExpsStems.end() && suffix == "weight") {
@@ -143,6 +170,9 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         // Dense weights keep their blocks too: Linear reads every block format.
         const TensorView& t = *f.FindQuantizedTensor(info.name);
         Entry& entry = Add(LayerPrefix(l) + hf->second + "." + suffix, t);
+        // llama.cpp declares Qwen2-MoE's shared-expert gate as a vector [d]; the HF tensor
+        // (and moex) is the matrix [1, d]: same values.
+        if (stem == "ffn_gate_inp_shexp" && t.shape.size() == 1) entry.view.shape = {1, t.shape[0]};
         if (permutes && (stem == "attn_q" || stem == "attn_k")) {
           const int heads = stem == "attn_q" ? config.num_heads : config.num_kv_heads;
           entry.unpermute = MakeRowCopy({&t}, t.dtype, heads, true, info.name);
@@ -162,8 +192,31 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         continue;
       }
     }
-    Log(LogLevel::kDebug, f.path(), ": ignoring tensor ", info.name);
+    unmapped_.push_back(info.name);
   }
+  // llama.cpp's split MLA up-projection, joined back into HF's kv_b_proj.
+  for (const auto& [l, pair] : split_kv_b) {
+    Check(pair[0] != nullptr && pair[1] != nullptr, f.path(), ": layer ", l,
+          " has only one of attn_k_b and attn_v_b");
+    // Some converter versions also kept the unsplit attn_kv_b: the same values, used as is.
+    if (entries_.count(LayerPrefix(l) + "self_attn.kv_b_proj.weight") > 0) continue;
+    const Mla& m = *config.mla;
+    TensorView view;
+    view.dtype = DType::kF32;
+    view.shape = {static_cast<int64_t>(config.num_heads) * (m.qk_nope_head_dim + m.v_head_dim),
+                  m.kv_lora_rank};
+    view.nbytes = static_cast<size_t>(view.numel()) * sizeof(float);
+    Entry& entry = Add(LayerPrefix(l) + "self_attn.kv_b_proj.weight", view);
+    const TensorView* k_b = pair[0];
+    const TensorView* v_b = pair[1];
+    const ModelConfig c = config;
+    entry.join = [k_b, v_b, c] { return gguf_deepseek2::JoinKvB(*k_b, *v_b, c); };
+  }
+}
+
+std::string GgufWeights::FileName(const std::string& name) const {
+  const auto it = entries_.find(name);
+  return it == entries_.end() ? name : it->second->file_name;
 }
 
 const TensorView* GgufWeights::Find(const std::string& name) const {
@@ -174,6 +227,14 @@ const TensorView* GgufWeights::Find(const std::string& name) const {
     std::call_once(e.once, [&] {
       e.owned.resize(e.view.nbytes);
       e.unpermute->Copy(0, e.owned);
+      e.view.data = e.owned.data();
+    });
+  }
+  if (e.join) {
+    std::call_once(e.once, [&] {
+      const std::vector<float> values = e.join();
+      e.owned.resize(values.size() * sizeof(float));
+      std::memcpy(e.owned.data(), values.data(), e.owned.size());
       e.view.data = e.owned.data();
     });
   }
@@ -261,6 +322,41 @@ void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
   c.longrope = std::move(lr);
 }
 
+// llama.cpp computes with the {arch}.* keys it knows. Those moex does not implement are
+// accepted only at their neutral values (full rotary, no RoPE scaling, softmax gating,
+// causal attention); any other key moex has not read fails the load, naming it.
+void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string& arch_name) {
+  const char* a = arch_name.c_str();
+  auto int_is = [&](const char* key, std::initializer_list<int64_t> neutral, const char* why) {
+    if (f.Find(Key(a, key)) == nullptr) return;
+    const int64_t v = f.GetInt(Key(a, key));
+    Check(std::find(neutral.begin(), neutral.end(), v) != neutral.end(), f.path(), ": ",
+          Key(a, key), " = ", v, ": ", why, " is not supported");
+  };
+  int_is("rope.dimension_count", {c.head_dim}, "partial rotary embedding");
+  int_is("attention.value_length", {c.head_dim}, "a value head size other than key_length");
+  int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
+  if (f.Find(Key(a, "rope.scaling.type")) != nullptr) {
+    const std::string type = f.GetString(Key(a, "rope.scaling.type"));
+    Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ",
+          type, ": RoPE scaling is not supported for ", arch_name);
+  }
+  if (f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
+    const double factor = f.GetFloat(Key(a, "rope.scaling.factor"));
+    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key(a, "rope.scaling.factor"), " = ",
+          factor, ": RoPE scaling is not supported for ", arch_name);
+  }
+  Check(f.GetBool(Key(a, "attention.causal"), true), f.path(), ": ", Key(a, "attention.causal"),
+        " = false: non-causal attention is not supported");
+  const std::vector<std::string> unread = f.KeysNotLookedUp(arch_name + ".");
+  if (unread.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < unread.size() && i < 4; ++i) list += (i ? ", " : "") + unread[i];
+  if (unread.size() > 4) list += " and " + std::to_string(unread.size() - 4) + " more";
+  Fail(f.path(), ": GGUF key(s) moex does not read for ", arch_name, ": ", list,
+       " (llama.cpp may compute with them; moex refuses rather than ignore them)");
+}
+
 }  // namespace
 
 const char* GgufArchName(Arch arch) {
@@ -277,6 +373,9 @@ const char* GgufArchName(Arch arch) {
       return "olmoe";
     case Arch::kDeepseekMoe:
       return "deepseek";
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      return "deepseek2";
   }
   return "?";
 }
@@ -301,10 +400,11 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   else if (arch_name == "deepseek")
     c.arch = Arch::kDeepseekMoe;
   else if (arch_name == "deepseek2")
-    Fail(f.path(), ": GGUF architecture 'deepseek2' (DeepSeek-V2/V3, MLA) is not supported");
+    c.arch = Arch::kDeepseekV2;  // Or V3: gguf_deepseek2::ReadConfig tells them apart.
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
-         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek)");
+         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
+         "deepseek2)");
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -358,6 +458,8 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     case Arch::kQwen2Moe:
     case Arch::kQwen3Moe:
     case Arch::kDeepseekMoe:
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
       c.moe_intermediate_size = expert_ff;
       c.intermediate_size = ff;
       break;
@@ -375,7 +477,18 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.norm_topk_prob =
       f.GetBool(Key(a, "expert_weights_norm"),
                 c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe);
-  c.routed_scaling_factor = static_cast<float>(f.GetFloat(Key(a, "expert_weights_scale"), 1.0));
+  // llama.cpp reads expert_weights_scale only for DeepSeek, where 0 means "not set"; the
+  // other architectures never apply it, so a value there that would matter is refused.
+  const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
+  // (deepseek2 files: kDeepseekV2 until gguf_deepseek2::ReadConfig tells V2 from V3.)
+  if (c.arch == Arch::kDeepseekMoe || c.arch == Arch::kDeepseekV2) {
+    c.routed_scaling_factor = weights_scale == 0.0 ? 1.0f : static_cast<float>(weights_scale);
+  } else {
+    Check(weights_scale == 0.0 || weights_scale == 1.0, f.path(), ": ",
+          Key(a, "expert_weights_scale"), " = ", weights_scale, " is not used by llama.cpp for ",
+          arch_name, " and moex will not guess its meaning");
+  }
+  if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
   if (c.arch == Arch::kQwen2Moe) {
     c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);
     if (c.shared_expert_intermediate_size == 0) {
@@ -414,6 +527,8 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
   c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
   c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
+
+  CheckUnreadKeys(f, c, arch_name);
 
   c.bos_token_id = static_cast<int>(f.GetInt("tokenizer.ggml.bos_token_id", -1));
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf_writer.h"
+#include "model/gguf_deepseek2.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -118,8 +119,8 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   u32("context_length", c.max_position_embeddings);
   u32("embedding_length", c.hidden_size);
   u32("block_count", c.num_layers);
-  const bool dense_ff =
-      c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe || c.arch == Arch::kDeepseekMoe;
+  const bool dense_ff = c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe ||
+                        c.arch == Arch::kDeepseekMoe || c.mla.has_value();
   // For these, feed_forward_length is the dense FFN size (0 = none); for the others,
   // llama.cpp sizes the experts by it.
   if (!dense_ff) u32("feed_forward_length", c.moe_intermediate_size);
@@ -160,6 +161,7 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
     u32("expert_shared_count", c.shared_expert_intermediate_size / c.moe_intermediate_size);
     f32("expert_weights_scale", c.routed_scaling_factor);
   }
+  if (c.mla) gguf_deepseek2::WriteConfig(c, w);
 }
 
 uint32_t FileType(DType dtype) {
@@ -204,6 +206,7 @@ struct Plan {
   std::string gguf_name;
   std::vector<int64_t> shape;
   RowCopy copy;
+  ByteFill fill = {};  // Set for tensors computed from others (MLA's attn_k_b / attn_v_b).
 };
 
 bool IsSmallTensor(const std::string& stem, const TensorView& t) {
@@ -231,6 +234,43 @@ DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteO
   return ForceF32(stem, t, o) ? DType::kF32 : t.dtype;
 }
 
+// DeepSeek-V2/V3 tensors without a one-to-one GGUF name: kv_b_proj (split into attn_k_b
+// and attn_v_b, as llama.cpp's converter stores it), the gate's correction bias
+// (exp_probs_b.bias, f32) and MTP layers (not written). True when `name` was handled.
+bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const TensorView& t,
+                     const GgufWriteOptions& o, std::map<std::pair<int, std::string>, Plan>& plans) {
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t end = name.find('.', prefix.size());
+  if (end == std::string::npos) return false;
+  const std::optional<int> layer =
+      ParseIndex(std::string_view(name).substr(prefix.size(), end - prefix.size()));
+  if (!layer) return false;
+  if (*layer >= c.num_layers && *layer < c.num_layers + c.num_nextn_predict_layers) {
+    Log(LogLevel::kInfo, "gguf: multi-token-prediction tensor ", name, " is not written");
+    return true;
+  }
+  const std::string rest = name.substr(end + 1);
+  const std::string blk = "blk." + std::to_string(*layer) + ".";
+  if (rest == gguf_deepseek2::kHfRouterBias) {
+    const std::string out = blk + gguf_deepseek2::kGgufRouterBias + ".bias";
+    const DType dtype = o.f32_small_tensors ? DType::kF32 : t.dtype;
+    plans[{*layer, out}] = {out, t.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), {}};
+    return true;
+  }
+  if (rest != "self_attn.kv_b_proj.weight") return false;
+  DType dtype = t.dtype;
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) dtype = DType::kF32;
+  for (bool k : {true, false}) {
+    gguf_deepseek2::SplitTensor split = k ? gguf_deepseek2::KBFromKvB(t, c, dtype)
+                                          : gguf_deepseek2::VBFromKvB(t, c, dtype);
+    const std::string out = blk + (k ? "attn_k_b" : "attn_v_b") + ".weight";
+    Plan plan{out, split.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), split.fill};
+    plans[{*layer, out}] = std::move(plan);
+  }
+  return true;
+}
+
 }  // namespace
 
 void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const GgufFile* tokenizer,
@@ -255,6 +295,7 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   for (const std::string& name : hf.Names()) {
     if (name.ends_with("rotary_emb.inv_freq")) continue;  // Recomputed, never stored.
     const TensorView& t = hf.Get(name);
+    if (config.mla && WriteMlaSpecial(config, name, t, options, plans)) continue;
     const size_t dot = name.rfind('.');
     const std::string suffix = dot == std::string::npos ? "" : name.substr(dot + 1);
     const std::string stem = dot == std::string::npos ? name : name.substr(0, dot);
@@ -360,6 +401,10 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   }
   for (auto& [key, plan] : plans) {
     const RowCopy copy = plan.copy;
+    if (plan.fill) {
+      w.AddTensor(plan.gguf_name, copy.out_dtype, plan.shape, plan.fill);
+      continue;
+    }
     w.AddTensor(plan.gguf_name, copy.out_dtype, plan.shape,
                 [copy](size_t offset, std::span<std::byte> out) { copy.Copy(offset, out); });
   }

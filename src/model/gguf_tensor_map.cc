@@ -34,9 +34,18 @@ ArchNames NamesFor(Arch arch) {
     n.expert_prefix = "mlp.experts.";
     n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
   }
-  const char* shared = arch == Arch::kQwen2Moe      ? "mlp.shared_expert."
-                       : arch == Arch::kDeepseekMoe ? "mlp.shared_experts."
-                                                    : nullptr;
+  const bool mla = arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3;
+  const char* shared = arch == Arch::kQwen2Moe             ? "mlp.shared_expert."
+                       : arch == Arch::kDeepseekMoe || mla ? "mlp.shared_experts."
+                                                           : nullptr;
+  if (mla) {  // llama.cpp's deepseek2 names; kv_b_proj's split form is gguf_deepseek2's.
+    n.layer.push_back({"self_attn.q_a_proj", "attn_q_a"});
+    n.layer.push_back({"self_attn.q_a_layernorm", "attn_q_a_norm"});
+    n.layer.push_back({"self_attn.q_b_proj", "attn_q_b"});
+    n.layer.push_back({"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"});
+    n.layer.push_back({"self_attn.kv_a_layernorm", "attn_kv_a_norm"});
+    n.layer.push_back({"self_attn.kv_b_proj", "attn_kv_b"});  // Older files: unsplit.
+  }
   if (shared != nullptr) {
     n.layer.push_back({std::string(shared) + "gate_proj", "ffn_gate_shexp"});
     n.layer.push_back({std::string(shared) + "up_proj", "ffn_up_shexp"});

@@ -1,14 +1,49 @@
 #include "model/model.h"
 
 #include <filesystem>
+#include <unordered_set>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "model/gguf_model.h"
 #include "model/hf_checkpoint.h"
+#include "model/mla_weights.h"
 
 namespace moex {
 
 namespace {
+
+// Forwards to a source and remembers every name asked for, so BuildModel can tell which of
+// the source's tensors the architecture never reads.
+class UseRecorder : public WeightSource {
+ public:
+  explicit UseRecorder(const WeightSource& source) : source_(source) {}
+  const TensorView* Find(const std::string& name) const override {
+    used_.insert(name);
+    return source_.Find(name);
+  }
+  std::vector<std::string> Names() const override { return source_.Names(); }
+  std::string Describe() const override { return source_.Describe(); }
+
+  // The source's tensors never asked for, and those it could not map, by file name.
+  std::vector<std::string> Unused() const {
+    std::vector<std::string> unused = source_.Unmapped();
+    for (const std::string& name : source_.Names())
+      if (!used_.contains(name)) unused.push_back(source_.FileName(name));
+    return unused;
+  }
+
+ private:
+  const WeightSource& source_;
+  mutable std::unordered_set<std::string> used_;
+};
+
+std::string FirstFew(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 4; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 4) out += " and " + std::to_string(names.size() - 4) + " more";
+  return out;
+}
 
 std::vector<float> LoadF32(const WeightSource& w, const std::string& name, int64_t size) {
   return TensorToF32(w.Get(name, {size}));
@@ -57,13 +92,17 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   model->config = config;
   model->names = TensorNamesFor(config);
   model->weights = std::move(weights);
-  const WeightSource& w = *model->weights;
+  const UseRecorder w(*model->weights);
   const TensorNames& n = model->names;
   const ModelConfig& c = config;
   const int64_t d = c.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
 
+  if (c.num_nextn_predict_layers > 0)
+    Log(LogLevel::kWarn, "note: ", path, " has ", c.num_nextn_predict_layers,
+        " multi-token-prediction layer(s); moex does not run them (next-token logits are "
+        "unaffected)");
   model->embed = Matrix(w, n.embed, c.vocab_size, d);
   model->lm_head = c.tie_word_embeddings && w.Find(n.lm_head) == nullptr
                        ? model->embed
@@ -84,10 +123,14 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.attn_norm_bias = LoadF32(w, layer(n.attn_norm_bias), d);
       L.ffn_norm_bias = LoadF32(w, layer(n.ffn_norm_bias), d);
     }
-    L.q = Matrix(w, layer(n.q), q_dim, d);
-    L.k = Matrix(w, layer(n.k), kv_dim, d);
-    L.v = Matrix(w, layer(n.v), kv_dim, d);
-    L.o = Matrix(w, layer(n.o), d, q_dim);
+    if (c.mla) {
+      LoadMlaWeights(w, n, c, i, L);
+    } else {
+      L.q = Matrix(w, layer(n.q), q_dim, d);
+      L.k = Matrix(w, layer(n.k), kv_dim, d);
+      L.v = Matrix(w, layer(n.v), kv_dim, d);
+      L.o = Matrix(w, layer(n.o), d, q_dim);
+    }
     if (c.attention_bias) {
       L.q_bias = LoadF32(w, layer(n.q_bias), q_dim);
       L.k_bias = LoadF32(w, layer(n.k_bias), kv_dim);
@@ -105,6 +148,8 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       continue;
     }
     L.router = Matrix(w, layer(n.router), c.num_experts, d);
+    if (c.topk_method == TopKMethod::kNoauxTc)
+      L.router_bias = LoadF32(w, layer(n.router_bias), c.num_experts);
     if (c.shared_expert_intermediate_size > 0) {
       L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
                                      c.shared_expert_intermediate_size);
@@ -124,10 +169,13 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
         model->expert_shape = ExpertShape{gate.dtype, d, c.moe_intermediate_size};
         expert_dtype_known = true;
       }
+      w.Find(n.Expert(i, e, ExpertMatrix::kUp));
+      w.Find(n.Expert(i, e, ExpertMatrix::kDown));
       const TensorView *g, *u, *dn;
       model->ExpertTensors(i, e, &g, &u, &dn);
     }
   }
+  model->unused_tensors = w.Unused();
   return model;
 }
 
@@ -138,11 +186,21 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
     Check(path.size() > 5 && path.substr(path.size() - 5) == ".gguf", "model file '", path,
           "' is not a .gguf file (for HF checkpoints pass the directory)");
     GgufModel gguf = OpenGgufModel(path);
-    return BuildModel(path, gguf.config, std::move(gguf.weights));
+    auto model = BuildModel(path, gguf.config, std::move(gguf.weights));
+    // llama.cpp computes with every tensor it knows: one moex does not read means a
+    // different model (an unsupported variant), never something to skip.
+    Check(model->unused_tensors.empty(), path, ": ", model->unused_tensors.size(),
+          " tensor(s) that moex does not read for ", ArchName(gguf.config.arch), ": ",
+          FirstFew(model->unused_tensors));
+    return model;
   }
   auto checkpoint = HfCheckpoint::Open(path);
   ModelConfig config = checkpoint->config();
-  return BuildModel(path, config, std::move(checkpoint));
+  auto model = BuildModel(path, config, std::move(checkpoint));
+  if (!model->unused_tensors.empty())
+    Log(LogLevel::kWarn, path, ": ", model->unused_tensors.size(),
+        " tensor(s) not read for this architecture: ", FirstFew(model->unused_tensors));
+  return model;
 }
 
 }  // namespace moex

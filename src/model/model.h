@@ -35,9 +35,19 @@ struct LayerWeights {
   std::vector<float> q_bias, k_bias, v_bias;  // Empty when the architecture has none.
   std::vector<float> o_bias;                  // Empty unless attention_out_bias.
   std::vector<float> q_norm, k_norm;          // Empty without q/k norm.
+  // MLA (DeepSeek-V2/V3; q above is set only without q_lora_rank, k and v stay null).
+  const TensorView* q_a = nullptr;   // [q_lora_rank, d]
+  const TensorView* q_b = nullptr;   // [H * qk_head_dim, q_lora_rank]
+  const TensorView* kv_a = nullptr;  // [kv_lora_rank + qk_rope_head_dim, d]
+  std::vector<float> q_a_norm, kv_a_norm;
+  // kv_b_proj [H * (qk_nope + v_head_dim), kv_lora_rank] split per head into f32 copies laid
+  // out for the absorbed attention (src/engine/mla_attention.cc): k_up [H, qk_nope, L]
+  // (q_nope -> latent space) and v_up_t [H, L, v_head_dim] (latent -> v, transposed).
+  std::vector<float> mla_k_up, mla_v_up_t;
 
   bool is_moe = false;
   const TensorView* router = nullptr;       // [E, d]
+  std::vector<float> router_bias;           // [E] DeepSeek-V3's e_score_correction_bias.
   std::optional<DenseFfn> shared_expert;    // Qwen2-MoE / DeepSeek-MoE.
   const TensorView* shared_expert_gate = nullptr;  // [1, d] (Qwen2-MoE).
   std::optional<DenseFfn> dense_ffn;        // Dense layers (DeepSeek-MoE's first layers).
@@ -49,6 +59,9 @@ struct Model {
   TensorNames names;
   std::unique_ptr<WeightSource> weights;
   ExpertShape expert_shape;  // Every routed expert of this model has this shape.
+  // The source's tensors this architecture never reads (names in the file); a GGUF with
+  // any is refused, as llama.cpp would compute with them.
+  std::vector<std::string> unused_tensors;
 
   const TensorView* embed = nullptr;
   const TensorView* lm_head = nullptr;

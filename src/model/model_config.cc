@@ -17,6 +17,7 @@ struct ArchEntry {
 constexpr ArchEntry kArchNames[] = {
     {Arch::kMixtral, "mixtral"},   {Arch::kPhiMoe, "phimoe"}, {Arch::kQwen2Moe, "qwen2_moe"},
     {Arch::kQwen3Moe, "qwen3_moe"}, {Arch::kOlmoe, "olmoe"},   {Arch::kDeepseekMoe, "deepseek"},
+    {Arch::kDeepseekV2, "deepseek_v2"}, {Arch::kDeepseekV3, "deepseek_v3"},
 };
 
 int RequireInt(const nlohmann::json& j, const char* key) {
@@ -90,6 +91,83 @@ void ParsePhiMoe(const nlohmann::json& j, ModelConfig& c) {
   }
 }
 
+// DeepSeek-V2 / V2-Lite / V3 (HF DeepseekV2Config / DeepseekV3Config, whose defaults fill
+// the keys a config.json leaves out): MLA, the grouped gate, shared experts, leading dense
+// layers. V3's multi-token-prediction layers are read from the config and not run.
+void ParseDeepseekMla(const nlohmann::json& j, ModelConfig& c) {
+  const bool v3 = c.arch == Arch::kDeepseekV3;
+  c.num_experts = RequireInt(j, "n_routed_experts");
+  c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+  c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
+  c.intermediate_size = RequireInt(j, "intermediate_size");
+  c.first_k_dense_replace = OptionalInt(j, "first_k_dense_replace", 0);
+  c.moe_layer_freq = OptionalInt(j, "moe_layer_freq", 1);
+  c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", v3);
+  c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", v3 ? 2.5f : 1.0f);
+  c.scale_normalised_weights = v3;
+  const int shared = OptionalInt(j, "n_shared_experts", 0);
+  Check(shared >= 0 && shared <= 1024, "config.json: n_shared_experts must be in 0..1024, got ",
+        shared);
+  c.shared_expert_intermediate_size = shared * c.moe_intermediate_size;
+  Check(!OptionalBool(j, "attention_bias", false),
+        "config.json: attention_bias = true is not supported for ", ArchName(c.arch));
+  if (auto act = j.find("hidden_act"); act != j.end() && !act->is_null()) {
+    Check(act->is_string() && act->get<std::string>() == "silu", "config.json: ",
+          ArchName(c.arch), " hidden_act must be \"silu\", got ", act->dump());
+  }
+  c.rms_norm_eps = OptionalFloat(j, "rms_norm_eps", 1e-6f);
+
+  c.router = RouterKind::kGroupedTopK;
+  const std::string scoring = j.value("scoring_func", std::string(v3 ? "sigmoid" : "softmax"));
+  Check(scoring == "softmax" || scoring == "sigmoid", "config.json: scoring_func '", scoring,
+        "' is not supported (softmax or sigmoid)");
+  c.scoring_func = scoring == "sigmoid" ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
+  const std::string method = j.value("topk_method", std::string(v3 ? "noaux_tc" : "greedy"));
+  if (method == "greedy") {
+    c.topk_method = TopKMethod::kGreedy;
+  } else if (method == "group_limited_greedy") {
+    c.topk_method = TopKMethod::kGroupLimitedGreedy;
+  } else if (method == "noaux_tc") {
+    c.topk_method = TopKMethod::kNoauxTc;
+  } else {
+    Fail("config.json: topk_method '", method,
+         "' is not supported (greedy, group_limited_greedy or noaux_tc)");
+  }
+  c.n_group = OptionalInt(j, "n_group", v3 ? 8 : 1);
+  c.topk_group = OptionalInt(j, "topk_group", v3 ? 4 : 1);
+  if (c.topk_method == TopKMethod::kGreedy) c.n_group = c.topk_group = 1;  // Not read by HF.
+  c.num_nextn_predict_layers = OptionalInt(j, "num_nextn_predict_layers", 0);
+
+  Mla m;
+  auto q_lora = j.find("q_lora_rank");
+  m.q_lora_rank = q_lora == j.end() || q_lora->is_null() ? (v3 ? 1536 : 0) : RequireInt(j, "q_lora_rank");
+  m.kv_lora_rank = OptionalInt(j, "kv_lora_rank", 512);
+  m.qk_nope_head_dim = OptionalInt(j, "qk_nope_head_dim", 128);
+  m.qk_rope_head_dim = OptionalInt(j, "qk_rope_head_dim", 64);
+  m.v_head_dim = OptionalInt(j, "v_head_dim", 128);
+  c.mla = m;
+  // The engine's RoPE tables are sized by head_dim: for MLA that is the rotated part.
+  c.head_dim = m.qk_rope_head_dim;
+  c.num_kv_heads = c.num_heads;
+}
+
+// YaRN (DeepSeek-V2/V3 only): factor and original_max_position_embeddings are required,
+// the rest default as in HF's DeepseekV2YarnRotaryEmbedding.
+Yarn ParseYarn(const nlohmann::json& rs) {
+  Yarn y;
+  y.factor = OptionalFloat(rs, "factor", 0.0f);
+  Check(std::isfinite(y.factor) && y.factor >= 1.0f,
+        "config.json: rope_scaling yarn needs factor >= 1, got ", y.factor);
+  y.original_max_position_embeddings = OptionalInt(rs, "original_max_position_embeddings", 0);
+  Check(y.original_max_position_embeddings > 0,
+        "config.json: rope_scaling yarn needs original_max_position_embeddings > 0");
+  y.beta_fast = OptionalFloat(rs, "beta_fast", 32.0f);
+  y.beta_slow = OptionalFloat(rs, "beta_slow", 1.0f);
+  y.mscale = OptionalFloat(rs, "mscale", 1.0f);
+  y.mscale_all_dim = OptionalFloat(rs, "mscale_all_dim", 0.0f);
+  return y;
+}
+
 std::vector<float> FactorList(const nlohmann::json& rs, const char* key, int head_dim) {
   auto it = rs.find(key);
   Check(it != rs.end() && it->is_array(), "config.json: rope_scaling.", key,
@@ -123,6 +201,12 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
     }
   }
   if (type == "default") return;
+  if (type == "yarn") {
+    Check(c.IsDeepseekMla(), "config.json: rope_scaling type 'yarn' is supported for "
+          "deepseek_v2 and deepseek_v3 only, not ", ArchName(c.arch));
+    c.yarn = ParseYarn(*rs);
+    return;
+  }
   Check(type == "longrope" || type == "su", "config.json: rope_scaling type '", type,
         "' is not supported");
   Check(c.arch == Arch::kPhiMoe, "config.json: rope_scaling type '", type,
@@ -169,8 +253,11 @@ Arch ParseArch(const std::string& name) {
   if (name == "qwen1.5_moe" || name == "qwen2moe") return Arch::kQwen2Moe;
   if (name == "qwen3moe") return Arch::kQwen3Moe;
   if (name == "phi3.5_moe" || name == "phi-moe") return Arch::kPhiMoe;
+  if (name == "deepseek-v2" || name == "deepseek2") return Arch::kDeepseekV2;
+  if (name == "deepseek-v3" || name == "deepseek3") return Arch::kDeepseekV3;
   Fail("unsupported architecture '", name,
-       "' (supported: mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek)");
+       "' (supported: mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
+       "deepseek_v3)");
 }
 
 ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
@@ -263,6 +350,10 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
       Check(scoring == "softmax", "config.json: scoring_func '", scoring, "' is not supported");
       break;
     }
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      ParseDeepseekMla(j, c);
+      break;
   }
   ParseRopeScaling(j, c);
   c.Validate();
@@ -352,11 +443,65 @@ nlohmann::json ModelConfig::ToHfJson() const {
       j["scoring_func"] = "softmax";
       j["attention_bias"] = attention_bias;
       break;
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3: {
+      j["architectures"].push_back(arch == Arch::kDeepseekV2 ? "DeepseekV2ForCausalLM"
+                                                             : "DeepseekV3ForCausalLM");
+      j["n_routed_experts"] = num_experts;
+      j["moe_intermediate_size"] = moe_intermediate_size;
+      j["intermediate_size"] = intermediate_size;
+      j["first_k_dense_replace"] = first_k_dense_replace;
+      j["moe_layer_freq"] = moe_layer_freq;
+      j["n_shared_experts"] =
+          moe_intermediate_size > 0 ? shared_expert_intermediate_size / moe_intermediate_size : 0;
+      j["norm_topk_prob"] = norm_topk_prob;
+      j["routed_scaling_factor"] = routed_scaling_factor;
+      j["scoring_func"] = scoring_func == ScoringFunc::kSigmoid ? "sigmoid" : "softmax";
+      j["topk_method"] = topk_method == TopKMethod::kGreedy               ? "greedy"
+                         : topk_method == TopKMethod::kGroupLimitedGreedy ? "group_limited_greedy"
+                                                                          : "noaux_tc";
+      j["n_group"] = n_group;
+      j["topk_group"] = topk_group;
+      j["attention_bias"] = false;
+      j["hidden_act"] = "silu";
+      if (arch == Arch::kDeepseekV3) j["num_nextn_predict_layers"] = num_nextn_predict_layers;
+      if (mla) {
+        j["q_lora_rank"] = mla->q_lora_rank > 0 ? nlohmann::json(mla->q_lora_rank) : nullptr;
+        j["kv_lora_rank"] = mla->kv_lora_rank;
+        j["qk_nope_head_dim"] = mla->qk_nope_head_dim;
+        j["qk_rope_head_dim"] = mla->qk_rope_head_dim;
+        j["v_head_dim"] = mla->v_head_dim;
+      }
+      j.erase("head_dim");  // DeepSeek's configs have none (head_dim is qk_rope_head_dim).
+      j["rope_scaling"] = nullptr;
+      if (yarn) {
+        j["rope_scaling"] = {{"type", "yarn"},
+                             {"factor", yarn->factor},
+                             {"original_max_position_embeddings",
+                              yarn->original_max_position_embeddings},
+                             {"beta_fast", yarn->beta_fast},
+                             {"beta_slow", yarn->beta_slow},
+                             {"mscale", yarn->mscale},
+                             {"mscale_all_dim", yarn->mscale_all_dim}};
+      }
+      break;
+    }
   }
   return j;
 }
 
 void ModelConfig::Validate() const {
+  // MLA first: its head_dim is qk_rope_head_dim, which the generic checks would name.
+  if (mla) {
+    Check(mla->q_lora_rank >= 0 && mla->kv_lora_rank > 0 && mla->qk_nope_head_dim > 0 &&
+              mla->qk_rope_head_dim > 0 && mla->v_head_dim > 0,
+          "config: MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim > 0 "
+          "and q_lora_rank >= 0 (got ", mla->kv_lora_rank, ", ", mla->qk_nope_head_dim, ", ",
+          mla->qk_rope_head_dim, ", ", mla->v_head_dim, ", ", mla->q_lora_rank, ")");
+    Check(head_dim == mla->qk_rope_head_dim && num_kv_heads == num_heads,
+          "config: with MLA, head_dim must equal qk_rope_head_dim (", mla->qk_rope_head_dim,
+          ") and num_key_value_heads num_attention_heads (", num_heads, ")");
+  }
   Check(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_heads > 0 &&
             num_kv_heads > 0 && head_dim > 0,
         "config: vocab_size, hidden_size, num_hidden_layers, heads and head_dim must be > 0");
@@ -381,7 +526,36 @@ void ModelConfig::Validate() const {
         shared_expert_intermediate_size);
   // DeepSeek's config.json states n_shared_experts, so the size must be a whole number of
   // experts or it would not survive a round trip through config.json.
-  Check(arch != Arch::kDeepseekMoe || shared_expert_intermediate_size % moe_intermediate_size == 0,
+  Check(!IsDeepseekMla() || mla.has_value(), "config: ", ArchName(arch),
+        " needs the MLA sizes (kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim)");
+  Check(!mla || IsDeepseekMla(), "config: MLA is defined for deepseek_v2 and deepseek_v3 only");
+  if (yarn) {
+    Check(IsDeepseekMla(), "config: YaRN rope scaling is supported for deepseek_v2/v3 only");
+    Check(std::isfinite(yarn->factor) && yarn->factor >= 1.0f,
+          "config: YaRN factor must be >= 1, got ", yarn->factor);
+    Check(yarn->original_max_position_embeddings > 0,
+          "config: YaRN original_max_position_embeddings must be > 0");
+    Check(std::isfinite(yarn->beta_fast) && std::isfinite(yarn->beta_slow) &&
+              yarn->beta_fast > 0 && yarn->beta_slow > 0,
+          "config: YaRN beta_fast and beta_slow must be finite and > 0");
+    Check(std::isfinite(yarn->mscale) && std::isfinite(yarn->mscale_all_dim),
+          "config: YaRN mscale and mscale_all_dim must be finite");
+  }
+  Check(!longrope || !yarn, "config: LongRoPE and YaRN cannot both be set");
+  if (router == RouterKind::kGroupedTopK) {
+    Check(n_group > 0 && num_experts % n_group == 0, "config: n_group (", n_group,
+          ") must be > 0 and divide n_routed_experts (", num_experts, ")");
+    Check(topk_group > 0 && topk_group <= n_group, "config: topk_group (", topk_group,
+          ") must be in 1..n_group (", n_group, ")");
+    Check(num_experts_per_tok <= topk_group * (num_experts / n_group),
+          "config: num_experts_per_tok (", num_experts_per_tok, ") exceeds the experts of the ",
+          topk_group, " selected groups (", topk_group * (num_experts / n_group), ")");
+    Check(topk_method != TopKMethod::kNoauxTc || num_experts / n_group >= 2,
+          "config: noaux_tc ranks groups by their top-2 scores and needs >= 2 experts per group");
+  }
+  Check(num_nextn_predict_layers >= 0, "config: num_nextn_predict_layers must be >= 0");
+  Check((arch != Arch::kDeepseekMoe && !IsDeepseekMla()) ||
+            shared_expert_intermediate_size % moe_intermediate_size == 0,
         "config: deepseek's shared expert size (", shared_expert_intermediate_size,
         ") must be a multiple of moe_intermediate_size (", moe_intermediate_size, ")");
   Check(router != RouterKind::kSparseMixer || num_experts_per_tok == 2,

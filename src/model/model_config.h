@@ -18,6 +18,8 @@ enum class Arch {
   kQwen3Moe,     // model_type "qwen3_moe"
   kOlmoe,        // model_type "olmoe"
   kDeepseekMoe,  // model_type "deepseek" (DeepSeek-MoE 16B, v1)
+  kDeepseekV2,   // model_type "deepseek_v2" (DeepSeek-V2, V2-Lite): MLA, softmax gate
+  kDeepseekV3,   // model_type "deepseek_v3" (DeepSeek-V3/R1): MLA, sigmoid gate with bias
 };
 
 const char* ArchName(Arch arch);          // The HF model_type string.
@@ -33,6 +35,44 @@ enum class NormKind {
 enum class RouterKind {
   kSoftmaxTopK,  // Softmax over all experts, the k largest, optionally renormalised.
   kSparseMixer,  // Phi-3.5-MoE's sparsemixer (eval mode): top-2 with masked softmaxes.
+  kGroupedTopK,  // DeepSeek-V2/V3's gate: scoring function, groups, correction bias.
+};
+
+// DeepSeek's gate (RouterKind::kGroupedTopK), see src/engine/router.h.
+enum class ScoringFunc { kSoftmax, kSigmoid };
+enum class TopKMethod {
+  kGreedy,              // The k best scores.
+  kGroupLimitedGreedy,  // V2: the topk_group groups with the best max score, then top-k.
+  kNoauxTc,             // V3: scores + correction bias; groups by their top-2 sum, then top-k.
+};
+
+// Multi-head Latent Attention (DeepSeek-V2/V3). Queries come from q_proj, or through the
+// low-rank q_a_proj -> RMSNorm -> q_b_proj when q_lora_rank > 0; keys and values from one
+// compressed latent of kv_lora_rank values (RMSNorm'd) plus a k_pe of qk_rope_head_dim
+// values shared by every head. The KV cache holds only latent and k_pe.
+struct Mla {
+  int q_lora_rank = 0;  // 0: a plain q_proj (DeepSeek-V2-Lite).
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // Floats cached per token and layer: the latent and the rotated k_pe.
+  int cache_row() const { return kv_lora_rank + qk_rope_head_dim; }
+};
+
+// YaRN rope_scaling as DeepSeek-V2/V3 configure it (HF DeepseekV2YarnRotaryEmbedding):
+// frequencies between the beta_fast and beta_slow corrections blend from interpolated
+// (divided by factor) to original; cos/sin are scaled by mscale(factor, mscale) /
+// mscale(factor, mscale_all_dim) and the attention softmax scale by mscale(factor,
+// mscale_all_dim)^2, where mscale(s, m) = s <= 1 ? 1 : 0.1 m ln(s) + 1.
+struct Yarn {
+  float factor = 1.0f;
+  int original_max_position_embeddings = 0;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  float mscale = 1.0f;
+  float mscale_all_dim = 0.0f;
 };
 
 // LongRoPE ("longrope" / Phi-3 "su" scaling): per-frequency extension factors and an
@@ -64,6 +104,11 @@ struct ModelConfig {
   bool lm_head_bias = false;        // lm_head carries a bias (Phi-3.5-MoE).
   NormKind norm = NormKind::kRms;   // LayerNorm uses rms_norm_eps as its eps (as HF does).
   std::optional<LongRope> longrope;  // Unset: plain RoPE.
+  std::optional<Yarn> yarn;          // Unset: no YaRN (DeepSeek-V2/V3 only).
+  // MLA (DeepSeek-V2/V3): then head_dim is qk_rope_head_dim (the rotated part) and
+  // num_kv_heads = num_heads; q/k/v tensors are replaced by the MLA projections.
+  std::optional<Mla> mla;
+  int num_nextn_predict_layers = 0;  // DeepSeek-V3's MTP layers: ignored (read, not run).
   int sliding_window = 0;           // 0: none. moex refuses sequences longer than it.
 
   // Routed experts.
@@ -74,6 +119,14 @@ struct ModelConfig {
   float routed_scaling_factor = 1.0f;
   RouterKind router = RouterKind::kSoftmaxTopK;
   double router_jitter_noise = 0.0;  // Sparsemixer's jitter_eps (masks at 2 * jitter).
+  // kGroupedTopK only.
+  ScoringFunc scoring_func = ScoringFunc::kSoftmax;
+  TopKMethod topk_method = TopKMethod::kGreedy;
+  int n_group = 1;
+  int topk_group = 1;
+  // V3 multiplies the (renormalised) weights by routed_scaling_factor; V2 only when it does
+  // not renormalise them.
+  bool scale_normalised_weights = true;
 
   // Shared experts (Qwen2-MoE: one, with a sigmoid gate; DeepSeek-MoE: n_shared_experts).
   int shared_expert_intermediate_size = 0;  // 0 = none.
@@ -88,6 +141,7 @@ struct ModelConfig {
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
 
+  bool IsDeepseekMla() const { return arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3; }
   bool IsMoeLayer(int layer) const {
     return layer >= first_k_dense_replace && (layer % moe_layer_freq) == 0;
   }

@@ -155,6 +155,7 @@ ModelSize ParseModelSize(const std::string& name) {
 }
 
 ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
+  if (arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3) return RandomMlaConfig(arch, size);
   ModelConfig c = Base(arch);
   switch (arch) {
     case Arch::kOlmoe:  // OLMoE-1B-7B-0924.
@@ -200,6 +201,9 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
       c.lm_head_bias = true; c.max_position_embeddings = 131072; c.bos_token_id = 1;
       c.eos_token_ids = {32000};
       break;
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+      break;  // RandomMlaConfig.
   }
   if (size == ModelSize::kFull) return WithLongRope(c, 4096);
 
@@ -286,10 +290,26 @@ void WriteRandomModel(const RandomModelOptions& o) {
   for (int l = 0; l < c.num_layers; ++l) {
     norm(layer(l, n.attn_norm), d);
     if (layer_norm) bias(layer(l, n.attn_norm_bias), d);
-    matrix(layer(l, n.q), q_dim, d);
-    matrix(layer(l, n.k), kv_dim, d);
-    matrix(layer(l, n.v), kv_dim, d);
-    matrix(layer(l, n.o), d, q_dim);
+    if (c.mla) {  // MLA: low-rank q (or plain q), latent + k_pe, its up-projection.
+      const Mla& m = *c.mla;
+      const int64_t H = c.num_heads;
+      if (m.q_lora_rank > 0) {
+        matrix(layer(l, n.q_a), m.q_lora_rank, d);
+        norm(layer(l, n.q_a_norm), m.q_lora_rank);
+        matrix(layer(l, n.q_b), H * m.qk_head_dim(), m.q_lora_rank);
+      } else {
+        matrix(layer(l, n.q), H * m.qk_head_dim(), d);
+      }
+      matrix(layer(l, n.kv_a), m.cache_row(), d);
+      norm(layer(l, n.kv_a_norm), m.kv_lora_rank);
+      matrix(layer(l, n.kv_b), H * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank);
+      matrix(layer(l, n.o), d, H * m.v_head_dim);
+    } else {
+      matrix(layer(l, n.q), q_dim, d);
+      matrix(layer(l, n.k), kv_dim, d);
+      matrix(layer(l, n.v), kv_dim, d);
+      matrix(layer(l, n.o), d, q_dim);
+    }
     if (c.attention_bias) {
       bias(layer(l, n.q_bias), q_dim);
       bias(layer(l, n.k_bias), kv_dim);
@@ -310,6 +330,7 @@ void WriteRandomModel(const RandomModelOptions& o) {
     }
     // A larger router gain gives less uniform routing than unit-variance logits would.
     matrix(layer(l, n.router), c.num_experts, d, 4.0f);
+    if (c.topk_method == TopKMethod::kNoauxTc) add(layer(l, n.router_bias), {c.num_experts}, {0.0f, 0.05f});
     for (int e = 0; e < c.num_experts; ++e) {
       matrix(n.Expert(l, e, ExpertMatrix::kGate), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kUp), c.moe_intermediate_size, d);

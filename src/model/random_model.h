@@ -20,6 +20,9 @@ ModelSize ParseModelSize(const std::string& name);  // "tiny" | "small" | "full"
 // gets LongRoPE with original_max_position_embeddings 4096 (full), 512 (small) or 32
 // (tiny), so that short runs cross the short/long switch.
 ModelConfig RandomModelConfig(Arch arch, ModelSize size);
+// The MLA architectures' shapes (deepseek_v2: DeepSeek-V2-Lite, deepseek_v3: DeepSeek-V3),
+// random_model_mla.cc.
+ModelConfig RandomMlaConfig(Arch arch, ModelSize size);
 
 // Plausible LongRoPE parameters (not any published model's): factors rising from 1 with the
 // frequency index, to 1.5 (short) and to max / original (long); short_mscale 1 and

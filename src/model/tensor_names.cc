@@ -20,6 +20,8 @@ TensorNames TensorNamesFor(const ModelConfig& config) {
     case Arch::kQwen3Moe: return QwenMoeTensorNames();
     case Arch::kOlmoe: return OlmoeTensorNames();
     case Arch::kDeepseekMoe: return DeepseekMoeTensorNames();
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3: return DeepseekMlaTensorNames();
   }
   return TensorNames{};
 }

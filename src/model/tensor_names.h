@@ -32,8 +32,17 @@ struct TensorNames {
   std::string v_bias = "self_attn.v_proj.bias";
   std::string o_bias = "self_attn.o_proj.bias";
   std::string q_norm = "self_attn.q_norm.weight";
+  // MLA (DeepSeek-V2/V3): low-rank q (q_a, its RMSNorm, q_b; or plain q above), the joint
+  // latent + k_pe projection, the latent's RMSNorm and its up-projection to k_nope and v.
+  std::string q_a = "self_attn.q_a_proj.weight";
+  std::string q_a_norm = "self_attn.q_a_layernorm.weight";
+  std::string q_b = "self_attn.q_b_proj.weight";
+  std::string kv_a = "self_attn.kv_a_proj_with_mqa.weight";
+  std::string kv_a_norm = "self_attn.kv_a_layernorm.weight";
+  std::string kv_b = "self_attn.kv_b_proj.weight";
   std::string k_norm = "self_attn.k_norm.weight";
   std::string router = "mlp.gate.weight";
+  std::string router_bias = "mlp.gate.e_score_correction_bias";  // DeepSeek-V3 (noaux_tc).
   // Routed expert matrices: "{e}" is replaced by the expert index.
   std::string expert_gate = "mlp.experts.{e}.gate_proj.weight";
   std::string expert_up = "mlp.experts.{e}.up_proj.weight";
@@ -61,5 +70,6 @@ TensorNames MixtralTensorNames();
 TensorNames QwenMoeTensorNames();
 TensorNames OlmoeTensorNames();
 TensorNames DeepseekMoeTensorNames();
+TensorNames DeepseekMlaTensorNames();
 
 }  // namespace moex

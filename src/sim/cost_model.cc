@@ -22,6 +22,15 @@ double CostModel::OpMs(double weight_params, int64_t tokens, double extra_bytes)
 double CostModel::AttentionMs(int64_t tokens, int64_t kv_positions) const {
   const ModelConfig& c = config_;
   const double d = c.hidden_size;
+  if (c.mla) {  // MLA: its projections, and one cached latent row per position.
+    const Mla& m = *c.mla;
+    const double H = c.num_heads, row = m.cache_row();
+    const double q = m.q_lora_rank > 0 ? d * m.q_lora_rank + m.q_lora_rank * H * m.qk_head_dim()
+                                       : d * H * m.qk_head_dim();
+    const double params = q + d * row + m.kv_lora_rank * H * (m.qk_nope_head_dim + m.v_head_dim) +
+                          H * m.v_head_dim * d + d * c.num_experts;
+    return OpMs(params, tokens, static_cast<double>(kv_positions) * row * kv_bytes_);
+  }
   const double q_dim = static_cast<double>(c.num_heads) * c.head_dim;
   const double kv_dim = static_cast<double>(c.num_kv_heads) * c.head_dim;
   const double params = d * q_dim + 2 * d * kv_dim + q_dim * d + d * c.num_experts;

@@ -14,6 +14,12 @@ constexpr const char* kQwen2 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// Qwen3.5: Qwen2's splits with combining marks (\p{M}) counted as letters, so a base letter
+// and its marks stay one piece.
+constexpr const char* kQwen35 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?"
+    "[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // deepseek-ai/deepseek-llm: newlines, Latin/Greek/Cyrillic/... letter runs, ASCII and CJK
 // punctuation, trailing whitespace, CJK runs, then single digits (HF Digits).
 // Written with escapes: the class names compatibility characters (U+1F7D, U+2126, U+212A...)
@@ -46,6 +52,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
     return {kGpt2};
   }
   if (name == "qwen2") return {kQwen2};
+  if (name == "qwen35") return {kQwen35};
   if (name == "deepseek-llm") {
     return {"[\\r\\n]", kDeepSeekLlmLetters,        "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
             "\\s+$",    "[一-龥ࠀ-一가-퟿]+", "\\p{N}"};
@@ -56,7 +63,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
             "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
   }
   Fail("GGUF pre-tokenizer '", name,
-       "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, deepseek-llm, "
+       "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, qwen35, deepseek-llm, "
        "deepseek-v3)");
 }
 

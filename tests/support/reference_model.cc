@@ -141,7 +141,178 @@ struct Ref {
       }
     }
   }
+
+  // DeepSeek's RoPE on the qk_rope_head_dim values at x[offset..]: HF first de-interleaves
+  // them (even entries, then odd), then applies rotate_half with YaRN's frequencies
+  // (config.yarn, else plain) and magnitude, as DeepseekV2YarnRotaryEmbedding.
+  void RopeDeepseek(Vec& x, int64_t offset, int64_t pos) const {
+    const int64_t dim = c.head_dim, half = dim / 2;
+    Vec perm(static_cast<size_t>(dim));
+    for (int64_t i = 0; i < half; ++i) {
+      perm[static_cast<size_t>(i)] = x[static_cast<size_t>(offset + 2 * i)];
+      perm[static_cast<size_t>(half + i)] = x[static_cast<size_t>(offset + 2 * i + 1)];
+    }
+    auto yarn_mscale = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    double low = 0, high = 1, mscale = 1;
+    if (c.yarn) {
+      const auto& y = *c.yarn;
+      auto correction = [&](double rot) {
+        return dim * std::log(y.original_max_position_embeddings / (rot * 2 * M_PI)) /
+               (2 * std::log(static_cast<double>(c.rope_theta)));
+      };
+      low = std::max(std::floor(correction(y.beta_fast)), 0.0);
+      high = std::min(std::ceil(correction(y.beta_slow)), static_cast<double>(dim - 1));
+      if (low == high) high += 0.001;
+      mscale = yarn_mscale(y.factor, y.mscale) / yarn_mscale(y.factor, y.mscale_all_dim);
+    }
+    for (int64_t i = 0; i < half; ++i) {
+      const float base = std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(dim));
+      float inv = 1.0f / base;
+      if (c.yarn) {
+        const float extra = 1.0f / base, inter = 1.0f / (c.yarn->factor * base);
+        const float keep = 1.0f - static_cast<float>(std::clamp((i - low) / (high - low), 0.0, 1.0));
+        inv = inter * (1.0f - keep) + extra * keep;
+      }
+      const float angle = static_cast<float>(pos) * inv;
+      const double cs = std::cos(static_cast<double>(angle)) * mscale;
+      const double sn = std::sin(static_cast<double>(angle)) * mscale;
+      const double a = perm[static_cast<size_t>(i)], b = perm[static_cast<size_t>(half + i)];
+      x[static_cast<size_t>(offset + i)] = a * cs - b * sn;
+      x[static_cast<size_t>(offset + half + i)] = b * cs + a * sn;
+    }
+  }
 };
+
+// DeepSeek-V2/V3 MoEGate in double: scores, optional bias and groups, top-k, weights.
+void ReferenceGroupedTopK(const ModelConfig& c, const Vec& logits, const Vec& bias,
+                          std::vector<int>* ids, Vec* weights) {
+  const size_t E = logits.size();
+  Vec s(E);
+  if (c.scoring_func == ScoringFunc::kSigmoid) {
+    for (size_t e = 0; e < E; ++e) s[e] = 1.0 / (1.0 + std::exp(-logits[e]));
+  } else {
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (size_t e = 0; e < E; ++e) sum += (s[e] = std::exp(logits[e] - mx));
+    for (auto& v : s) v /= sum;
+  }
+  Vec choice = s;
+  if (c.topk_method == TopKMethod::kNoauxTc && !bias.empty())
+    for (size_t e = 0; e < E; ++e) choice[e] += bias[e];
+  if (c.topk_method != TopKMethod::kGreedy && c.n_group > 1) {
+    const size_t per = E / static_cast<size_t>(c.n_group);
+    std::vector<std::pair<double, int>> groups;
+    for (int g = 0; g < c.n_group; ++g) {
+      Vec members(choice.begin() + static_cast<ptrdiff_t>(g * per),
+                  choice.begin() + static_cast<ptrdiff_t>((g + 1) * per));
+      std::sort(members.rbegin(), members.rend());
+      const double score =
+          c.topk_method == TopKMethod::kNoauxTc ? members[0] + members[1] : members[0];
+      groups.push_back({-score, g});
+    }
+    std::sort(groups.begin(), groups.end());
+    std::vector<bool> keep(static_cast<size_t>(c.n_group), false);
+    for (int g = 0; g < c.topk_group; ++g) keep[static_cast<size_t>(groups[static_cast<size_t>(g)].second)] = true;
+    for (size_t e = 0; e < E; ++e)
+      if (!keep[e / per]) choice[e] = 0.0;
+  }
+  std::vector<int> order(E);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return choice[static_cast<size_t>(a)] > choice[static_cast<size_t>(b)]; });
+  const int K = c.num_experts_per_tok;
+  const bool renorm = c.norm_topk_prob && K > 1;
+  double sum = 0;
+  for (int k = 0; k < K; ++k) sum += s[static_cast<size_t>(order[static_cast<size_t>(k)])];
+  ids->assign(order.begin(), order.begin() + K);
+  weights->clear();
+  for (int k = 0; k < K; ++k) {
+    double w = s[static_cast<size_t>(order[static_cast<size_t>(k)])];
+    if (renorm) w /= sum + 1e-20;
+    if (c.scale_normalised_weights || !renorm) w *= c.routed_scaling_factor;
+    weights->push_back(w);
+  }
+}
+
+// One MLA layer's attention output (before o_proj's residual add) for every token, written
+// as HF's DeepseekV2Attention computes it: K and V decompressed from the latent.
+std::vector<Vec> ReferenceMla(const Ref& ref, int l, const std::vector<Vec>& x) {
+  const ModelConfig& c = ref.c;
+  const TensorNames& n = ref.names;
+  const Mla& m = *c.mla;
+  const int64_t H = c.num_heads, nope = m.qk_nope_head_dim, R = m.qk_rope_head_dim;
+  const int64_t qk = m.qk_head_dim(), V = m.v_head_dim, lat = m.kv_lora_rank;
+  const int64_t T = static_cast<int64_t>(x.size());
+  Vec Wq, Wqa, qa_norm, Wqb;
+  if (m.q_lora_rank > 0) {
+    Wqa = ref.Layer(l, n.q_a);
+    qa_norm = ref.Layer(l, n.q_a_norm);
+    Wqb = ref.Layer(l, n.q_b);
+  } else {
+    Wq = ref.Layer(l, n.q);
+  }
+  const Vec Wkva = ref.Layer(l, n.kv_a), kv_norm = ref.Layer(l, n.kv_a_norm),
+            Wkvb = ref.Layer(l, n.kv_b), Wo = ref.Layer(l, n.o);
+  std::vector<Vec> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const Vec& xt = x[static_cast<size_t>(t)];
+    Vec qt;
+    if (m.q_lora_rank > 0) {
+      const Vec a = Ref::MatVec(Wqa, xt, m.q_lora_rank);
+      qt = Ref::MatVec(Wqb, ref.RmsNorm(a, qa_norm, 0, m.q_lora_rank), H * qk);
+    } else {
+      qt = Ref::MatVec(Wq, xt, H * qk);
+    }
+    Vec kv = Ref::MatVec(Wkva, xt, lat + R);
+    const Vec latent = ref.RmsNorm(kv, kv_norm, 0, lat);
+    ref.RopeDeepseek(kv, lat, t);
+    for (int64_t h = 0; h < H; ++h) ref.RopeDeepseek(qt, h * qk + nope, t);
+    const Vec up = Ref::MatVec(Wkvb, latent, H * (nope + V));
+    Vec kt(static_cast<size_t>(H * qk)), vt(static_cast<size_t>(H * V));
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < nope; ++i)
+        kt[static_cast<size_t>(h * qk + i)] = up[static_cast<size_t>(h * (nope + V) + i)];
+      for (int64_t i = 0; i < R; ++i)
+        kt[static_cast<size_t>(h * qk + nope + i)] = kv[static_cast<size_t>(lat + i)];
+      for (int64_t i = 0; i < V; ++i)
+        vt[static_cast<size_t>(h * V + i)] = up[static_cast<size_t>(h * (nope + V) + nope + i)];
+    }
+    q[static_cast<size_t>(t)] = qt;
+    k[static_cast<size_t>(t)] = kt;
+    v[static_cast<size_t>(t)] = vt;
+  }
+  double scale = 1.0 / std::sqrt(static_cast<double>(qk));
+  if (c.yarn && c.yarn->mscale_all_dim != 0) {
+    const double ms = c.yarn->factor <= 1 ? 1.0 : 0.1 * c.yarn->mscale_all_dim * std::log(c.yarn->factor) + 1.0;
+    scale *= ms * ms;
+  }
+  std::vector<Vec> out(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    Vec o(static_cast<size_t>(H * V), 0.0);
+    for (int64_t h = 0; h < H; ++h) {
+      Vec s(static_cast<size_t>(t + 1));
+      double mx = -1e300;
+      for (int64_t j = 0; j <= t; ++j) {
+        double dot = 0;
+        for (int64_t i = 0; i < qk; ++i)
+          dot += q[static_cast<size_t>(t)][static_cast<size_t>(h * qk + i)] *
+                 k[static_cast<size_t>(j)][static_cast<size_t>(h * qk + i)];
+        s[static_cast<size_t>(j)] = dot * scale;
+        mx = std::max(mx, s[static_cast<size_t>(j)]);
+      }
+      double sum = 0;
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t j = 0; j <= t; ++j)
+        for (int64_t i = 0; i < V; ++i)
+          o[static_cast<size_t>(h * V + i)] +=
+              s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j)][static_cast<size_t>(h * V + i)];
+    }
+    out[static_cast<size_t>(t)] = Ref::MatVec(Wo, o, c.hidden_size);
+  }
+  return out;
+}
 
 // Softmax of `s` over the entries not masked and not -inf, at `pick`; the mask drops j with
 // (m - scores[j]) / max(|scores[j]|, m) > 2 eps, m = s[pick].
@@ -203,13 +374,22 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
                                     embed.begin() + (tokens[static_cast<size_t>(t)] + 1) * d);
 
   for (int l = 0; l < c.num_layers; ++l) {
-    const Vec attn_norm = ref.Layer(l, n.attn_norm), Wq = ref.Layer(l, n.q), Wk = ref.Layer(l, n.k),
-              Wv = ref.Layer(l, n.v), Wo = ref.Layer(l, n.o);
-    Vec qb, kb, vb, ob, qn, kn, attn_norm_b, ffn_norm_b;
+    Vec attn_norm_b, ffn_norm_b;
     if (layer_norm) {
       attn_norm_b = ref.Layer(l, n.attn_norm_bias);
       ffn_norm_b = ref.Layer(l, n.ffn_norm_bias);
     }
+    if (c.mla) {
+      const Vec attn_norm = ref.Layer(l, n.attn_norm);
+      std::vector<Vec> x(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) x[static_cast<size_t>(t)] = ref.Norm(h[static_cast<size_t>(t)], attn_norm, attn_norm_b);
+      const std::vector<Vec> o = ReferenceMla(ref, l, x);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(t)][static_cast<size_t>(i)];
+    } else {
+    const Vec attn_norm = ref.Layer(l, n.attn_norm), Wq = ref.Layer(l, n.q), Wk = ref.Layer(l, n.k),
+              Wv = ref.Layer(l, n.v), Wo = ref.Layer(l, n.o);
+    Vec qb, kb, vb, ob, qn, kn;
     if (c.attention_out_bias) ob = ref.Layer(l, n.o_bias);
     if (c.attention_bias) {
       qb = ref.Layer(l, n.q_bias);
@@ -275,6 +455,7 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       for (size_t i = 0; i < ob.size(); ++i) o[i] += ob[i];
       for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
     }
+    }  // Not MLA.
 
     const Vec ffn_norm = ref.Layer(l, n.ffn_norm);
     if (!c.IsMoeLayer(l)) {
@@ -287,6 +468,9 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       continue;
     }
     const Vec router = ref.Layer(l, n.router);
+    const Vec router_bias = c.topk_method == TopKMethod::kNoauxTc && c.router == RouterKind::kGroupedTopK
+                                ? ref.Layer(l, n.router_bias)
+                                : Vec{};
     std::vector<Vec> eg(static_cast<size_t>(c.num_experts)), eu(eg.size()), ed(eg.size());
     for (int e = 0; e < c.num_experts; ++e) {
       eg[static_cast<size_t>(e)] = ref.Get(n.Expert(l, e, ExpertMatrix::kGate));
@@ -312,6 +496,23 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
           const Vec ye = ref.SwiGlu(eg[e], eu[e], ed[e], x, c.moe_intermediate_size);
           for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += weights[kk] * ye[static_cast<size_t>(i)];
         }
+        continue;
+      }
+      if (c.router == RouterKind::kGroupedTopK) {
+        std::vector<int> ids;
+        Vec weights;
+        ReferenceGroupedTopK(c, p, router_bias, &ids, &weights);
+        Vec y(static_cast<size_t>(d), 0.0);
+        for (size_t kk = 0; kk < ids.size(); ++kk) {
+          const size_t e = static_cast<size_t>(ids[kk]);
+          const Vec ye = ref.SwiGlu(eg[e], eu[e], ed[e], x, c.moe_intermediate_size);
+          for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(i)] += weights[kk] * ye[static_cast<size_t>(i)];
+        }
+        if (!sg.empty()) {
+          const Vec ys = ref.SwiGlu(sg, su, sd, x, c.shared_expert_intermediate_size);
+          for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(i)] += ys[static_cast<size_t>(i)];
+        }
+        for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
         continue;
       }
       const double mx = *std::max_element(p.begin(), p.end());

@@ -1,4 +1,5 @@
-"""Plain PyTorch reference forward pass for HF OLMoE, Mixtral and Phi-3.5-MoE checkpoints.
+"""Plain PyTorch reference forward pass for HF OLMoE, Mixtral, Phi-3.5-MoE and DeepSeek-V2/V3
+checkpoints.
 
   /usr/bin/python3 tools/reference/logits.py --model DIR --ids 1,2,3 --out FILE
 
@@ -17,7 +18,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            the pass - here the whole sequence - is longer than
            original_max_position_embeddings), sparsemixer top-2 routing with
            jitter_eps = router_jitter_noise, sliding_window.
-All: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
+  deepseek_v2, deepseek_v3: MLA, YaRN and DeepSeek's gate, in deepseek.py.
+All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
 import argparse
@@ -29,6 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deepseek  # noqa: E402
 from safetensors_io import load_dir  # noqa: E402
 
 
@@ -166,6 +169,8 @@ def moe(h, W, p, cfg, arch):
 
 def forward(W, cfg, ids):
     arch = cfg["model_type"]
+    if arch in ("deepseek_v2", "deepseek_v3"):
+        return deepseek.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

@@ -6,13 +6,18 @@
 //  * prefill (n = 128, 512 tokens): Linear and ExpertFfn GFLOP/s next to OpenBLAS sgemm on
 //    the same shapes (OpenBLAS gets as many threads as the kernel pool).
 // Decode also runs on the smaller OLMoE "small" shapes of the engine benchmark.
-// Usage: kernels_bench [--json] [--quick]
+// --quant: only the bandwidth probe and one-token decode through 8 experts in every GGML
+// block format (q8_0 ... mxfp4, read in their blocks by kernels/quant_expert_ffn.cc), beside
+// f32 (what a dequantised copy streams) and bf16: bytes of weights read per second and the
+// fraction of the measured bandwidth.
+// Usage: kernels_bench [--json] [--quick] [--quant]
 #include <cblas.h>
 
 #include <time.h>
 #include <algorithm>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -23,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/quant_format.h"
 #include "core/thread_pool.h"
 #include "kernels/decode_order.h"
 #include "kernels/ops.h"
@@ -227,15 +233,108 @@ nlohmann::json RateJson(const Rate& r) {
   return {{"wall", r.wall}, {"cpu_time", r.cpu}};
 }
 
+// Accuracy of the activation choice: relative RMS error, against a double-precision dot of
+// the dequantised weights, of (a) the kernels' f32-activation Linear and (b) the same dot
+// with the activations rounded to q8_0 first, as llama.cpp's integer dot products see them
+// (its int8 sums are exact, so (b) is what it computes up to the final float scaling).
+// 256 rows of 2048 weights, activations ~ U(-1, 1) with a few 8x outliers per row.
+struct ActivationError {
+  double f32 = 0, q8 = 0;
+};
+ActivationError ActivationErrors(DType t) {
+  const int64_t rows = 256, in = kModel;
+  const std::vector<float> wf = Random(static_cast<size_t>(rows * in), 11, 0.05f);
+  std::vector<std::byte> w(DTypeBytes(t, rows * in));
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::FromF32(&wf[r * in], t, in, w.data() + r * DTypeBytes(t, in));
+  std::vector<float> wq(static_cast<size_t>(rows * in));
+  ConvertToF32(w.data(), t, rows * in, wq.data());
+  std::vector<float> x = Random(static_cast<size_t>(in), 12, 1.0f);
+  for (int64_t k = 0; k < in; k += 97) x[k] *= 8;
+  std::vector<std::byte> xq8(DTypeBytes(DType::kQ8_0, in));
+  kernels::QuantizeQ8_0(x.data(), in, xq8.data());
+  std::vector<float> x8(static_cast<size_t>(in));
+  ConvertToF32(xq8.data(), DType::kQ8_0, in, x8.data());
+  std::vector<float> y(rows);
+  kernels::Linear(w.data(), t, rows, in, x.data(), 1, y.data());
+  double e32 = 0, e8 = 0, ref2 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double ref = 0, q8 = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      ref += static_cast<double>(wq[r * in + k]) * x[k];
+      q8 += static_cast<double>(wq[r * in + k]) * x8[k];
+    }
+    e32 += (y[r] - ref) * (y[r] - ref);
+    e8 += (q8 - ref) * (q8 - ref);
+    ref2 += ref * ref;
+  }
+  return {std::sqrt(e32 / ref2), std::sqrt(e8 / ref2)};
+}
+
+// One-token decode through 8 OLMoE-1B-7B experts (d = 2048, F = 1024) per call in each
+// block format and in f32 / bf16, cycling through at least 384 MB of experts.
+int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
+  const int reps = quick ? 2 : 3;
+  std::vector<DType> types = {DType::kF32, DType::kBF16};
+  for (QuantFormat f : kAllQuantFormats) types.push_back(DTypeOf(f));
+  std::vector<Decode> decode;
+  for (DType t : types) {
+    const size_t expert_bytes = kernels::ExpertRecordBytes(t, kModel) * kNeurons;
+    const size_t want = (quick ? size_t{192} : size_t{384}) << 20;
+    const int pool = static_cast<int>((want / expert_bytes + kActive - 1) / kActive * kActive);
+    decode.push_back(DecodeExperts(t, pool, reps, threads));
+  }
+  std::vector<ActivationError> errors;
+  for (DType t : types)
+    errors.push_back(IsBlockQuantized(t) ? ActivationErrors(t) : ActivationError{});
+  if (json) {
+    nlohmann::json out;
+    out["simd_target"] = kernels::SimdTargetName();
+    out["threads"] = threads;
+    out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const Decode& d = decode[i];
+      out["quant_decode"][DTypeName(types[i])] = {
+          {"case", d.name},
+          {"bytes_per_weight", static_cast<double>(DTypeBytes(types[i], 256)) / 256},
+          {"gb_per_s", RateJson(d.gb_per_s)},
+          {"ratio_to_membw",
+           {{"wall", d.gb_per_s.wall / bw.wall_gb_per_s},
+            {"cpu_time", d.gb_per_s.cpu / bw.cpu_gb_per_s}}},
+          {"ms_per_token_8_experts", d.ms_per_call},
+          {"rel_rms_error_f32_activations", errors[i].f32},
+          {"rel_rms_error_q8_activations", errors[i].q8}};
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("SIMD target %s, %d threads. Each rate: wall clock | per CPU time.\n",
+              kernels::SimdTargetName().c_str(), threads);
+  std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s\n\n", bw.wall_gb_per_s,
+              bw.cpu_gb_per_s);
+  std::printf("%-8s %7s %17s %15s %11s %21s\n", "experts", "B/wt", "GB/s", "of membw", "ms/8 exp",
+              "dot rel err f32 | q8");
+  for (size_t i = 0; i < decode.size(); ++i) {
+    const Decode& d = decode[i];
+    std::printf("%-8s %7.4f %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f   %.1e | %.1e\n",
+                DTypeName(types[i]), static_cast<double>(DTypeBytes(types[i], 256)) / 256,
+                d.gb_per_s.wall, d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
+                100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call, errors[i].f32, errors[i].q8);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
-  bool json = false, quick = false;
+  bool json = false, quick = false, quant = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--quant") == 0) {
+      quant = true;
     } else {
-      std::fprintf(stderr, "usage: kernels_bench [--json] [--quick]\n");
+      std::fprintf(stderr, "usage: kernels_bench [--json] [--quick] [--quant]\n");
       return 2;
     }
   }
@@ -244,6 +343,7 @@ int Main(int argc, char** argv) {
   const int reps = quick ? 2 : 4;
 
   const Bandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
+  if (quant) return QuantDecode(json, quick, threads, bw);
   // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
   // Every decode case runs in both row orders (kernels/decode_order.h), alternating, so
   // their ratio is taken side by side; the CPU's default order is restored afterwards.
@@ -299,7 +399,8 @@ int Main(int argc, char** argv) {
       const Decode& a = decode[i];
       const Decode& b = decode[i + per_order];
       out["decode_sequential_over_interleaved"][a.name.substr(0, a.name.find('@'))] = {
-          {"wall", b.gb_per_s.wall / a.gb_per_s.wall}, {"cpu_time", b.gb_per_s.cpu / a.gb_per_s.cpu}};
+          {"wall", b.gb_per_s.wall / a.gb_per_s.wall},
+          {"cpu_time", b.gb_per_s.cpu / a.gb_per_s.cpu}};
     }
     for (const Decode& d : decode) {
       out["decode"][d.name] = {{"gb_per_s", RateJson(d.gb_per_s)},

@@ -1,5 +1,7 @@
 #include "core/dtype.h"
 
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +50,42 @@ TEST(DTypeTest, SizesAndNames) {
   EXPECT_THROW(DTypeBytes(DType::kQ8_0, 33), Error);
   EXPECT_EQ(ParseDType("BF16"), DType::kBF16);
   EXPECT_THROW(ParseDType("int4"), Error);
+}
+
+// GGML's block formats are dtypes too (routed experts keep them): sizes from the format
+// definitions (docs/formats.md), names as llama.cpp spells them, any case accepted.
+TEST(DTypeTest, BlockFormatsAreDTypes) {
+  EXPECT_EQ(DTypeBytes(DType::kQ4_K, 512), 288u);  // 2 blocks of 144 bytes.
+  EXPECT_EQ(DTypeBytes(DType::kQ6_K, 256), 210u);
+  EXPECT_EQ(DTypeBytes(DType::kMXFP4, 64), 34u);   // 2 blocks of 17 bytes.
+  EXPECT_EQ(DTypeBytes(DType::kQ4_0, 32), 18u);
+  EXPECT_THROW(DTypeBytes(DType::kQ4_K, 128), Error);  // Half a block.
+  EXPECT_EQ(DTypeBlockElems(DType::kQ4_K), 256);
+  EXPECT_EQ(DTypeBlockElems(DType::kIQ4_NL), 32);
+  EXPECT_EQ(DTypeBlockElems(DType::kBF16), 1);
+  EXPECT_EQ(ParseDType("Q4_K"), DType::kQ4_K);
+  EXPECT_EQ(ParseDType("mxfp4"), DType::kMXFP4);
+  EXPECT_EQ(std::string(DTypeName(DType::kQ5_K)), "q5_K");
+  EXPECT_TRUE(IsBlockQuantized(DType::kQ8_0));
+  EXPECT_TRUE(IsBlockQuantized(DType::kIQ4_XS));
+  EXPECT_FALSE(IsBlockQuantized(DType::kF16));
+  EXPECT_TRUE(IsLinearDType(DType::kQ8_0));
+  EXPECT_FALSE(IsLinearDType(DType::kQ4_K));
+  try {
+    ParseDType("iq2_xxs");
+    ADD_FAILURE() << "iq2_xxs parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q4_K"), std::string::npos) << e.what();
+  }
+  // q4_0 block: d = 0.5 (f16 0x3800), byte 0 = 0x2f: weight 0 = (15 - 8) * 0.5, weight 16 =
+  // (2 - 8) * 0.5.
+  std::vector<std::byte> block(18, std::byte{0x88});
+  block[0] = std::byte{0x00};
+  block[1] = std::byte{0x38};
+  block[2] = std::byte{0x2f};
+  EXPECT_EQ(ElementToF32(DType::kQ4_0, block.data(), 0), 3.5f);
+  EXPECT_EQ(ElementToF32(DType::kQ4_0, block.data(), 16), -3.0f);
+  EXPECT_EQ(ElementToF32(DType::kQ4_0, block.data(), 1), 0.0f);
 }
 
 // The one scalar widening every layer uses, on values worked out by hand.

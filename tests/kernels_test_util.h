@@ -55,8 +55,9 @@ inline double DecodeElement(const std::byte* row, DType dtype, size_t i) {
       std::memcpy(&d, block, 2);
       return static_cast<double>(static_cast<int8_t>(block[2 + i % kQ8BlockSize])) * F16ToF32(d);
     }
+    default:  // Other block formats: core's scalar decoders.
+      return ElementToF32(dtype, row, i);
   }
-  return 0;
 }
 
 // rows x cols random weights encoded row by row.

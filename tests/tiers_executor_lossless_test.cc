@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 #include "engine/generator.h"
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
@@ -16,20 +17,21 @@
 namespace moex {
 namespace {
 
-class OffloadLosslessTest : public ::testing::TestWithParam<Arch> {};
-
-TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
-  auto model = LoadModel(testing::TinyModelPath(GetParam()));
+// Offloaded logits and greedy tokens equal the resident executor's bit for bit at 5, 25, 50
+// and 100 % budgets under every listed policy, within the budget.
+void ExpectLosslessAtEveryBudget(const std::string& model_path, const std::string& tag,
+                                 std::initializer_list<const char*> policies) {
+  auto model = LoadModel(model_path);
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
   ResidentMoeExecutor resident(*model);
   const std::vector<float> want_logits = testing::PrefillLogits(*model, resident, prompt);
   const auto want_tokens = testing::GreedyTokens(*model, resident);
   const std::string store =
       (std::filesystem::temp_directory_path() /
-       ("moex_lossless_" + std::to_string(getpid()) + "_" + ArchName(GetParam()) + ".moex"))
+       ("moex_lossless_" + std::to_string(getpid()) + "_" + tag + ".moex"))
           .string();
   for (const char* budget : {"5%", "25%", "50%", "100%"}) {
-    for (const char* policy : {"ondemand", "lru", "lfu", "random", "nextgate"}) {
+    for (const char* policy : policies) {
       SCOPED_TRACE(std::string(policy) + " at " + budget);
       OffloadOptions o;
       o.store_path = store;
@@ -50,6 +52,27 @@ TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
   }
   std::filesystem::remove(store);
 }
+
+class OffloadLosslessTest : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(OffloadLosslessTest, BitIdenticalToResidentForEveryBudgetAndPolicy) {
+  ExpectLosslessAtEveryBudget(testing::TinyModelPath(GetParam()), ArchName(GetParam()),
+                              {"ondemand", "lru", "lfu", "random", "nextgate"});
+}
+
+// Quantized GGUF experts: the store keeps their blocks, chunks are whole record groups, and
+// the block-format kernels are chunk invariant, so offloading stays lossless per format.
+class QuantOffloadLosslessTest : public ::testing::TestWithParam<QuantFormat> {};
+
+TEST_P(QuantOffloadLosslessTest, BitIdenticalToResidentForEveryBudget) {
+  const DType type = DTypeOf(GetParam());
+  const std::string path = testing::TinyQuantModelPath(type);
+  ASSERT_EQ(LoadModel(path)->expert_shape.dtype, type) << "experts were not kept in blocks";
+  ExpectLosslessAtEveryBudget(path, DTypeName(type), {"lru", "nextgate"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantOffloadLosslessTest, ::testing::ValuesIn(kAllQuantFormats),
+                         [](const auto& info) { return std::string(QuantFormatName(info.param)); });
 
 TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
   auto model = LoadModel(testing::TinyModelPath(Arch::kOlmoe));

@@ -65,7 +65,9 @@ Runner AddRandomModelCommand(CLI::App& app) {
   cmd->add_flag("--no-tokenizer", o->no_tokenizer, "ship no tokenizer (hf; prompts as ids)");
   cmd->add_option("--gguf-vocab", o->gguf_vocab, "GGUF whose tokenizer metadata to copy (gguf)");
   cmd->add_option("--gguf-type", o->gguf_type,
-                  "q8_0: quantise weight matrices and experts (gguf; values drawn in --dtype)");
+                  "q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
+                  "iq4_xs or mxfp4: quantise weight matrices and experts (gguf; values drawn "
+                  "in --dtype; k-quants, iq4_xs need sizes that are multiples of 256)");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
   cmd->add_option("--rope-original", o->rope_original,

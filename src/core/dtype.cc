@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 
 namespace moex {
 
@@ -15,8 +16,8 @@ const char* DTypeName(DType t) {
       return "f16";
     case DType::kBF16:
       return "bf16";
-    case DType::kQ8_0:
-      return "q8_0";
+    default:
+      if (const auto f = QuantFormatOf(t)) return QuantFormatName(*f);
   }
   return "?";
 }
@@ -28,8 +29,9 @@ DType ParseDType(const std::string& name) {
   if (lower == "f32" || lower == "float32") return DType::kF32;
   if (lower == "f16" || lower == "float16") return DType::kF16;
   if (lower == "bf16" || lower == "bfloat16") return DType::kBF16;
-  if (lower == "q8_0") return DType::kQ8_0;
-  Fail("unknown dtype '", name, "' (expected f32, f16, bf16 or q8_0)");
+  if (const auto f = ParseQuantFormat(lower)) return DTypeOf(*f);
+  Fail("unknown dtype '", name, "' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, ",
+       "q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs or mxfp4)");
 }
 
 size_t DTypeBytes(DType t, int64_t count) {
@@ -42,13 +44,33 @@ size_t DTypeBytes(DType t, int64_t count) {
     case DType::kQ8_0:
       Check(count % kQ8BlockSize == 0, "q8_0 row length ", count, " is not a multiple of 32");
       return static_cast<size_t>(count / kQ8BlockSize) * kQ8BlockBytes;
+    default:
+      return QuantBytes(*QuantFormatOf(t), count);
   }
-  return 0;
+}
+
+int DTypeBlockElems(DType t) {
+  const auto f = QuantFormatOf(t);
+  return f ? Info(*f).block_elems : 1;
+}
+
+float BlockElementToF32(DType dtype, const std::byte* row, size_t i) {
+  const QuantFormat f = *QuantFormatOf(dtype);
+  const QuantFormatInfo& info = Info(f);
+  float block[256];
+  const size_t b = i / static_cast<size_t>(info.block_elems);
+  Dequantize(f, reinterpret_cast<const uint8_t*>(row) + b * static_cast<size_t>(info.block_bytes),
+             info.block_elems, block);
+  return block[i % static_cast<size_t>(info.block_elems)];
 }
 
 void ConvertToF32(const std::byte* src, DType dtype, int64_t n, float* dst) {
   if (dtype == DType::kF32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  if (IsBlockQuantized(dtype) && dtype != DType::kQ8_0) {
+    Dequantize(*QuantFormatOf(dtype), reinterpret_cast<const uint8_t*>(src), n, dst);
     return;
   }
   for (int64_t i = 0; i < n; ++i) dst[i] = ElementToF32(dtype, src, static_cast<size_t>(i));

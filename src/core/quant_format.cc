@@ -71,6 +71,26 @@ std::optional<QuantFormat> QuantFormatOfGgmlType(uint32_t ggml_type) {
   return std::nullopt;
 }
 
+namespace {
+// DType values in kAllQuantFormats order.
+constexpr DType kDTypeOfFormat[] = {
+    DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,   DType::kQ8_0,
+    DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K,
+    DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
+static_assert(std::size(kDTypeOfFormat) == std::size(kAllQuantFormats));
+}  // namespace
+
+DType DTypeOf(QuantFormat format) {
+  return kDTypeOfFormat[QuantFormatIndex(format)];
+}
+
+std::optional<QuantFormat> QuantFormatOf(DType dtype) {
+  for (size_t i = 0; i < std::size(kAllQuantFormats); ++i) {
+    if (kDTypeOfFormat[i] == dtype) return kAllQuantFormats[i];
+  }
+  return std::nullopt;
+}
+
 std::optional<QuantFormat> ParseQuantFormat(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),

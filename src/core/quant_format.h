@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/dtype.h"
+
 namespace moex {
 
 enum class QuantFormat : uint32_t {
@@ -51,6 +53,10 @@ inline const char* QuantFormatName(QuantFormat format) {
 std::optional<QuantFormat> QuantFormatOfGgmlType(uint32_t ggml_type);
 // Case-insensitive name ("Q4_K", "q4_k", "mxfp4"); nullopt for unknown names.
 std::optional<QuantFormat> ParseQuantFormat(std::string_view name);
+
+// The DType that holds `format` (every format is one), and back (nullopt for float dtypes).
+DType DTypeOf(QuantFormat format);
+std::optional<QuantFormat> QuantFormatOf(DType dtype);
 
 // Bytes of `count` weights; throws Error unless count is a multiple of the block size.
 size_t QuantBytes(QuantFormat format, int64_t count);

@@ -78,11 +78,15 @@ ExpertStore ExpertStore::Open(const std::string& path) {
             h.num_experts > 0 && h.num_experts <= kMaxStoreCount && h.block_neurons <= h.neurons &&
             h.num_layers <= kMaxStoreLayers && h.num_moe_layers <= h.num_layers &&
             h.hidden_size > 0 && h.hidden_size <= kMaxStoreCount &&
-            h.dtype <= static_cast<uint32_t>(DType::kQ8_0),
+            h.dtype <= static_cast<uint32_t>(kLastDType),
         "expert store ", path, " has an invalid header");
-  // The kernels read records as [gate row | up row | down column] of hidden_size elements.
-  Check((static_cast<DType>(h.dtype) != DType::kQ8_0 || h.hidden_size % kQ8BlockSize == 0) &&
-            h.record_bytes == 3 * DTypeBytes(static_cast<DType>(h.dtype), h.hidden_size),
+  // The kernels read records as [gate row | up row | down column] of hidden_size elements;
+  // block formats as record groups of whole blocks, which chunks never split.
+  const uint32_t group = static_cast<uint32_t>(DTypeBlockElems(static_cast<DType>(h.dtype)));
+  Check(h.hidden_size % group == 0 && h.neurons % group == 0 && h.block_neurons % group == 0,
+        "expert store ", path, " has ", DTypeName(static_cast<DType>(h.dtype)),
+        " records that are not whole blocks of ", group);
+  Check(h.record_bytes == 3 * DTypeBytes(static_cast<DType>(h.dtype), h.hidden_size),
         "expert store ", path, " has records of ", h.record_bytes, " bytes, not three rows of ",
         h.hidden_size, " ", DTypeName(static_cast<DType>(h.dtype)), " values");
   const int blocks = s.blocks_per_expert();

@@ -10,7 +10,9 @@
 namespace moex {
 
 constexpr char kExpertStoreMagic[8] = {'M', 'O', 'E', 'X', 'S', 'T', 'O', 'R'};
-constexpr uint32_t kExpertStoreVersion = 2;
+// 3: block-format experts (q8_0 included) keep the checkpoint's blocks in record groups
+// (model/expert_layout.h); version 2 requantised q8_0 down columns along d.
+constexpr uint32_t kExpertStoreVersion = 3;
 constexpr uint64_t kStoreAlignment = 4096;  // O_DIRECT offset, length and buffer alignment.
 constexpr size_t kStoreHeaderBytes = 4096;
 
@@ -24,7 +26,7 @@ struct StoreHeader {
   uint32_t version;
   uint32_t header_bytes;
   char arch[32];            // HF model_type of the source.
-  uint32_t dtype;           // moex::DType of every record.
+  uint32_t dtype;           // moex::DType of every record (block formats: record groups).
   uint32_t num_layers;      // All decoder layers.
   uint32_t num_moe_layers;  // Layers with routed experts (listed in the table).
   uint32_t num_experts;     // Routed experts per MoE layer.
@@ -49,7 +51,8 @@ static_assert(sizeof(StoreHeader) <= kStoreHeaderBytes);
 // 64-bit checksum used for header, table and blocks: Checksum64 (core/checksum.h).
 uint64_t StoreChecksum(std::span<const std::byte> bytes);
 
-// Smallest neuron count whose records fill a whole number of alignment units, capped at F.
-uint32_t StoreBlockNeurons(uint64_t record_bytes, uint32_t neurons);
+// Smallest multiple of `granule` neurons (a record group: the block size of a block format)
+// whose records fill a whole number of alignment units, capped at F.
+uint32_t StoreBlockNeurons(uint64_t record_bytes, uint32_t neurons, uint32_t granule = 1);
 
 }  // namespace moex

@@ -193,7 +193,11 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
     } else {
       v.dtype = DType::kF32;
       v.nbytes = static_cast<size_t>(numel) * sizeof(float);
-      quantized_[i] = Quantized{*format, data + info.offset, static_cast<int64_t>(numel)};
+      Quantized q{*format, data + info.offset, static_cast<int64_t>(numel), v, false};
+      q.raw.dtype = DTypeOf(*format);
+      q.raw.data = q.blocks;
+      q.raw.nbytes = static_cast<size_t>(nbytes);
+      quantized_[i] = std::move(q);
     }
   }
 }
@@ -279,16 +283,32 @@ const TensorView* GgufFile::FindTensor(const std::string& name) const {
     if (views_[i].data == nullptr) {
       const Quantized& q = *quantized_[i];
       const auto* blocks = reinterpret_cast<const uint8_t*>(q.blocks);
-      if (const auto bad = FindNonFiniteScale(q.format, blocks, q.count)) {
-        Fail(name_, ": ", QuantFormatName(q.format), " tensor '", name, "' block ", *bad,
-             " has a non-finite scale");
-      }
+      CheckScales(name, q);
       dequantized_[i] = AlignedBuffer(views_[i].nbytes);
       Dequantize(q.format, blocks, q.count, reinterpret_cast<float*>(dequantized_[i].data()));
       views_[i].data = dequantized_[i].data();
     }
   }
   return &views_[i];
+}
+
+void GgufFile::CheckScales(const std::string& name, const Quantized& q) const {
+  if (q.checked) return;
+  if (const auto bad =
+          FindNonFiniteScale(q.format, reinterpret_cast<const uint8_t*>(q.blocks), q.count)) {
+    Fail(name_, ": ", QuantFormatName(q.format), " tensor '", name, "' block ", *bad,
+         " has a non-finite scale");
+  }
+  q.checked = true;
+}
+
+const TensorView* GgufFile::FindQuantizedTensor(const std::string& name) const {
+  auto it = tensor_index_.find(name);
+  if (it == tensor_index_.end() || !quantized_[it->second]) return FindTensor(name);
+  const Quantized& q = *quantized_[it->second];
+  std::lock_guard<std::mutex> lock(dequantize_mutex_);
+  CheckScales(name, q);
+  return &q.raw;
 }
 
 }  // namespace moex

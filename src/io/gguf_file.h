@@ -80,6 +80,11 @@ class GgufFile {
   // A view (row-major shape) of an F32/F16/BF16/Q8_0 tensor; null when absent. Throws
   // Error for a tensor of another GGML type ("unsupported GGML type q4_K ...").
   const TensorView* FindTensor(const std::string& name) const;
+  // As FindTensor, but a tensor of a block format other than q8_0 keeps its blocks: the view
+  // has that format's DType (kQ4_K, ...) and points into the file. Weight matrices and
+  // routed experts are read this way (kernels/quant_expert_ffn.cc). Throws Error for a
+  // block with a non-finite scale.
+  const TensorView* FindQuantizedTensor(const std::string& name) const;
 
  private:
   void Parse(std::span<const std::byte> bytes);
@@ -99,13 +104,16 @@ class GgufFile {
   // views_[i] belongs to infos_[i]; data is null for unsupported types.
   mutable std::vector<TensorView> views_;  // Quantised ones get data on first FindTensor.
   // Tensors of GGML's block formats other than q8_0 (which the kernels read as stored) are
-  // exposed as f32, dequantised on first use (FindTensor): llama.cpp's values exactly, at 4
-  // bytes per weight. Native quantised storage and kernels are issue 18's remainder.
+  // exposed by FindTensor as f32, dequantised on first use: llama.cpp's values exactly, at 4
+  // bytes per weight; FindQuantizedTensor gives the blocks as stored.
   struct Quantized {
     QuantFormat format;
     const std::byte* blocks = nullptr;
     int64_t count = 0;
+    TensorView raw;             // The blocks, with the format's DType.
+    mutable bool checked = false;  // Scales checked finite (guarded by dequantize_mutex_).
   };
+  void CheckScales(const std::string& name, const Quantized& q) const;
   std::vector<std::optional<Quantized>> quantized_;  // [tensor]
   mutable std::mutex dequantize_mutex_;
   mutable std::vector<AlignedBuffer> dequantized_;  // [tensor], guarded by dequantize_mutex_.

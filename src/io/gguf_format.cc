@@ -1,5 +1,7 @@
 #include "io/gguf_format.h"
 
+#include "core/quant_format.h"
+
 namespace moex {
 
 uint32_t GgmlTypeOf(DType dtype) {
@@ -12,8 +14,9 @@ uint32_t GgmlTypeOf(DType dtype) {
       return kGgmlTypeBF16;
     case DType::kQ8_0:
       return kGgmlTypeQ8_0;
+    default:  // GGML's block formats are named by their type ids.
+      return static_cast<uint32_t>(*QuantFormatOf(dtype));
   }
-  return kGgmlTypeF32;
 }
 
 std::optional<DType> DTypeOfGgmlType(uint32_t ggml_type) {

@@ -94,9 +94,10 @@ int64_t GgufWriter::CheckNew(const std::string& name, const std::vector<int64_t>
 void GgufWriter::AddTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                            ByteFill fill) {
   const int64_t numel = CheckNew(name, shape);
-  if (dtype == DType::kQ8_0) {
-    Check(!shape.empty() && shape.back() % kQ8BlockSize == 0, "GGUF: q8_0 tensor '", name,
-          "' row length must be a multiple of ", kQ8BlockSize);
+  if (IsBlockQuantized(dtype)) {
+    Check(!shape.empty() && shape.back() % DTypeBlockElems(dtype) == 0, "GGUF: ",
+          DTypeName(dtype), " tensor '", name, "' row length must be a multiple of ",
+          DTypeBlockElems(dtype));
   }
   const int64_t cols = shape.empty() ? 1 : shape.back();
   names_[name] = tensors_.size();
@@ -120,7 +121,7 @@ void GgufWriter::AddTensor(const std::string& name, DType dtype, const std::vect
   int64_t numel = 1;
   for (int64_t d : shape) numel *= std::max<int64_t>(d, 0);
   const size_t nbytes =
-      dtype == DType::kQ8_0 && numel % kQ8BlockSize != 0 ? 0 : DTypeBytes(dtype, numel);
+      numel % DTypeBlockElems(dtype) != 0 ? 0 : DTypeBytes(dtype, numel);
   AddTensor(name, dtype, shape, FillFromMemory(data, nbytes));
 }
 

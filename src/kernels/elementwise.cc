@@ -190,6 +190,8 @@ void ToF32Impl(const std::byte* src, DType dtype, size_t n, float* dst) {
       return ToF32T<DType::kBF16>(src, n, dst);
     case DType::kQ8_0:
       return ToF32T<DType::kQ8_0>(src, n, dst);
+    default:  // The other block formats: their scalar decoders.
+      return ConvertToF32(src, dtype, static_cast<int64_t>(n), dst);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "kernels/partition.h"
+#include "kernels/quant_expert_ffn.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moex::kernels::HWY_NAMESPACE {
@@ -271,9 +272,7 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
     for (size_t j = 0; j < num_jobs; ++j) order[j] = j;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return job_cost[a] > job_cost[b]; });
-    // Q8_0 keeps the two-phase path (its down rows are 34-byte blocks, not elements).
-    const bool fused = kT != DType::kQ8_0 &&
-                       GetDecodeStreamOrder() == DecodeStreamOrder::kSequential;
+    const bool fused = GetDecodeStreamOrder() == DecodeStreamOrder::kSequential;
     const auto run = [&](size_t b, size_t e, int) {
       for (size_t i = b; i < e; ++i) {
         const size_t j = order[i];
@@ -320,8 +319,8 @@ void ExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d
       return ExpertFfnT<DType::kF16>(s, d, *pool);
     case DType::kBF16:
       return ExpertFfnT<DType::kBF16>(s, d, *pool);
-    case DType::kQ8_0:
-      return ExpertFfnT<DType::kQ8_0>(s, d, *pool);
+    default:
+      break;  // Block formats run in quant_expert_ffn.cc.
   }
 }
 
@@ -335,8 +334,7 @@ HWY_EXPORT(ExpertFfnImpl);
 
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool) {
   Check(d_model > 0, "ExpertFfn: d_model must be positive");
-  Check(dtype != DType::kQ8_0 || d_model % kQ8BlockSize == 0, "ExpertFfn: q8_0 d_model ", d_model,
-        " is not a multiple of 32");
+  if (IsBlockQuantized(dtype)) return QuantExpertFfn(jobs, dtype, d_model, pool);
   if (jobs.empty()) return;
   HWY_DYNAMIC_DISPATCH(ExpertFfnImpl)
   (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool);

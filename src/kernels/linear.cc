@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "kernels/quant_expert_ffn.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moex::kernels::HWY_NAMESPACE {
@@ -43,6 +44,8 @@ void LinearRowsAnyType(const LinearOutput& o, const float* x, size_t n, size_t b
       return LinearRows<DType::kBF16>(o, x, n, begin, end);
     case DType::kQ8_0:
       return LinearRows<DType::kQ8_0>(o, x, n, begin, end);
+    default:
+      break;  // Refused before dispatch (LinearMulti).
   }
 }
 
@@ -100,11 +103,22 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
   for (const LinearOutput& o : outs) {
     Check(o.out >= 0 && o.in >= 0, "Linear: negative shape");
     Check(o.in == outs[0].in, "Linear: outputs of one call share the input width");
-    Check(o.dtype != DType::kQ8_0 || o.in % kQ8BlockSize == 0, "Linear: q8_0 input width ", o.in,
-          " is not a multiple of 32");
+    Check(o.in % DTypeBlockElems(o.dtype) == 0, "Linear: ", DTypeName(o.dtype), " input width ",
+          o.in, " is not a multiple of ", DTypeBlockElems(o.dtype));
   }
   if (n == 0 || outs.empty()) return;
-  HWY_DYNAMIC_DISPATCH(LinearMultiImpl)(outs.data(), outs.size(), x, static_cast<size_t>(n), &pool);
+  // Block formats other than q8_0 go to the block kernels (quant_expert_ffn.cc), one output
+  // at a time; outputs are independent, so splitting a call changes no bits.
+  std::vector<LinearOutput> plain;
+  for (const LinearOutput& o : outs) {
+    if (IsLinearDType(o.dtype)) {
+      plain.push_back(o);
+    } else {
+      QuantLinear(o, x, n, pool);
+    }
+  }
+  if (plain.empty()) return;
+  HWY_DYNAMIC_DISPATCH(LinearMultiImpl)(plain.data(), plain.size(), x, static_cast<size_t>(n), &pool);
 }
 
 void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n) {

@@ -1,5 +1,6 @@
 // CPU kernels used by the forward pass. Activations are f32; weights may be f32, f16, bf16
-// or q8_0 and are widened to f32 in registers (f32 accumulation everywhere).
+// or any GGML block format (q8_0, q4_K, mxfp4, ...; quant_expert_ffn.h) and are widened to
+// f32 in registers (f32 accumulation everywhere).
 //
 // Determinism contract (the lossless guarantee rests on it):
 //  * Batch invariance: row t of every output is bit-identical whatever the number of rows
@@ -62,12 +63,9 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
 
 // One unit of routed-expert work on the neuron-major layout (see docs/expert-store.md):
 // record i (of d_model*3 elements) = [gate row i | up row i | down column i], each part
-// DTypeBytes(dtype, d_model) bytes. For Q8_0 all three parts are Q8_0 rows of d_model
-// elements, the down column quantised along d_model (blocks of 32 consecutive output
-// elements of neuron i). A GGUF Q8_0 source, quantised along the neuron axis, is therefore
-// requantised once at pack time; offloading stays lossless because resident and offloaded
-// experts use the same packed records, and the record stays 3.2 bytes per weight triple
-// (an f32 down column would make it 6.1 and double the bytes every fetch moves).
+// DTypeBytes(dtype, d_model) bytes. Block formats (q8_0, q4_K, mxfp4, ...) use record
+// groups of whole blocks instead (model/expert_layout.h) and run in quant_expert_ffn.cc:
+// their jobs start at a group and cover whole groups.
 // For each token t < n:  h_i = silu(dot(gate_i, x_t)) * dot(up_i, x_t)
 //                        y_t += sum over i in [0, neuron_count) of h_i * down_i (in order)
 struct ExpertJob {
@@ -79,7 +77,7 @@ struct ExpertJob {
 };
 // Runs independent jobs (distinct y) across the thread pool. Results do not depend on how
 // the work is scheduled.
-// Q8_0 needs d_model % 32 == 0.
+// Block formats need d_model and neuron_count to be multiples of the block size.
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model);
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool);
 // Bytes of one neuron record.

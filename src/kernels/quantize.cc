@@ -24,8 +24,8 @@ void FromF32(const float* src, DType dtype, int64_t n, std::byte* dst) {
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
-    case DType::kQ8_0:
-      QuantizeQ8_0(src, n, dst);
+    default:  // Q8_0 and the other block formats.
+      Quantize(*QuantFormatOf(dtype), src, n, reinterpret_cast<uint8_t*>(dst));
       return;
   }
 }

@@ -5,48 +5,30 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/quantize.h"
 
 namespace moex {
 
 namespace {
 
-// Q8_0 records: gate/up rows are already blocks along d; down column i gathers one element
-// from each of d rows, each under its own block scale, so it is dequantised and
-// requantised along d.
-void PackQ8_0(const TensorView& gate, const TensorView& up, const TensorView& down,
-              const ExpertShape& shape, std::byte* dst) {
+// Block formats: record groups of G neurons, [G gate rows | G up rows | d down blocks].
+void PackBlockGroups(const TensorView& gate, const TensorView& up, const TensorView& down,
+                     const ExpertShape& shape, std::byte* dst) {
   const int64_t d = shape.hidden_size;
   const int64_t f = shape.neurons;
-  const size_t row = DTypeBytes(DType::kQ8_0, d);
-  const size_t rec = shape.RecordBytes();
-  for (int64_t i = 0; i < f; ++i) {
-    std::memcpy(dst + static_cast<size_t>(i) * rec, gate.data + static_cast<size_t>(i) * row, row);
-    std::memcpy(dst + static_cast<size_t>(i) * rec + row, up.data + static_cast<size_t>(i) * row,
-                row);
-  }
-  // One source block (32 neurons of one down row) at a time: each block's scale is read
-  // once and the d rows are walked once per 32 neurons.
-  const size_t down_row = DTypeBytes(DType::kQ8_0, f);
-  std::vector<float> cols(static_cast<size_t>(kQ8BlockSize * d));  // [32 neurons][d]
-  for (int64_t b = 0; b < f / kQ8BlockSize; ++b) {
-    for (int64_t j = 0; j < d; ++j) {
-      const std::byte* blk =
-          down.data + static_cast<size_t>(j) * down_row + static_cast<size_t>(b) * kQ8BlockBytes;
-      uint16_t scale_bits;
-      std::memcpy(&scale_bits, blk, 2);
-      const float scale = F16ToF32(scale_bits);
-      // q * scale is exact in f32 (at most 8 + 11 significant bits): the value the kernels
-      // and llama.cpp compute from this block.
-      for (int k = 0; k < kQ8BlockSize; ++k)
-        cols[static_cast<size_t>(k * d + j)] =
-            static_cast<float>(static_cast<int8_t>(blk[2 + k])) * scale;
-    }
-    for (int k = 0; k < kQ8BlockSize; ++k) {
-      const int64_t i = b * kQ8BlockSize + k;
-      kernels::QuantizeQ8_0(&cols[static_cast<size_t>(k * d)], d,
-                            dst + static_cast<size_t>(i) * rec + 2 * row);
-    }
+  const int64_t g = shape.GroupNeurons();
+  const size_t row = DTypeBytes(shape.dtype, d);
+  const size_t block = DTypeBytes(shape.dtype, g);  // One down block: G neurons of a row.
+  const size_t down_row = DTypeBytes(shape.dtype, f);
+  const size_t rows = static_cast<size_t>(g) * row;
+  for (int64_t k = 0; k < f / g; ++k) {
+    std::byte* out = dst + static_cast<size_t>(k) * (2 * rows + static_cast<size_t>(d) * block);
+    std::memcpy(out, gate.data + static_cast<size_t>(k) * rows, rows);
+    std::memcpy(out + rows, up.data + static_cast<size_t>(k) * rows, rows);
+    std::byte* blocks = out + 2 * rows;
+    for (int64_t j = 0; j < d; ++j)
+      std::memcpy(blocks + static_cast<size_t>(j) * block,
+                  down.data + static_cast<size_t>(j) * down_row + static_cast<size_t>(k) * block,
+                  block);
   }
 }
 
@@ -66,21 +48,28 @@ void CheckExpertTensors(const TensorView& gate, const TensorView& up, const Tens
     Check(t->dtype == shape.dtype, "expert tensor '", t->name, "' is ", DTypeName(t->dtype),
           " but the layer's experts are ", DTypeName(shape.dtype));
   }
-  if (shape.dtype == DType::kQ8_0) {
-    // Records hold gate row, up row and down column as Q8_0 blocks along d.
-    Check(shape.hidden_size % kQ8BlockSize == 0, "q8_0 experts need hidden_size (d) to be a ",
-          "multiple of 32 to be packed neuron-major, but d = ", shape.hidden_size, " (tensor '",
-          gate.name, "')");
-    Check(shape.neurons % kQ8BlockSize == 0, "q8_0 expert tensor '", down.name, "' has rows of ",
-          shape.neurons, " neurons, which is not a multiple of 32 (q8_0 block size)");
+  if (IsBlockQuantized(shape.dtype)) {
+    // Gate/up rows are blocks along d; record groups take whole down blocks along F.
+    const int64_t g = shape.GroupNeurons();
+    const char* name = DTypeName(shape.dtype);
+    Check(shape.hidden_size % g == 0, name, " experts need hidden_size (d) to be a multiple of ",
+          g, " to be packed neuron-major, but d = ", shape.hidden_size, " (tensor '", gate.name,
+          "')");
+    Check(shape.neurons % g == 0, name, " expert tensor '", down.name, "' has rows of ",
+          shape.neurons, " neurons, which is not a multiple of ", g, " (", name, " block size)");
+    for (const TensorView* t : {&gate, &up, &down}) {
+      Check(t->nbytes == DTypeBytes(shape.dtype, t->numel()), "expert tensor '", t->name,
+            "' holds ", t->nbytes, " bytes, not the ", DTypeBytes(shape.dtype, t->numel()),
+            " of ", t->numel(), " ", name, " weights");
+    }
   }
 }
 
 void PackExpertNeuronMajor(const TensorView& gate, const TensorView& up, const TensorView& down,
                            const ExpertShape& shape, std::byte* dst) {
   CheckExpertTensors(gate, up, down, shape);
-  if (shape.dtype == DType::kQ8_0) {
-    PackQ8_0(gate, up, down, shape, dst);
+  if (IsBlockQuantized(shape.dtype)) {
+    PackBlockGroups(gate, up, down, shape, dst);
     return;
   }
   const int64_t d = shape.hidden_size;

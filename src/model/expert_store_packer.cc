@@ -121,12 +121,12 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
   const DType dtype = RoutedExpertDType(source, c);
   const int64_t d = c.hidden_size;
   const int64_t f = c.moe_intermediate_size;
-  // Q8_0 records are blocks along d (the down column is requantised, see expert_layout.h);
-  // checked here so a bad shape fails before the partial file is created.
-  Check(dtype != DType::kQ8_0 || (d % kQ8BlockSize == 0 && f % kQ8BlockSize == 0),
-        "expert store: q8_0 routed experts need hidden_size and moe_intermediate_size to be "
-        "multiples of 32 to be packed neuron-major (d = ",
-        d, ", F = ", f, ")");
+  // Block formats pack record groups of whole blocks (expert_layout.h); checked here so a
+  // bad shape fails before the partial file is created.
+  const int64_t group = DTypeBlockElems(dtype);
+  Check(d % group == 0 && f % group == 0, "expert store: ", DTypeName(dtype),
+        " routed experts need hidden_size and moe_intermediate_size to be multiples of ", group,
+        " to be packed neuron-major (d = ", d, ", F = ", f, ")");
   std::vector<int> moe_layers;
   for (int l = 0; l < c.num_layers; ++l)
     if (c.IsMoeLayer(l)) moe_layers.push_back(l);
@@ -143,7 +143,8 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
   h.hidden_size = static_cast<uint32_t>(d);
   h.neurons = static_cast<uint32_t>(f);
   h.record_bytes = static_cast<uint32_t>(3 * DTypeBytes(dtype, d));
-  h.block_neurons = StoreBlockNeurons(h.record_bytes, h.neurons);
+  h.block_neurons =
+      StoreBlockNeurons(h.record_bytes, h.neurons, static_cast<uint32_t>(group));
   const uint64_t expert_bytes = static_cast<uint64_t>(h.record_bytes) * h.neurons;
   h.expert_stride = AlignUp(expert_bytes, kStoreAlignment);
   const uint32_t blocks = (h.neurons + h.block_neurons - 1) / h.block_neurons;

@@ -47,10 +47,11 @@ struct GgufWriteOptions {
   // Store 1-D tensors, norms and router weights as F32, as llama.cpp's converter does (its
   // CPU kernels expect that). Off keeps every tensor's dtype, for bit-exact round trips.
   bool f32_small_tensors = true;
-  // Quantise weight matrices to this type (only kQ8_0), as llama.cpp's `--outtype q8_0`:
-  // every matrix whose rows are a multiple of 32, except norms and routers, and all routed
-  // experts (an error if their rows are not). Matrices that cannot be quantised are
-  // widened to F32. Unset keeps the source dtypes.
+  // Quantise weight matrices to this block format (q8_0, q4_K, mxfp4, ...), as llama.cpp's
+  // `--outtype q8_0` or llama-quantize with one type: every matrix whose rows are a multiple
+  // of the block, except norms and routers (kept f32), and all routed experts (an error if
+  // their rows are not). Other matrices fall back to Q8_0, or F32 when their rows are not
+  // a multiple of 32. Unset keeps the source dtypes.
   std::optional<DType> quantize;
   std::string name = "moex";
   uint32_t alignment = 32;

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -85,6 +86,24 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::unordered_map<std::string, std::string> layer_map;
   for (const auto& p : names.layer) layer_map[p.gguf] = p.hf;
   const bool permutes = GgufPermutesQK(config.arch);
+  // Routed experts keep their blocks when every expert tensor has the same block format
+  // (the expert store and kernels take one dtype per model); a mix is dequantised to f32.
+  std::set<uint32_t> expert_types;
+  for (const GgufTensorInfo& info : f.tensor_infos()) {
+    const std::vector<std::string_view> parts = Split(info.name);
+    if (parts.size() >= 4 && parts[0] == "blk" &&
+        (std::find(kExpsStems.begin(), kExpsStems.end(), parts[2]) != kExpsStems.end() ||
+         (parts.size() == 5 && std::find(kLegacyExpertStems.begin(), kLegacyExpertStems.end(),
+                                         parts[2]) != kLegacyExpertStems.end())))
+      expert_types.insert(info.ggml_type);
+  }
+  const bool keep_expert_blocks = expert_types.size() == 1;
+  const auto expert_tensor = [&](const std::string& name) {
+    return keep_expert_blocks ? f.FindQuantizedTensor(name) : f.FindTensor(name);
+  };
+  if (expert_types.size() > 1)
+    Log(LogLevel::kInfo, f.path(), ": routed experts mix ", expert_types.size(),
+        " tensor types; their block formats are dequantised to f32");
   std::map<int, std::array<const TensorView*, 2>> split_kv_b;  // MLA: attn_k_b, attn_v_b.
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {
@@ -99,7 +118,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       const auto it = std::find_if(std::begin(kGlobalNames), std::end(kGlobalNames),
                                    [&](const NamePair& p) { return p.gguf == parts[0]; });
       if (it != std::end(kGlobalNames)) {
-        Add(it->hf + "." + suffix, *f.FindTensor(info.name));
+        Add(it->hf + "." + suffix, *f.FindQuantizedTensor(info.name));
         continue;
       }
     }
@@ -130,7 +149,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
       if (exps != kExpsStems.end() && suffix == "weight") {
-        const TensorView& t = *f.FindTensor(info.name);
+        const TensorView& t = *expert_tensor(info.name);
         Check(t.shape.size() == 3 && t.shape[0] == config.num_experts && t.shape[1] > 0 &&
                   t.shape[2] > 0,
               f.path(), ": expert tensor ", info.name, " has shape ", ShapeString(t.shape),
@@ -148,7 +167,8 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       }
       const auto hf = layer_map.find(stem);
       if (hf != layer_map.end()) {
-        const TensorView& t = *f.FindTensor(info.name);
+        // Dense weights keep their blocks too: Linear reads every block format.
+        const TensorView& t = *f.FindQuantizedTensor(info.name);
         Entry& entry = Add(LayerPrefix(l) + hf->second + "." + suffix, t);
         // llama.cpp declares Qwen2-MoE's shared-expert gate as a vector [d]; the HF tensor
         // (and moex) is the matrix [1, d]: same values.
@@ -168,7 +188,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         Check(*expert < config.num_experts, f.path(), ": tensor ", info.name,
               " is beyond expert_count ", config.num_experts);
         const int mat = static_cast<int>(legacy - kLegacyExpertStems.begin());
-        Add(HfExpertName(names, l, *expert, mat), *f.FindTensor(info.name));
+        Add(HfExpertName(names, l, *expert, mat), *expert_tensor(info.name));
         continue;
       }
     }

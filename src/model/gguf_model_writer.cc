@@ -174,6 +174,30 @@ uint32_t FileType(DType dtype) {
       return 7;
     case DType::kBF16:
       return 32;
+    case DType::kQ4_0:
+      return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ5_1:
+      return 9;
+    case DType::kQ2_K:
+      return 10;
+    case DType::kQ3_K:
+      return 12;  // Q3_K_M
+    case DType::kQ4_K:
+      return 15;  // Q4_K_M
+    case DType::kQ5_K:
+      return 17;  // Q5_K_M
+    case DType::kQ6_K:
+      return 18;
+    case DType::kIQ4_NL:
+      return 25;
+    case DType::kIQ4_XS:
+      return 30;
+    case DType::kMXFP4:
+      return 38;  // MXFP4_MOE
   }
   return 0;
 }
@@ -196,13 +220,16 @@ bool ForceF32(const std::string& stem, const TensorView& t, const GgufWriteOptio
 }
 
 // The stored dtype of a non-expert tensor. Quantising leaves small tensors alone (as
-// llama.cpp does) and widens matrices whose rows do not fill whole Q8_0 blocks to F32.
+// llama.cpp does); a matrix whose rows do not fill whole blocks of the type falls back to
+// Q8_0 (as llama-quantize falls back for k-quants), or to F32 when not even that fits.
 DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
   if (o.quantize && !IsSmallTensor(stem, t)) {
-    if (t.cols() % kQ8BlockSize == 0) return *o.quantize;
+    if (t.cols() % DTypeBlockElems(*o.quantize) == 0) return *o.quantize;
+    const DType fallback = t.cols() % kQ8BlockSize == 0 ? DType::kQ8_0 : DType::kF32;
     Log(LogLevel::kInfo, "gguf: ", t.name, " has rows of ", t.cols(), " elements, not a ",
-        "multiple of 32; stored as f32 instead of ", DTypeName(*o.quantize));
-    return DType::kF32;
+        "multiple of ", DTypeBlockElems(*o.quantize), "; stored as ", DTypeName(fallback),
+        " instead of ", DTypeName(*o.quantize));
+    return fallback;
   }
   return ForceF32(stem, t, o) ? DType::kF32 : t.dtype;
 }
@@ -252,8 +279,9 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   config.Validate();
   const ArchNames names = NamesFor(config.arch);
   const bool permutes = GgufPermutesQK(config.arch);
-  Check(!options.quantize || *options.quantize == DType::kQ8_0,
-        "gguf: can only quantise to q8_0, not ", DTypeName(options.quantize.value_or(DType::kF32)));
+  Check(!options.quantize || IsBlockQuantized(*options.quantize),
+        "gguf: can only quantise to a block format (q8_0, q4_K, ...), not ",
+        DTypeName(options.quantize.value_or(DType::kF32)));
   // Ordered by (layer, name); whole-model tensors go first (embedding) or last (output).
   std::map<std::pair<int, std::string>, Plan> plans;
   std::map<std::pair<int, int>, std::vector<const TensorView*>> experts;  // (layer, matrix)
@@ -341,10 +369,12 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
                                   group[0]->shape[1]};
     const DType out = options.quantize.value_or(group[0]->dtype);
     // The engine needs every routed expert in one dtype, so no per-tensor fallback here.
-    Check(out != DType::kQ8_0 || group[0]->cols() % kQ8BlockSize == 0, hf.Describe(),
-          ": cannot store routed expert tensor ", group[0]->name, " as q8_0: its rows have ",
-          group[0]->cols(), " elements, not a multiple of 32 (q8_0 experts need hidden_size ",
-          "and moe_intermediate_size to be multiples of 32)");
+    const int block = DTypeBlockElems(out);
+    Check(group[0]->cols() % block == 0, hf.Describe(), ": cannot store routed expert tensor ",
+          group[0]->name, " as ", DTypeName(out), ": its rows have ", group[0]->cols(),
+          " elements, not a multiple of ", block, " (", DTypeName(out),
+          " experts need hidden_size and moe_intermediate_size to be multiples of ", block,
+          "; random-model: try --size small)");
     expert_dtype = out;
     plans[{layer, gguf_name}] = {gguf_name, shape, MakeRowCopy(group, out, 0, false, what)};
   }

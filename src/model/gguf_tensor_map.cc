@@ -98,13 +98,13 @@ void RowCopy::Copy(size_t offset, std::span<std::byte> out) const {
     if (src_dtype == out_dtype) {
       std::memcpy(dst, src, run * src_unit);
     } else {
-      // Widened through a float buffer (`out` has no alignment guarantee); Q8_0 is then
-      // quantised row by row, as its blocks run along a row.
+      // Widened through a float buffer (`out` has no alignment guarantee); block formats
+      // are then quantised row by row, as their blocks run along a row.
       std::vector<float> wide(static_cast<size_t>(run * unit_cols));
       ConvertToF32(src, src_dtype, run * unit_cols, wide.data());
-      if (out_dtype == DType::kQ8_0) {
+      if (IsBlockQuantized(out_dtype)) {
         for (int64_t r = 0; r < run; ++r)
-          kernels::QuantizeQ8_0(wide.data() + r * unit_cols, unit_cols, dst + r * out_unit);
+          kernels::FromF32(wide.data() + r * unit_cols, out_dtype, unit_cols, dst + r * out_unit);
       } else {
         std::memcpy(dst, wide.data(), wide.size() * sizeof(float));
       }

@@ -267,8 +267,8 @@ void WriteRandomModel(const RandomModelOptions& o) {
         "random-model: dtype must be bf16, f16 or f32");
   Check(o.format == "hf" || o.format == "gguf", "random-model: format must be hf or gguf");
   Check(!o.gguf_type || o.format == "gguf", "random-model: --gguf-type needs --format gguf");
-  Check(!o.gguf_type || *o.gguf_type == DType::kQ8_0,
-        "random-model: --gguf-type must be q8_0 (use --dtype for f32, f16 or bf16)");
+  Check(!o.gguf_type || IsBlockQuantized(*o.gguf_type), "random-model: --gguf-type must be ",
+        "a block format such as q8_0, q4_K or mxfp4 (use --dtype for f32, f16 or bf16)");
 
   SafetensorsWriter writer;
   const TensorNames n = TensorNamesFor(c);

@@ -45,8 +45,8 @@ struct RandomModelOptions {
   bool byte_tokenizer = false;
   // For "gguf": a GGUF whose tokenizer.* metadata is copied in (so llama.cpp can load it).
   std::string gguf_vocab;
-  // For "gguf": quantise weight matrices and routed experts to this type (only q8_0; see
-  // GgufWriteOptions::quantize). The values are drawn in `dtype` first.
+  // For "gguf": quantise weight matrices and routed experts to this block format (q8_0,
+  // q4_K, mxfp4, ...; see GgufWriteOptions::quantize). The values are drawn in `dtype` first.
   std::optional<DType> gguf_type;
   uint64_t max_shard_bytes = 4ull << 30;
 };

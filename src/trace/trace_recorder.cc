@@ -22,7 +22,8 @@ TraceModel TraceModelOf(const Model& model) {
   m.expert_neurons = static_cast<int>(model.expert_shape.neurons);
   m.record_bytes = static_cast<int64_t>(model.expert_shape.RecordBytes());
   m.block_neurons = static_cast<int>(StoreBlockNeurons(static_cast<uint64_t>(m.record_bytes),
-                                                       static_cast<uint32_t>(m.expert_neurons)));
+                                                       static_cast<uint32_t>(m.expert_neurons),
+                        static_cast<uint32_t>(model.expert_shape.GroupNeurons())));
   m.dtype = DTypeName(model.expert_shape.dtype);
   return m;
 }

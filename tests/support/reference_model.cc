@@ -20,6 +20,13 @@ using Vec = std::vector<double>;
 Vec ToDouble(const TensorView& t) {
   const int64_t n = t.numel();
   Vec out(static_cast<size_t>(n));
+  if (IsBlockQuantized(t.dtype) && t.dtype != DType::kQ8_0) {
+    // Other block formats: core's decoders (checked against gguf-py in quant_format_test).
+    std::vector<float> wide(static_cast<size_t>(n));
+    ConvertToF32(t.data, t.dtype, n, wide.data());
+    std::copy(wide.begin(), wide.end(), out.begin());
+    return out;
+  }
   const uint8_t* p = reinterpret_cast<const uint8_t*>(t.data);
   for (int64_t i = 0; i < n; ++i) {
     switch (t.dtype) {
@@ -47,6 +54,8 @@ Vec ToDouble(const TensorView& t) {
         out[static_cast<size_t>(i)] = scale * static_cast<int8_t>(b[2 + i % kQ8BlockSize]);
         break;
       }
+      default:
+        Fail("internal: ToDouble on ", DTypeName(t.dtype));
     }
   }
   return out;

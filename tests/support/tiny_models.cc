@@ -52,6 +52,29 @@ std::string ChunkedTinyModelPath(Arch arch) {
   return WriteOnce(arch, DType::kBF16, 7, kChunkedExpertNeurons);
 }
 
+std::string TinyQuantModelPath(DType type) {
+  static std::mutex mutex;
+  static TempDir* root = new TempDir();
+  static std::map<DType, std::string> written;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = written.find(type); it != written.end()) return it->second;
+  RandomModelOptions options;
+  options.config = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
+  ModelConfig& c = options.config;
+  c.hidden_size = 256;
+  c.head_dim = 64;
+  c.num_layers = 2;
+  c.moe_intermediate_size = 512;
+  options.dtype = DType::kBF16;
+  options.seed = 7;
+  options.format = "gguf";
+  options.gguf_type = type;
+  options.out = *root / (std::string("olmoe-") + DTypeName(type) + ".gguf");
+  WriteRandomModel(options);
+  written[type] = options.out;
+  return options.out;
+}
+
 void PoisonTensorWithNaN(const std::string& file, const std::string& name) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   uint64_t header_len = 0;

@@ -18,6 +18,12 @@ constexpr int kChunkedExpertNeurons = 128;
 constexpr int kChunkNeurons = 32;
 std::string ChunkedTinyModelPath(Arch arch);
 
+// A tiny OLMoE GGUF whose routed experts (and weight matrices) are stored in the block
+// format `type` (q8_0, q4_K, mxfp4, ...; norms and router f32), written once per process.
+// Widths are multiples of 256 (hidden 256, 512 neurons per expert) so every format fits,
+// and each expert is two chunks of the expert store.
+std::string TinyQuantModelPath(DType type);
+
 // Overwrites the f32 tensor `name` of a safetensors file with NaN (a model whose logits are
 // not finite).
 void PoisonTensorWithNaN(const std::string& file, const std::string& name);

@@ -1,0 +1,994 @@
+// ExpertFfn for routed experts in GGML block formats (q8_0, q4_K, q6_K, mxfp4, ...), on the
+// record groups of model/expert_layout.h, reading the checkpoint's blocks directly (no f32
+// copy of the weights). Activations stay f32 (docs/kernels.md, "Quantized experts": the
+// accuracy of f32 activations against llama.cpp-style q8 activations, and why).
+//
+// A block is decoded to f32 in an L1-resident buffer (SIMD decoders for q8_0, q4_0, mxfp4,
+// q4_K, q5_K and q6_K; the scalar decoders of core/quant_dequantize.cc for the others) and
+// dotted with the activations:
+//   gate/up: h[t, i] = silu(dot(gate_i, x_t)) * dot(up_i, x_t), one dot per row over d;
+//   down:    y[t, j] += dot(down block (j, group), h[t, group]) for each record group in
+//            neuron order: one scalar addition per (row, group).
+// Every dot has a fixed lane split and reduction, so the bits of y[t, :] depend neither on
+// the number of tokens, nor the thread count or work split, nor on how a job's neuron
+// range is cut into chunks of whole groups (the lossless guarantee rests on this).
+#include "kernels/simd_config.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/quant_expert_ffn.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/simd-inl.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/quant_format.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/partition.h"
+#include "kernels/quant_expert_ffn.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moex::kernels::HWY_NAMESPACE {
+
+namespace quant {
+
+using DI = hn::Rebind<int32_t, DF>;
+using DU8 = hn::Rebind<uint8_t, DF>;
+using DI8 = hn::Rebind<int8_t, DF>;
+
+// The f16 at p as f32, with the CPU's conversion (F16ToF32 is a software routine, too slow
+// once per block); exact either way.
+HWY_INLINE float Half(const uint8_t* p) {
+  return hn::GetLane(BroadcastHalf(DF(), reinterpret_cast<const std::byte*>(p)));
+}
+
+// 2^(e - 128) for an E8M0 byte e (MXFP4's block scale, times the doubled FP4 values), built
+// from its bits: normal for e >= 2, subnormal below (what std::ldexp gives).
+HWY_INLINE float E8M0Half(uint8_t e) {
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : 0x00400000u >> (2 - e);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// N bytes at p widened to int32 lanes.
+HWY_INLINE hn::Vec<DI> Bytes(const uint8_t* p) {
+  const DI di;
+  return hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DI>(), hn::LoadU(DU8(), p)));
+}
+
+// Generic decoder: the scalar reference of core/quant_dequantize.cc, `blocks` whole blocks.
+template <QuantFormat F>
+HWY_INLINE void DecodeBlocks(const uint8_t* b, size_t blocks, float* HWY_RESTRICT out) {
+  Dequantize(F, b, static_cast<int64_t>(blocks) * Info(F).block_elems, out);
+}
+
+// SIMD decoders: the same arithmetic as the scalar ones (scale first, then times the code),
+// so the same floats.
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ8_0>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  for (size_t k = 0; k < blocks; ++k, b += 34, out += 32) {
+    const VF d = hn::Set(df, Half(b));
+    for (size_t j = 0; j < 32; j += N) {
+      const auto q =
+          hn::PromoteTo(di, hn::LoadU(DI8(), reinterpret_cast<const int8_t*>(b + 2 + j)));
+      hn::StoreU(hn::Mul(d, hn::ConvertTo(df, q)), df, out + j);
+    }
+  }
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ4_0>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf), eight = hn::Set(di, 8);
+  for (size_t k = 0; k < blocks; ++k, b += 18, out += 32) {
+    const VF d = hn::Set(df, Half(b));
+    for (size_t j = 0; j < 16; j += N) {
+      const auto q = Bytes(b + 2 + j);
+      const auto lo = hn::Sub(hn::And(q, mask), eight);
+      const auto hi = hn::Sub(hn::ShiftRight<4>(q), eight);
+      hn::StoreU(hn::Mul(d, hn::ConvertTo(df, lo)), df, out + j);
+      hn::StoreU(hn::Mul(d, hn::ConvertTo(df, hi)), df, out + 16 + j);
+    }
+  }
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kMXFP4>(const uint8_t* b, size_t blocks,
+                                                  float* HWY_RESTRICT out) {
+  // FP4 E2M1 values times two, indexed by the nibble (as core's kE2M1Doubled).
+  HWY_ALIGN static constexpr float kLevels[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                  0, -1, -2, -3, -4, -6, -8, -12};
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf);
+  for (size_t k = 0; k < blocks; ++k, b += 17, out += 32) {
+    const VF d = hn::Set(df, E8M0Half(b[0]));
+    for (size_t j = 0; j < 16; j += N) {
+      const auto q = Bytes(b + 1 + j);
+      const VF lo = hn::GatherIndex(df, kLevels, hn::And(q, mask));
+      const VF hi = hn::GatherIndex(df, kLevels, hn::ShiftRight<4>(q));
+      hn::StoreU(hn::Mul(d, lo), df, out + j);
+      hn::StoreU(hn::Mul(d, hi), df, out + 16 + j);
+    }
+  }
+}
+
+// Q4_K/Q5_K's 6-bit scale and min of sub-block j (as core's ScaleMinK4).
+HWY_INLINE void ScaleMinK4(int j, const uint8_t* q, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q4_K (kBits 4) and Q5_K (kBits 5): y = d * sc * q - dmin * m per sub-block of 32.
+template <int kBits>
+HWY_INLINE void DecodeK45(const uint8_t* b, size_t blocks, float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf), one = hn::Set(di, 1);
+  constexpr size_t kBytes = kBits == 4 ? 144 : 176;
+  for (size_t k = 0; k < blocks; ++k, b += kBytes) {
+    const float d = Half(b), dmin = Half(b + 2);
+    const uint8_t* packed = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* q = b + (kBits == 4 ? 16 : 48);
+    for (int j = 0; j < 8; j += 2, q += 32, out += 64) {
+      int sc, m;
+      ScaleMinK4(j, packed, &sc, &m);
+      const VF d1 = hn::Set(df, d * static_cast<float>(sc));
+      const VF m1 = hn::Set(df, dmin * static_cast<float>(m));
+      ScaleMinK4(j + 1, packed, &sc, &m);
+      const VF d2 = hn::Set(df, d * static_cast<float>(sc));
+      const VF m2 = hn::Set(df, dmin * static_cast<float>(m));
+      for (size_t l = 0; l < 32; l += N) {
+        const auto v = Bytes(q + l);
+        auto lo = hn::And(v, mask);
+        auto hi = hn::ShiftRight<4>(v);
+        if constexpr (kBits == 5) {
+          const auto h = Bytes(qh + l);
+          lo = hn::Or(lo, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, j), one)));
+          hi = hn::Or(hi, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, j + 1), one)));
+        }
+        hn::StoreU(hn::Sub(hn::Mul(d1, hn::ConvertTo(df, lo)), m1), df, out + l);
+        hn::StoreU(hn::Sub(hn::Mul(d2, hn::ConvertTo(df, hi)), m2), df, out + 32 + l);
+      }
+    }
+  }
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ4_K>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  DecodeK45<4>(b, blocks, out);
+}
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ5_K>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  DecodeK45<5>(b, blocks, out);
+}
+
+template <>
+HWY_INLINE void DecodeBlocks<QuantFormat::kQ6_K>(const uint8_t* b, size_t blocks,
+                                                 float* HWY_RESTRICT out) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto mask = hn::Set(di, 0xf), three = hn::Set(di, 3), bias = hn::Set(di, 32);
+  for (size_t k = 0; k < blocks; ++k, b += 210) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = Half(b + 208);
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, out += 128) {
+      for (size_t l = 0; l < 32; l += N) {
+        // N divides 16, so all lanes share the sub-block (l / 16) of each quarter.
+        const size_t is = l / 16;
+        const auto a = Bytes(ql + l), c = Bytes(ql + l + 32), h = Bytes(qh + l);
+        const auto q1 =
+            hn::Sub(hn::Or(hn::And(a, mask), hn::ShiftLeft<4>(hn::And(h, three))), bias);
+        const auto q2 = hn::Sub(
+            hn::Or(hn::And(c, mask), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), three))), bias);
+        const auto q3 = hn::Sub(
+            hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(h), three))),
+            bias);
+        const auto q4 = hn::Sub(
+            hn::Or(hn::ShiftRight<4>(c), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<6>(h), three))),
+            bias);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is])), hn::ConvertTo(df, q1)), df,
+                   out + l);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is + 2])), hn::ConvertTo(df, q2)),
+                   df, out + l + 32);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is + 4])), hn::ConvertTo(df, q3)),
+                   df, out + l + 64);
+        hn::StoreU(hn::Mul(hn::Set(df, d * static_cast<float>(sc[is + 6])), hn::ConvertTo(df, q4)),
+                   df, out + l + 96);
+      }
+    }
+  }
+}
+
+// dot(w[0:k), x[0:k)), k a multiple of Lanes: four accumulators over consecutive vectors,
+// combined as (a0 + a1) + (a2 + a3), then one SumOfLanes. A function of (w, x, k) alone.
+HWY_INLINE float Dot(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t k) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  size_t i = 0;
+  for (; i + 4 * N <= k; i += 4 * N) {
+    a0 = hn::MulAdd(hn::LoadU(df, w + i), hn::LoadU(df, x + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(df, w + i + N), hn::LoadU(df, x + i + N), a1);
+    a2 = hn::MulAdd(hn::LoadU(df, w + i + 2 * N), hn::LoadU(df, x + i + 2 * N), a2);
+    a3 = hn::MulAdd(hn::LoadU(df, w + i + 3 * N), hn::LoadU(df, x + i + 3 * N), a3);
+  }
+  for (; i < k; i += N) a0 = hn::MulAdd(hn::LoadU(df, w + i), hn::LoadU(df, x + i), a0);
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+// --- Fused block dot products ------------------------------------------------------------
+//
+// For the formats below a block's weights are w = a_s * q + m_s per sub-block s (codes q,
+// scale a_s, offset m_s), so dot(w, x) = sum_s a_s * (q_s . x_s) + m_s * sum(x_s): the codes
+// are widened to f32 in registers and multiplied with x directly, the scale applied once
+// per sub-block and the offset through precomputed sub-block sums of x. No decoded copy is
+// written, and each block is read once for a tile of tokens. A token's result is the same
+// sequence of operations whatever the tile, so the batch invariance holds.
+template <QuantFormat F>
+struct Fused {
+  static constexpr bool kEnabled = false;
+};
+
+// 16-entry codebook lookup (iq4 levels, FP4 values) of 4-bit indices.
+HWY_INLINE VF Lookup16(const float* table, hn::Vec<DI> idx) {
+  const DF df;
+#if HWY_TARGET == HWY_AVX3
+  return hn::TableLookupLanes(hn::LoadU(df, table), hn::IndicesFromVec(df, idx));
+#else
+  return hn::GatherIndex(df, table, idx);
+#endif
+}
+
+// Codes of weights [i, i + N) of a 32-weight nibble block (byte j: weight j low, j + 16 high).
+HWY_INLINE hn::Vec<DI> Nibbles32(const uint8_t* q, size_t i) {
+  const DI di;
+  return i < 16 ? hn::And(Bytes(q + i), hn::Set(di, 0xf)) : hn::ShiftRight<4>(Bytes(q + i - 16));
+}
+
+template <>
+struct Fused<QuantFormat::kQ8_0> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 34, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = Half(b); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return hn::ConvertTo(
+        DF(), hn::PromoteTo(DI(), hn::LoadU(DI8(), reinterpret_cast<const int8_t*>(b + 2 + i))));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kQ4_0> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 18, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = Half(b); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return hn::ConvertTo(DF(), hn::Sub(Nibbles32(b + 2, i), hn::Set(DI(), 8)));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kQ4_1> {
+  static constexpr bool kEnabled = true, kHasMin = true;
+  static constexpr size_t kBlock = 32, kBytes = 20, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float* m) {
+    a[0] = Half(b);
+    m[0] = Half(b + 2);
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return hn::ConvertTo(DF(), Nibbles32(b + 4, i));
+  }
+};
+
+HWY_ALIGN constexpr float kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+HWY_ALIGN constexpr float kE2M1Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                              0, -1, -2, -3, -4, -6, -8, -12};
+
+template <>
+struct Fused<QuantFormat::kIQ4_NL> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 18, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = Half(b); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return Lookup16(kIq4Levels, Nibbles32(b + 2, i));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kMXFP4> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 32, kBytes = 17, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) { a[0] = E8M0Half(b[0]); }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return Lookup16(kE2M1Doubled, Nibbles32(b + 1, i));
+  }
+};
+
+// Q4_K / Q5_K: eight sub-blocks of 32, w = d*sc*q - dmin*m.
+template <int kBits>
+struct FusedK45 {
+  static constexpr bool kEnabled = true, kHasMin = true;
+  static constexpr size_t kBlock = 256, kBytes = kBits == 4 ? 144 : 176, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float* m) {
+    const float d = Half(b), dmin = Half(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      ScaleMinK4(j, b + 4, &sc, &mn);
+      a[j] = d * static_cast<float>(sc);
+      m[j] = -(dmin * static_cast<float>(mn));
+    }
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    const DI di;
+    const size_t s = i / 32, l = i % 32;
+    const uint8_t* q = b + (kBits == 4 ? 16 : 48) + (s / 2) * 32 + l;
+    auto v = (s & 1) ? hn::ShiftRight<4>(Bytes(q)) : hn::And(Bytes(q), hn::Set(di, 0xf));
+    if constexpr (kBits == 5) {
+      const auto h = Bytes(b + 16 + l);
+      v = hn::Or(
+          v, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(h, static_cast<int>(s)), hn::Set(di, 1))));
+    }
+    return hn::ConvertTo(DF(), v);
+  }
+};
+template <>
+struct Fused<QuantFormat::kQ4_K> : FusedK45<4> {};
+template <>
+struct Fused<QuantFormat::kQ5_K> : FusedK45<5> {};
+
+template <>
+struct Fused<QuantFormat::kQ6_K> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 256, kBytes = 210, kSub = 16;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) {
+    const float d = Half(b + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    // Sub-block s of 16 weights uses sc[s]: in half h, quarter p, weights l + 32p with
+    // l / 16 = is take sc[8h + is + 2p] = sc[s].
+    for (int s = 0; s < 16; ++s) a[s] = d * static_cast<float>(sc[s]);
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    const DI di;
+    const size_t half = i / 128, p = (i % 128) / 32, l = i % 32;
+    const auto lo = Bytes(b + half * 64 + l + (p & 1) * 32);
+    const auto nib = p >= 2 ? hn::ShiftRight<4>(lo) : hn::And(lo, hn::Set(di, 0xf));
+    const auto hi =
+        hn::And(hn::ShiftRightSame(Bytes(b + 128 + half * 32 + l), static_cast<int>(2 * p)),
+                hn::Set(di, 3));
+    return hn::ConvertTo(DF(), hn::Sub(hn::Or(nib, hn::ShiftLeft<4>(hi)), hn::Set(di, 32)));
+  }
+};
+
+template <>
+struct Fused<QuantFormat::kIQ4_XS> {
+  static constexpr bool kEnabled = true, kHasMin = false;
+  static constexpr size_t kBlock = 256, kBytes = 136, kSub = 32;
+  static HWY_INLINE void Scales(const uint8_t* b, float* a, float*) {
+    const float d = Half(b);
+    const unsigned scales_h = static_cast<unsigned>(b[2] | (b[3] << 8));
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) |
+                     static_cast<int>(((scales_h >> (2 * ib)) & 3) << 4);
+      a[ib] = d * static_cast<float>(ls - 32);
+    }
+  }
+  static HWY_INLINE VF Codes(const uint8_t* b, size_t i) {
+    return Lookup16(kIq4Levels, Nibbles32(b + 8 + (i / 32) * 16, i % 32));
+  }
+};
+
+// Sums of v over consecutive runs of `sub` elements, in order (the sub-block sums of x or h
+// a format with offsets needs); out[k] covers v[k*sub, (k+1)*sub).
+HWY_INLINE void SubSums(const float* v, size_t count, size_t sub, float* out) {
+  for (size_t k = 0; k < count / sub; ++k) {
+    float s = 0;
+    for (size_t i = 0; i < sub; ++i) s += v[k * sub + i];
+    out[k] = s;
+  }
+}
+
+// For R rows (blocks at the same position of R weight rows) and T tokens: acc[r*T + t] +=
+// sum over the block's sub-blocks of a_rs * (q_rs . x_t), corr[r*T + t] += m_rs * xs_t[s].
+// x[t] and xs[t] point at the block's first weight and sub-block; a and m hold each row's
+// sub-block scales and offsets (a[r*kSubs + s]); code(r, i) gives row r's f32 codes of
+// weights [i, i + N) (from the block, or widened once beforehand: the same values). Every
+// (row, token) pair gets the same operations whatever R and T, so the same bits; the rows
+// share each token's x loads.
+template <QuantFormat F, size_t R, size_t T, class CodeFn>
+HWY_INLINE void BlockDotWith(const float* a, const float* m, const CodeFn& code,
+                             const float* const* x, const float* const* xs, VF* acc, float* corr) {
+  using Q = Fused<F>;
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  // Fully unrolled (sub-block and lane offsets become constants, so the codes' nibble and
+  // bit selections are resolved at compile time).
+#pragma GCC unroll 16
+  for (size_t s = 0; s < kSubs; ++s) {
+    VF qx[R * T];
+#pragma GCC unroll 8
+    for (size_t k = 0; k < R * T; ++k) qx[k] = hn::Zero(df);
+#pragma GCC unroll 32
+    for (size_t i = s * Q::kSub; i < (s + 1) * Q::kSub; i += N) {
+      VF xv[T];
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) xv[t] = hn::LoadU(df, x[t] + i);
+#pragma GCC unroll 2
+      for (size_t r = 0; r < R; ++r) {
+        const VF q = code(r, i);
+#pragma GCC unroll 4
+        for (size_t t = 0; t < T; ++t) qx[r * T + t] = hn::MulAdd(q, xv[t], qx[r * T + t]);
+      }
+    }
+#pragma GCC unroll 2
+    for (size_t r = 0; r < R; ++r) {
+      const VF av = hn::Set(df, a[r * kSubs + s]);
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) acc[r * T + t] = hn::MulAdd(av, qx[r * T + t], acc[r * T + t]);
+      if constexpr (Q::kHasMin) {
+#pragma GCC unroll 4
+        for (size_t t = 0; t < T; ++t) corr[r * T + t] += m[r * kSubs + s] * xs[t][s];
+      }
+    }
+  }
+}
+
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlockDot(const uint8_t* const* b, const float* const* x, const float* const* xs,
+                         VF* acc, float* corr) {
+  using Q = Fused<F>;
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  float a[R * kSubs], m[R * kSubs];
+  for (size_t r = 0; r < R; ++r) Q::Scales(b[r], a + r * kSubs, m + r * kSubs);
+  BlockDotWith<F, R, T>(
+      a, m, [b](size_t r, size_t i) { return Q::Codes(b[r], i); }, x, xs, acc, corr);
+}
+
+// out[r * ldo + t] = dot(blocks of row r, x[t]) over `blocks` consecutive blocks per row.
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const float* const* x,
+                          const float* const* xs, float* out, size_t ldo) {
+  using Q = Fused<F>;
+  const DF df;
+  VF acc[R * T];
+  float corr[R * T];
+  const float* xb[T];
+  const float* xsb[T];
+  const uint8_t* b[R];
+  for (size_t k = 0; k < R * T; ++k) {
+    acc[k] = hn::Zero(df);
+    corr[k] = 0;
+  }
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  for (size_t k = 0; k < blocks; ++k) {
+    for (size_t t = 0; t < T; ++t) {
+      xb[t] = x[t] + k * Q::kBlock;
+      xsb[t] = Q::kHasMin ? xs[t] + k * kSubs : nullptr;
+    }
+    for (size_t r = 0; r < R; ++r) b[r] = rows[r] + k * Q::kBytes;
+    BlockDot<F, R, T>(b, xb, xsb, acc, corr);
+  }
+  for (size_t r = 0; r < R; ++r)
+    for (size_t t = 0; t < T; ++t)
+      out[r * ldo + t] = hn::GetLane(hn::SumOfLanes(df, acc[r * T + t])) + corr[r * T + t];
+}
+
+// BlockDotWith for T tokens whose accumulators live in memory: row r's token t at
+// acc[r * lda + t * N], corr[r * ldc + t]; codes of row r at codes[r * kBlock].
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlockDotCodesTile(const float* a, const float* m, const float* codes,
+                                  const float* const* x, const float* const* xs, float* acc,
+                                  size_t lda, float* corr, size_t ldc) {
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kBlock = Fused<F>::kBlock;
+  VF at[R * T];
+  float ct[R * T];
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) {
+      at[r * T + t] = hn::LoadU(df, acc + r * lda + t * N);
+      ct[r * T + t] = corr[r * ldc + t];
+    }
+  }
+  BlockDotWith<F, R, T>(
+      a, m, [codes, df](size_t r, size_t i) { return hn::LoadU(df, codes + r * kBlock + i); }, x,
+      xs, at, ct);
+  for (size_t r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) {
+      hn::StoreU(at[r * T + t], df, acc + r * lda + t * N);
+      corr[r * ldc + t] = ct[r * T + t];
+    }
+  }
+}
+
+// One block position of R rows for n tokens with accumulators in memory (acc[r * n * N +
+// t * N], corr[r * n + t]): each row's codes are widened once and reused by every tile.
+template <QuantFormat F, size_t R>
+HWY_INLINE void BlockDotMany(const uint8_t* const* b, size_t n, const float* const* x,
+                             const float* const* xs, float* acc, float* corr,
+                             float* HWY_RESTRICT codes) {
+  using Q = Fused<F>;
+  const DF df;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSubs = Q::kBlock / Q::kSub;
+  float a[R * kSubs], m[R * kSubs];
+  for (size_t r = 0; r < R; ++r) {
+    Q::Scales(b[r], a + r * kSubs, m + r * kSubs);
+#pragma GCC unroll 32
+    for (size_t i = 0; i < Q::kBlock; i += N)
+      hn::StoreU(Q::Codes(b[r], i), df, codes + r * Q::kBlock + i);
+  }
+  const size_t lda = n * N, ldc = n;
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4)
+    BlockDotCodesTile<F, R, 4>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t, ldc);
+  switch (n - t) {
+    case 3:
+      return BlockDotCodesTile<F, R, 3>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t,
+                                        ldc);
+    case 2:
+      return BlockDotCodesTile<F, R, 2>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t,
+                                        ldc);
+    case 1:
+      return BlockDotCodesTile<F, R, 1>(a, m, codes, x + t, xs + t, acc + t * N, lda, corr + t,
+                                        ldc);
+    default:
+      return;
+  }
+}
+
+// out[r * n + t] = dot(row r, x[t]) for R rows of `blocks` blocks and n tokens: tiles of up
+// to kFusedTokens straight from the blocks, or, for more tokens, codes widened once per
+// block (BlockDotMany). Every path gives a (row, token) the same operations, so the result
+// depends neither on n nor on R.
+constexpr size_t kFusedTokens = 4;
+template <QuantFormat F, size_t R>
+HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n,
+                           const float* const* x, const float* const* xs, float* out) {
+  if (n > 2 * kFusedTokens) {
+    using Q = Fused<F>;
+    const DF df;
+    constexpr size_t N = hn::MaxLanes(DF());
+    constexpr size_t kSubs = Q::kBlock / Q::kSub;
+    thread_local std::vector<float> scratch;
+    const size_t need = R * (n * N + n + Q::kBlock);
+    if (scratch.size() < need) scratch.resize(need);
+    float* acc = scratch.data();
+    float* corr = acc + R * n * N;
+    float* codes = corr + R * n;
+    std::fill(acc, acc + R * (n * N + n), 0.0f);
+    thread_local std::vector<const float*> ptrs;
+    if (ptrs.size() < 2 * n) ptrs.resize(2 * n);
+    const uint8_t* b[R];
+    for (size_t k = 0; k < blocks; ++k) {
+      for (size_t t = 0; t < n; ++t) {
+        ptrs[t] = x[t] + k * Q::kBlock;
+        ptrs[n + t] = Q::kHasMin ? xs[t] + k * kSubs : nullptr;
+      }
+      for (size_t r = 0; r < R; ++r) b[r] = rows[r] + k * Q::kBytes;
+      BlockDotMany<F, R>(b, n, ptrs.data(), ptrs.data() + n, acc, corr, codes);
+    }
+    for (size_t r = 0; r < R; ++r)
+      for (size_t t = 0; t < n; ++t)
+        out[r * n + t] =
+            hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, acc + (r * n + t) * N))) + corr[r * n + t];
+    return;
+  }
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4) BlocksDot<F, R, 4>(rows, blocks, x + t, xs + t, out + t, n);
+  switch (n - t) {
+    case 3:
+      return BlocksDot<F, R, 3>(rows, blocks, x + t, xs + t, out + t, n);
+    case 2:
+      return BlocksDot<F, R, 2>(rows, blocks, x + t, xs + t, out + t, n);
+    case 1:
+      return BlocksDot<F, R, 1>(rows, blocks, x + t, xs + t, out + t, n);
+    default:
+      return;
+  }
+}
+
+// Rows of down blocks decoded at a time (contiguous in a record group).
+constexpr size_t kDownRows = 16;
+
+template <QuantFormat F>
+struct Kernel {
+  static constexpr size_t kBlock = F == QuantFormat::kQ2_K || F == QuantFormat::kQ3_K ||
+                                           F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K ||
+                                           F == QuantFormat::kQ6_K || F == QuantFormat::kIQ4_XS
+                                       ? 256
+                                       : 32;
+  size_t d, row_bytes, block_bytes, group_bytes;
+
+  explicit Kernel(size_t d_model)
+      : d(d_model),
+        row_bytes(QuantBytes(F, static_cast<int64_t>(d_model))),
+        block_bytes(QuantBytes(F, kBlock)),
+        group_bytes(3 * kBlock * QuantBytes(F, static_cast<int64_t>(d_model))) {}
+
+  // Gate/up for neurons [a, b) of a job: h[t * ldh + i] for t < n.
+  void GateUp(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
+    if constexpr (Fused<F>::kEnabled) return GateUpFused(job, a, b, h, ldh);
+    const size_t n = static_cast<size_t>(job.n);
+    float* w = GemmBuffer(2 * d);
+    float* g = GemmBuffer2(2 * n);
+    for (size_t i = a; i < b; ++i) {
+      const size_t group = i / kBlock, in_group = i % kBlock;
+      const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
+      DecodeBlocks<F>(base + in_group * row_bytes, d / kBlock, w);
+      DecodeBlocks<F>(base + (kBlock + in_group) * row_bytes, d / kBlock, w + d);
+      for (size_t t = 0; t < n; ++t) {
+        g[t] = Dot(w, job.x + t * d, d);
+        g[n + t] = Dot(w + d, job.x + t * d, d);
+      }
+      SiluMulArray(g, g + n, n);
+      for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+    }
+  }
+
+  // Down rows [c0, c1) of a job over all its groups, in neuron order.
+  void Down(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
+            size_t c1) const {
+    if constexpr (Fused<F>::kEnabled) return DownFused(job, h, ldh, m, c0, c1);
+    const size_t n = static_cast<size_t>(job.n);
+    float* w = GemmBuffer(kDownRows * kBlock);
+    for (size_t group = 0; group < m / kBlock; ++group) {
+      const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
+                           2 * kBlock * row_bytes;
+      for (size_t j0 = c0; j0 < c1; j0 += kDownRows) {
+        const size_t rows = std::min(kDownRows, c1 - j0);
+        DecodeBlocks<F>(blocks + j0 * block_bytes, rows, w);
+        for (size_t t = 0; t < n; ++t) {
+          const float* ht = h + t * ldh + group * kBlock;
+          float* yt = job.y + t * d + j0;
+          for (size_t r = 0; r < rows; ++r) yt[r] += Dot(w + r * kBlock, ht, kBlock);
+        }
+      }
+    }
+  }
+
+  void GateUpFused(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
+    using Q = Fused<F>;
+    const size_t n = static_cast<size_t>(job.n);
+    const size_t subs = d / Q::kSub;
+    float* xs_all = GemmBuffer(n * subs + 2 * n);
+    float* g = xs_all + n * subs;
+    std::vector<const float*> x(n), xs(n);
+    for (size_t t = 0; t < n; ++t) {
+      x[t] = job.x + t * d;
+      xs[t] = xs_all + t * subs;
+      if constexpr (Q::kHasMin) SubSums(x[t], d, Q::kSub, xs_all + t * subs);
+    }
+    for (size_t i = a; i < b; ++i) {
+      const size_t group = i / kBlock, in_group = i % kBlock;
+      const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
+      // Gate and up rows together (they share every x load): g[t] gate, g[n + t] up.
+      const uint8_t* rows[2] = {base + in_group * row_bytes,
+                                base + (kBlock + in_group) * row_bytes};
+      BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), xs.data(), g);
+      SiluMulArray(g, g + n, n);
+      for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+    }
+  }
+
+  void DownFused(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
+                 size_t c1) const {
+    using Q = Fused<F>;
+    constexpr size_t kSubs = kBlock / Q::kSub;
+    const size_t n = static_cast<size_t>(job.n);
+    float* hs_all = GemmBuffer(n * kSubs + 2 * n);
+    float* val = hs_all + n * kSubs;
+    std::vector<const float*> hp(n), hs(n);
+    for (size_t group = 0; group < m / kBlock; ++group) {
+      for (size_t t = 0; t < n; ++t) {
+        hp[t] = h + t * ldh + group * kBlock;
+        hs[t] = hs_all + t * kSubs;
+        if constexpr (Q::kHasMin) SubSums(hp[t], kBlock, Q::kSub, hs_all + t * kSubs);
+      }
+      const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
+                           2 * kBlock * row_bytes;
+      size_t j = c0;
+      for (; j + 2 <= c1; j += 2) {  // Two rows' blocks at a time, sharing the h loads.
+        const uint8_t* rows[2] = {blocks + j * block_bytes, blocks + (j + 1) * block_bytes};
+        BlocksDotN<F, 2>(rows, 1, n, hp.data(), hs.data(), val);
+        for (size_t t = 0; t < n; ++t) {
+          job.y[t * d + j] += val[t];
+          job.y[t * d + j + 1] += val[n + t];
+        }
+      }
+      if (j < c1) {
+        const uint8_t* rows[1] = {blocks + j * block_bytes};
+        BlocksDotN<F, 1>(rows, 1, n, hp.data(), hs.data(), val);
+        for (size_t t = 0; t < n; ++t) job.y[t * d + j] += val[t];
+      }
+    }
+  }
+
+  static float* GemmBuffer(size_t floats) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < floats) buf.resize(floats);
+    return buf.data();
+  }
+  static float* GemmBuffer2(size_t floats) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < floats) buf.resize(floats);
+    return buf.data();
+  }
+};
+
+template <QuantFormat F>
+void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
+  const Kernel<F> kernel(d);
+  const size_t num_jobs = jobs.size();
+  // h per job: [n][m] floats.
+  std::vector<size_t> h_offset(num_jobs + 1, 0), neurons(num_jobs), columns(num_jobs);
+  std::vector<uint64_t> neuron_cost(num_jobs), column_cost(num_jobs), job_cost(num_jobs);
+  uint64_t total_cost = 0, max_cost = 0;
+  for (size_t j = 0; j < num_jobs; ++j) {
+    const ExpertJob& job = jobs[j];
+    const bool empty = job.n <= 0 || job.neuron_count <= 0;
+    const size_t n = empty ? 0 : static_cast<size_t>(job.n);
+    const size_t m = empty ? 0 : static_cast<size_t>(job.neuron_count);
+    h_offset[j + 1] = h_offset[j] + n * m;
+    neurons[j] = m;
+    columns[j] = m == 0 ? 0 : d;
+    neuron_cost[j] = n + 2;
+    column_cost[j] = (m * (n + 2) + d - 1) / d + 1;
+    job_cost[j] = m * (n + 2);
+    total_cost += job_cost[j];
+    max_cost = std::max(max_cost, job_cost[j]);
+  }
+  if (total_cost == 0) return;
+  thread_local std::vector<float> h_storage;
+  if (h_storage.size() < h_offset[num_jobs]) h_storage.resize(h_offset[num_jobs]);
+  float* h = h_storage.data();
+  const auto gate_up = [&](size_t j, size_t a, size_t b) {
+    kernel.GateUp(jobs[j], a, b, h + h_offset[j], neurons[j]);
+  };
+  const auto down = [&](size_t j, size_t c0, size_t c1) {
+    kernel.Down(jobs[j], h + h_offset[j], neurons[j], neurons[j], c0, c1);
+  };
+  const size_t workers = static_cast<size_t>(pool.size());
+  if (workers == 1 || max_cost * workers * 4 <= total_cost * 5) {
+    // Whole jobs per thread, largest first.
+    std::vector<size_t> order(num_jobs);
+    for (size_t j = 0; j < num_jobs; ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return job_cost[a] > job_cost[b]; });
+    const auto run = [&](size_t b, size_t e, int) {
+      for (size_t i = b; i < e; ++i) {
+        const size_t j = order[i];
+        if (neurons[j] == 0) continue;
+        gate_up(j, 0, neurons[j]);
+        down(j, 0, d);
+      }
+    };
+    if (workers == 1) {
+      run(0, num_jobs, 0);
+    } else {
+      pool.ParallelForDynamic(num_jobs, 1, run);
+    }
+    return;
+  }
+  pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+    for (size_t w = b; w < e; ++w) {
+      for (const WorkRange& r : PartitionWork(neurons, neuron_cost, 1, w, workers)) {
+        gate_up(r.item, r.begin, r.end);
+      }
+    }
+  });
+  pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
+    for (size_t w = b; w < e; ++w) {
+      for (const WorkRange& r : PartitionWork(columns, column_cost, kDownRows, w, workers)) {
+        down(r.item, r.begin, r.end);
+      }
+    }
+  });
+}
+
+// y[t * out + r] = dot(row r, x_t) + bias[r] for rows [r0, r1).
+template <QuantFormat F>
+void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs_all, size_t r0,
+                size_t r1) {
+  const size_t in = static_cast<size_t>(o.in), out = static_cast<size_t>(o.out);
+  const size_t row_bytes = QuantBytes(F, o.in);
+  constexpr size_t kBlock = Kernel<F>::kBlock;
+  std::vector<const float*> xp(n), xs(n);
+  std::vector<float> val(2 * n);
+  for (size_t t = 0; t < n; ++t) xp[t] = x + t * in;
+  const auto* w = reinterpret_cast<const uint8_t*>(o.w);
+  const auto put = [&](size_t r, const float* v) {
+    for (size_t t = 0; t < n; ++t) o.y[t * out + r] = v[t] + (o.bias ? o.bias[r] : 0.0f);
+  };
+  if constexpr (Fused<F>::kEnabled) {
+    for (size_t t = 0; t < n; ++t) xs[t] = xs_all + t * (in / Fused<F>::kSub);
+    size_t r = r0;
+    for (; r + 2 <= r1; r += 2) {  // Row pairs share the x loads.
+      const uint8_t* rows[2] = {w + r * row_bytes, w + (r + 1) * row_bytes};
+      BlocksDotN<F, 2>(rows, in / kBlock, n, xp.data(), xs.data(), val.data());
+      put(r, val.data());
+      put(r + 1, val.data() + n);
+    }
+    if (r < r1) {
+      const uint8_t* rows[1] = {w + r * row_bytes};
+      BlocksDotN<F, 1>(rows, in / kBlock, n, xp.data(), xs.data(), val.data());
+      put(r, val.data());
+    }
+  } else {
+    float* buf = Kernel<F>::GemmBuffer(in);
+    for (size_t r = r0; r < r1; ++r) {
+      DecodeBlocks<F>(w + r * row_bytes, in / kBlock, buf);
+      for (size_t t = 0; t < n; ++t) val[t] = Dot(buf, xp[t], in);
+      put(r, val.data());
+    }
+  }
+}
+
+template <QuantFormat F>
+void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
+  const size_t in = static_cast<size_t>(o.in);
+  std::vector<float> xs_all;
+  if constexpr (Fused<F>::kEnabled) {
+    xs_all.resize(n * (in / Fused<F>::kSub));
+    if constexpr (Fused<F>::kHasMin) {
+      for (size_t t = 0; t < n; ++t)
+        SubSums(x + t * in, in, Fused<F>::kSub, xs_all.data() + t * (in / Fused<F>::kSub));
+    }
+  }
+  const size_t rows = static_cast<size_t>(o.out);
+  // Rows in grains of ~64k multiply-adds; every row is computed the same way whoever runs it.
+  const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
+  pool.ParallelForDynamic(
+      rows, grain, [&](size_t b, size_t e, int) { LinearRows<F>(o, x, n, xs_all.data(), b, e); });
+}
+
+}  // namespace quant
+
+void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool* pool) {
+  switch (*QuantFormatOf(o->dtype)) {
+#define MOEX_LINEAR_CASE(F) \
+  case QuantFormat::F:      \
+    return quant::Linear<QuantFormat::F>(*o, x, n, *pool);
+    MOEX_LINEAR_CASE(kQ4_0)
+    MOEX_LINEAR_CASE(kQ4_1)
+    MOEX_LINEAR_CASE(kQ5_0)
+    MOEX_LINEAR_CASE(kQ5_1)
+    MOEX_LINEAR_CASE(kQ8_0)
+    MOEX_LINEAR_CASE(kQ2_K)
+    MOEX_LINEAR_CASE(kQ3_K)
+    MOEX_LINEAR_CASE(kQ4_K)
+    MOEX_LINEAR_CASE(kQ5_K)
+    MOEX_LINEAR_CASE(kQ6_K)
+    MOEX_LINEAR_CASE(kIQ4_NL)
+    MOEX_LINEAR_CASE(kIQ4_XS)
+    MOEX_LINEAR_CASE(kMXFP4)
+#undef MOEX_LINEAR_CASE
+  }
+}
+
+void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
+                        ThreadPool* pool) {
+  const std::span<const ExpertJob> s(jobs, num_jobs);
+  switch (*QuantFormatOf(dtype)) {
+    case QuantFormat::kQ4_0:
+      return quant::Run<QuantFormat::kQ4_0>(s, d, *pool);
+    case QuantFormat::kQ4_1:
+      return quant::Run<QuantFormat::kQ4_1>(s, d, *pool);
+    case QuantFormat::kQ5_0:
+      return quant::Run<QuantFormat::kQ5_0>(s, d, *pool);
+    case QuantFormat::kQ5_1:
+      return quant::Run<QuantFormat::kQ5_1>(s, d, *pool);
+    case QuantFormat::kQ8_0:
+      return quant::Run<QuantFormat::kQ8_0>(s, d, *pool);
+    case QuantFormat::kQ2_K:
+      return quant::Run<QuantFormat::kQ2_K>(s, d, *pool);
+    case QuantFormat::kQ3_K:
+      return quant::Run<QuantFormat::kQ3_K>(s, d, *pool);
+    case QuantFormat::kQ4_K:
+      return quant::Run<QuantFormat::kQ4_K>(s, d, *pool);
+    case QuantFormat::kQ5_K:
+      return quant::Run<QuantFormat::kQ5_K>(s, d, *pool);
+    case QuantFormat::kQ6_K:
+      return quant::Run<QuantFormat::kQ6_K>(s, d, *pool);
+    case QuantFormat::kIQ4_NL:
+      return quant::Run<QuantFormat::kIQ4_NL>(s, d, *pool);
+    case QuantFormat::kIQ4_XS:
+      return quant::Run<QuantFormat::kIQ4_XS>(s, d, *pool);
+    case QuantFormat::kMXFP4:
+      return quant::Run<QuantFormat::kMXFP4>(s, d, *pool);
+  }
+}
+
+// Decodes `blocks` blocks with this target's decoder (for tests: the SIMD decoders must give
+// core Dequantize's floats).
+void DecodeBlocksImpl(DType dtype, const uint8_t* b, size_t blocks, float* out) {
+  switch (*QuantFormatOf(dtype)) {
+#define MOEX_DECODE_CASE(F) \
+  case QuantFormat::F:      \
+    return quant::DecodeBlocks<QuantFormat::F>(b, blocks, out);
+    MOEX_DECODE_CASE(kQ4_0)
+    MOEX_DECODE_CASE(kQ4_1)
+    MOEX_DECODE_CASE(kQ5_0)
+    MOEX_DECODE_CASE(kQ5_1)
+    MOEX_DECODE_CASE(kQ8_0)
+    MOEX_DECODE_CASE(kQ2_K)
+    MOEX_DECODE_CASE(kQ3_K)
+    MOEX_DECODE_CASE(kQ4_K)
+    MOEX_DECODE_CASE(kQ5_K)
+    MOEX_DECODE_CASE(kQ6_K)
+    MOEX_DECODE_CASE(kIQ4_NL)
+    MOEX_DECODE_CASE(kIQ4_XS)
+    MOEX_DECODE_CASE(kMXFP4)
+#undef MOEX_DECODE_CASE
+  }
+}
+
+}  // namespace moex::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moex::kernels {
+
+HWY_EXPORT(QuantExpertFfnImpl);
+HWY_EXPORT(DecodeBlocksImpl);
+HWY_EXPORT(QuantLinearImpl);
+
+void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool) {
+  Check(IsBlockQuantized(o.dtype) && o.in % DTypeBlockElems(o.dtype) == 0,
+        "QuantLinear: ", DTypeName(o.dtype), " input width ", o.in, " is not whole blocks");
+  if (n <= 0 || o.out <= 0) return;
+  HWY_DYNAMIC_DISPATCH(QuantLinearImpl)(&o, x, static_cast<size_t>(n), &pool);
+}
+
+void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
+                    ThreadPool& pool) {
+  Check(IsBlockQuantized(dtype), "QuantExpertFfn: ", DTypeName(dtype), " is not a block format");
+  const int64_t group = DTypeBlockElems(dtype);
+  Check(d_model > 0 && d_model % group == 0, "ExpertFfn: ", DTypeName(dtype), " d_model ", d_model,
+        " is not a multiple of ", group);
+  for (const ExpertJob& job : jobs) {
+    Check(job.neuron_count % group == 0, "ExpertFfn: ", DTypeName(dtype), " job of ",
+          job.neuron_count, " neurons is not whole record groups of ", group);
+  }
+  if (jobs.empty()) return;
+  HWY_DYNAMIC_DISPATCH(QuantExpertFfnImpl)
+  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool);
+}
+
+void DecodeQuantBlocks(DType dtype, const std::byte* blocks, int64_t count, float* out) {
+  Check(IsBlockQuantized(dtype) && count % DTypeBlockElems(dtype) == 0,
+        "DecodeQuantBlocks: ", count, " ", DTypeName(dtype), " weights are not whole blocks");
+  HWY_DYNAMIC_DISPATCH(DecodeBlocksImpl)
+  (dtype, reinterpret_cast<const uint8_t*>(blocks),
+   static_cast<size_t>(count / DTypeBlockElems(dtype)), out);
+}
+
+}  // namespace moex::kernels
+#endif  // HWY_ONCE

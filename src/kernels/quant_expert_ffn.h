@@ -1,0 +1,32 @@
+// Routed experts in GGML block formats (kernels/quant_expert_ffn.cc). ExpertFfn (ops.h)
+// sends block-format jobs here; tests and benchmarks also call these directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+#include "kernels/ops.h"
+
+namespace moex {
+class ThreadPool;
+}
+
+namespace moex::kernels {
+
+// ExpertFfn on record groups (model/expert_layout.h): every job's records start at a group
+// and its neuron_count is a multiple of the block size; d_model is a multiple of it too.
+void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
+                    ThreadPool& pool);
+
+// Linear (ops.h) for one output whose weights are in a block format other than q8_0: each
+// row's dot with each token through the same block dot products as the expert kernels
+// (batch and thread invariant). `in` is a multiple of the block size.
+void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool);
+
+// The run-time target's block decoder: `count` weights (whole blocks) to f32. Gives exactly
+// core Dequantize's floats (tested), so the kernels compute on llama.cpp's values.
+void DecodeQuantBlocks(DType dtype, const std::byte* blocks, int64_t count, float* out);
+
+}  // namespace moex::kernels

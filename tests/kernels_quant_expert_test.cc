@@ -1,0 +1,317 @@
+// Routed experts in GGML block formats: packing keeps every block (record groups), the SIMD
+// decoders give core's floats, QuantExpertFfn against a double-precision reference on the
+// dequantised weights, and bit-exact invariance to batch size, thread count and chunking.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/quant_format.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/quant_expert_ffn.h"
+#include "kernels_test_util.h"
+#include "model/expert_layout.h"
+
+namespace moex::kernels {
+namespace {
+
+using testing::BitEqual;
+using testing::ForEachTarget;
+using testing::RandomVector;
+
+std::vector<DType> BlockDTypes() {
+  std::vector<DType> out;
+  for (QuantFormat f : kAllQuantFormats) out.push_back(DTypeOf(f));
+  return out;
+}
+
+// A [rows, cols] matrix of `dtype` whose magnitudes vary by row and by block, so
+// neighbouring blocks and sub-blocks have different scales; its exact f32 values too.
+struct Matrix {
+  std::vector<std::byte> bytes;
+  std::vector<float> values;
+};
+Matrix MakeMatrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  std::vector<float> v = RandomVector(static_cast<size_t>(rows * cols), seed, 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      v[static_cast<size_t>(r * cols + c)] *=
+          0.05f * (1.0f + static_cast<float>(r % 5)) * (1.0f + static_cast<float>((c / 16) % 3));
+  Matrix m;
+  const size_t row = DTypeBytes(dtype, cols);
+  m.bytes.resize(row * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    FromF32(&v[static_cast<size_t>(r * cols)], dtype, cols, &m.bytes[static_cast<size_t>(r) * row]);
+  m.values.resize(v.size());
+  ConvertToF32(m.bytes.data(), dtype, rows * cols, m.values.data());
+  return m;
+}
+
+TensorView View(const char* name, DType dtype, std::vector<int64_t> shape, const Matrix& m) {
+  TensorView t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = m.bytes.data();
+  t.nbytes = m.bytes.size();
+  return t;
+}
+
+struct Expert {
+  ExpertShape shape;
+  Matrix gate, up, down;  // [f, d], [f, d], [d, f] as in the checkpoint.
+  std::vector<std::byte> packed;
+  const std::byte* group_start(int64_t neuron) const {
+    return packed.data() + static_cast<size_t>(neuron) * shape.RecordBytes();
+  }
+};
+
+Expert MakeExpert(DType dtype, int64_t d, int64_t f, uint32_t seed) {
+  Expert e{ExpertShape{dtype, d, f},
+           MakeMatrix(dtype, f, d, seed),
+           MakeMatrix(dtype, f, d, seed + 1),
+           MakeMatrix(dtype, d, f, seed + 2),
+           {}};
+  e.packed.resize(e.shape.ExpertBytes());
+  PackExpertNeuronMajor(View("gate", dtype, {f, d}, e.gate), View("up", dtype, {f, d}, e.up),
+                        View("down", dtype, {d, f}, e.down), e.shape, e.packed.data());
+  return e;
+}
+
+std::vector<float> RunExpert(const Expert& e, int64_t a, int64_t b, const std::vector<float>& x,
+                             int64_t n, std::vector<float> y, ThreadPool& pool) {
+  const ExpertJob job{e.group_start(a), b - a, x.data(), n, y.data()};
+  ExpertFfn(std::span<const ExpertJob>(&job, 1), e.shape.dtype, e.shape.hidden_size, pool);
+  return y;
+}
+std::vector<float> RunExpert(const Expert& e, int64_t a, int64_t b, const std::vector<float>& x,
+                             int64_t n, std::vector<float> y) {
+  return RunExpert(e, a, b, x, n, std::move(y), ThreadPool::Global());
+}
+
+TEST(QuantExpertPackTest, RecordGroupsHoldTheCheckpointBlocksUnchanged) {
+  for (DType dtype : BlockDTypes()) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t g = DTypeBlockElems(dtype);
+    const int64_t d = 2 * g, f = 3 * g;  // Two blocks per gate row, three per down row.
+    const Expert e = MakeExpert(dtype, d, f, 11);
+    const size_t row = DTypeBytes(dtype, d), block = DTypeBytes(dtype, g);
+    const size_t down_row = DTypeBytes(dtype, f);
+    ASSERT_EQ(e.packed.size(), 3 * row * static_cast<size_t>(f));
+    // By hand: group k = [gate rows kG..kG+G) | up rows | block k of down rows 0..d).
+    const size_t group_bytes = 2 * static_cast<size_t>(g) * row + static_cast<size_t>(d) * block;
+    ASSERT_EQ(group_bytes, static_cast<size_t>(g) * e.shape.RecordBytes());
+    for (int64_t k = 0; k < f / g; ++k) {
+      const std::byte* grp = e.packed.data() + static_cast<size_t>(k) * group_bytes;
+      for (int64_t i = 0; i < g; ++i) {
+        const size_t src = static_cast<size_t>(k * g + i) * row;
+        ASSERT_EQ(std::memcmp(grp + i * row, &e.gate.bytes[src], row), 0) << "gate " << k * g + i;
+        ASSERT_EQ(std::memcmp(grp + (g + i) * row, &e.up.bytes[src], row), 0) << "up " << k * g + i;
+      }
+      for (int64_t j = 0; j < d; ++j) {
+        ASSERT_EQ(std::memcmp(grp + 2 * g * row + j * block,
+                              &e.down.bytes[j * down_row + k * block], block),
+                  0)
+            << "down row " << j << " group " << k;
+      }
+    }
+  }
+}
+
+TEST(QuantExpertPackTest, ShapesThatAreNotWholeBlocksAreRefused) {
+  const Matrix m = MakeMatrix(DType::kQ4_K, 256, 256, 1);
+  const ExpertShape shape{DType::kQ4_K, 256, 128};  // 128 neurons: half a q4_K block.
+  std::vector<std::byte> out(1 << 20);
+  try {
+    PackExpertNeuronMajor(View("g", DType::kQ4_K, {128, 256}, m),
+                          View("u", DType::kQ4_K, {128, 256}, m),
+                          View("d", DType::kQ4_K, {256, 128}, m), shape, out.data());
+    ADD_FAILURE() << "a 128-neuron q4_K expert was packed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a multiple of 256"), std::string::npos) << e.what();
+  }
+}
+
+TEST(QuantExpertKernelTest, SimdDecodersGiveCoreDequantizeBits) {
+  ForEachTarget([&] {
+    for (DType dtype : BlockDTypes()) {
+      const int64_t n = 8 * DTypeBlockElems(dtype);
+      Matrix m = MakeMatrix(dtype, 1, n, 3);
+      // An all-zero block (zero scales) among the random ones.
+      std::memset(m.bytes.data() + DTypeBytes(dtype, DTypeBlockElems(dtype)), 0,
+                  DTypeBytes(dtype, DTypeBlockElems(dtype)));
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      Dequantize(*QuantFormatOf(dtype), reinterpret_cast<const uint8_t*>(m.bytes.data()), n,
+                 want.data());
+      DecodeQuantBlocks(dtype, m.bytes.data(), n, got.data());
+      ASSERT_TRUE(BitEqual(want, got)) << DTypeName(dtype);
+    }
+  });
+}
+
+// Tolerance, as for the float kernels (kernels_expert_test.cc): g and u are f32 dots with
+// error <= 1e-4 * sum|w x|, carried into h = silu(g) u, and the down sums add at most
+// 1e-4 * sum|h down|. Only real bugs (O(1) errors) fail; the weights are the dequantised
+// values exactly, so quantisation error is not part of the comparison.
+void ExpectMatchesReference(const Expert& e, const std::vector<float>& x, int64_t n,
+                            const std::vector<float>& y0, const std::vector<float>& y) {
+  const int64_t d = e.shape.hidden_size, f = e.shape.neurons;
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<double> ref(y0.begin() + t * d, y0.begin() + (t + 1) * d), tol(d, 1e-30);
+    for (int64_t i = 0; i < f; ++i) {
+      double g = 0, u = 0, gm = 0, um = 0;
+      for (int64_t k = 0; k < d; ++k) {
+        const double xv = x[t * d + k];
+        g += e.gate.values[i * d + k] * xv;
+        u += e.up.values[i * d + k] * xv;
+        gm += std::fabs(e.gate.values[i * d + k] * xv);
+        um += std::fabs(e.up.values[i * d + k] * xv);
+      }
+      const double silu = g / (1 + std::exp(-g));
+      const double h = silu * u;
+      const double dh = 1e-4 * (1.1 * std::fabs(u) * gm + std::fabs(silu) * um + std::fabs(h));
+      for (int64_t o = 0; o < d; ++o) {
+        const double w = e.down.values[o * f + i];
+        ref[o] += h * w;
+        tol[o] += (dh + 1e-4 * std::fabs(h)) * std::fabs(w);
+      }
+    }
+    for (int64_t o = 0; o < d; ++o) {
+      ASSERT_NEAR(y[t * d + o], ref[o], tol[o] + 1e-4 * std::fabs(y0[t * d + o]))
+          << DTypeName(e.shape.dtype) << " t=" << t << " o=" << o;
+    }
+  }
+}
+
+TEST(QuantExpertKernelTest, MatchesDoublePrecisionReferenceForEveryFormat) {
+  ForEachTarget([&] {
+    for (DType dtype : BlockDTypes()) {
+      const int64_t g = DTypeBlockElems(dtype);
+      const int64_t d = 256, f = g == 256 ? 512 : 96;
+      const Expert e = MakeExpert(dtype, d, f, 5);
+      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}}) {
+        const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 6);
+        const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 7);
+        ExpectMatchesReference(e, x, n, y0, RunExpert(e, 0, f, x, n, y0));
+      }
+    }
+  });
+}
+
+TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
+  ForEachTarget([&] {
+    for (DType dtype : BlockDTypes()) {
+      SCOPED_TRACE(DTypeName(dtype));
+      const int64_t g = DTypeBlockElems(dtype);
+      const int64_t d = 256, f = 4 * g;
+      const Expert e = MakeExpert(dtype, d, f, 9);
+      // 11 tokens take the widen-codes-once path (more than 8); 1, 2 and 5 the register tiles.
+      const int64_t n = 11;
+      const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 10);
+      const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 11);
+      const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
+      // Chunks of whole groups into the same accumulator.
+      for (const std::vector<int64_t>& cuts :
+           {std::vector<int64_t>{0, g, f}, {0, g, 2 * g, 3 * g, f}, {0, 3 * g, f}}) {
+        std::vector<float> y = y0;
+        for (size_t c = 0; c + 1 < cuts.size(); ++c)
+          y = RunExpert(e, cuts[c], cuts[c + 1], x, n, y);
+        ASSERT_TRUE(BitEqual(whole, y)) << cuts.size() - 1 << " chunks";
+      }
+      // Each token alone, and every pair, gives its row of the batch.
+      for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+        for (int64_t t = 0; t + len <= n; t += len) {
+          const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
+          const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
+          const std::vector<float> part = RunExpert(e, 0, f, xs, len, ys);
+          ASSERT_EQ(std::memcmp(part.data(), &whole[t * d], part.size() * sizeof(float)), 0)
+              << "t=" << t << " len=" << len;
+        }
+      }
+      // Thread counts (1 runs whole jobs, more split one big job by neurons and rows).
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads << " threads";
+      }
+    }
+  });
+}
+
+TEST(QuantExpertKernelTest, SeveralJobsGiveEachJobAloneAtAnyThreadCount) {
+  const DType dtype = DType::kQ4_K;
+  const int64_t d = 256, f = 512;
+  const std::vector<int64_t> tokens = {1, 3, 0, 2};
+  std::vector<Expert> experts;
+  std::vector<std::vector<float>> xs, y0s, alone;
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    experts.push_back(MakeExpert(dtype, d, f, static_cast<uint32_t>(40 + 3 * j)));
+    xs.push_back(RandomVector(static_cast<size_t>(tokens[j] * d), static_cast<uint32_t>(50 + j)));
+    y0s.push_back(RandomVector(static_cast<size_t>(tokens[j] * d), static_cast<uint32_t>(60 + j)));
+    ThreadPool one(1);
+    alone.push_back(RunExpert(experts[j], 0, f, xs[j], tokens[j], y0s[j], one));
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<std::vector<float>> ys = y0s;
+    std::vector<ExpertJob> jobs;
+    for (size_t j = 0; j < tokens.size(); ++j)
+      jobs.push_back({experts[j].group_start(0), f, xs[j].data(), tokens[j], ys[j].data()});
+    ExpertFfn(jobs, dtype, d, pool);
+    for (size_t j = 0; j < tokens.size(); ++j)
+      ASSERT_TRUE(BitEqual(ys[j], alone[j])) << "job " << j << " threads " << threads;
+  }
+}
+
+// Linear on block-format weights (dense layers of a quantized GGUF): against the double
+// reference (an f32 dot is within 1e-5 * sum|w x| here), and each token's row is the same
+// bits alone, in tiles, past the 8-token switch, and at any thread count.
+TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
+  ForEachTarget([&] {
+    for (DType dtype : BlockDTypes()) {
+      SCOPED_TRACE(DTypeName(dtype));
+      const int64_t out = 40, in = 512, n = 13;
+      const Matrix w = MakeMatrix(dtype, out, in, 21);
+      const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
+      const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
+      std::vector<float> all(static_cast<size_t>(n * out));
+      Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = bias[o], mag = std::fabs(bias[o]);
+          for (int64_t k = 0; k < in; ++k) {
+            ref += static_cast<double>(w.values[o * in + k]) * x[t * in + k];
+            mag += std::fabs(static_cast<double>(w.values[o * in + k]) * x[t * in + k]);
+          }
+          ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
+        }
+      }
+      for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+        for (int64_t t = 0; t + len <= n; t += len) {
+          std::vector<float> part(static_cast<size_t>(len * out));
+          Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(), bias.data());
+          ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
+              << "t=" << t << " len=" << len;
+        }
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(all.size());
+        Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
+        ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
+      }
+    }
+  });
+}
+
+TEST(QuantExpertKernelTest, RefusesJobsThatAreNotWholeGroups) {
+  const Expert e = MakeExpert(DType::kQ4_K, 256, 512, 1);
+  std::vector<float> x(256), y(256);
+  const ExpertJob job{e.group_start(0), 128, x.data(), 1, y.data()};
+  EXPECT_THROW(ExpertFfn(std::span<const ExpertJob>(&job, 1), DType::kQ4_K, 256), Error);
+}
+
+}  // namespace
+}  // namespace moex::kernels

@@ -126,6 +126,13 @@ def write_tokenizer_files(out, tokenizer_path):
         "tokenizer_class": "GPTNeoXTokenizer",
         "unk_token": None,
     }
+    # The chat template (written for moex, see models/LICENSES.md) is not training output:
+    # keep the one the directory already ships.
+    old_tc = os.path.join(out, "tokenizer_config.json")
+    if os.path.exists(old_tc):
+        template = json.load(open(old_tc)).get("chat_template")
+        if template:
+            tc["chat_template"] = template
     json.dump(tc, open(os.path.join(out, "tokenizer_config.json"), "w"), indent=2)
     json.dump({"eos_token": {"content": "<|endoftext|>", "lstrip": False, "normalized": False, "rstrip": False,
                              "single_word": False},

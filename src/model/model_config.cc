@@ -380,6 +380,17 @@ nlohmann::json ModelConfig::ToHfJson() const {
   if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
   else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
   j["num_experts_per_tok"] = num_experts_per_tok;
+  // The expert layout keys every DeepSeek config spells the same way.
+  const auto deepseek_experts = [&] {
+    j["n_routed_experts"] = num_experts;
+    j["moe_intermediate_size"] = moe_intermediate_size;
+    j["intermediate_size"] = intermediate_size;
+    j["first_k_dense_replace"] = first_k_dense_replace;
+    j["moe_layer_freq"] = moe_layer_freq;
+    j["n_shared_experts"] =
+        moe_intermediate_size > 0 ? shared_expert_intermediate_size / moe_intermediate_size : 0;
+    j["norm_topk_prob"] = norm_topk_prob;
+  };
   switch (arch) {
     case Arch::kMixtral:
       j["architectures"].push_back("MixtralForCausalLM");
@@ -433,14 +444,7 @@ nlohmann::json ModelConfig::ToHfJson() const {
       break;
     case Arch::kDeepseekMoe:
       j["architectures"].push_back("DeepseekForCausalLM");
-      j["n_routed_experts"] = num_experts;
-      j["moe_intermediate_size"] = moe_intermediate_size;
-      j["intermediate_size"] = intermediate_size;
-      j["first_k_dense_replace"] = first_k_dense_replace;
-      j["moe_layer_freq"] = moe_layer_freq;
-      j["n_shared_experts"] =
-          moe_intermediate_size > 0 ? shared_expert_intermediate_size / moe_intermediate_size : 0;
-      j["norm_topk_prob"] = norm_topk_prob;
+      deepseek_experts();
       j["scoring_func"] = "softmax";
       j["attention_bias"] = attention_bias;
       break;
@@ -448,14 +452,7 @@ nlohmann::json ModelConfig::ToHfJson() const {
     case Arch::kDeepseekV3: {
       j["architectures"].push_back(arch == Arch::kDeepseekV2 ? "DeepseekV2ForCausalLM"
                                                              : "DeepseekV3ForCausalLM");
-      j["n_routed_experts"] = num_experts;
-      j["moe_intermediate_size"] = moe_intermediate_size;
-      j["intermediate_size"] = intermediate_size;
-      j["first_k_dense_replace"] = first_k_dense_replace;
-      j["moe_layer_freq"] = moe_layer_freq;
-      j["n_shared_experts"] =
-          moe_intermediate_size > 0 ? shared_expert_intermediate_size / moe_intermediate_size : 0;
-      j["norm_topk_prob"] = norm_topk_prob;
+      deepseek_experts();
       j["routed_scaling_factor"] = routed_scaling_factor;
       j["scoring_func"] = scoring_func == ScoringFunc::kSigmoid ? "sigmoid" : "softmax";
       j["topk_method"] = topk_method == TopKMethod::kGreedy               ? "greedy"

@@ -94,14 +94,19 @@ void ParsePhiMoe(const nlohmann::json& j, ModelConfig& c) {
 // DeepSeek-V2 / V2-Lite / V3 (HF DeepseekV2Config / DeepseekV3Config, whose defaults fill
 // the keys a config.json leaves out): MLA, the grouped gate, shared experts, leading dense
 // layers. V3's multi-token-prediction layers are read from the config and not run.
-void ParseDeepseekMla(const nlohmann::json& j, ModelConfig& c) {
-  const bool v3 = c.arch == Arch::kDeepseekV3;
+// The expert-layout keys every DeepSeek config (v1, V2, V3) spells the same way.
+void ParseDeepseekExperts(const nlohmann::json& j, ModelConfig& c) {
   c.num_experts = RequireInt(j, "n_routed_experts");
   c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
   c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
   c.intermediate_size = RequireInt(j, "intermediate_size");
   c.first_k_dense_replace = OptionalInt(j, "first_k_dense_replace", 0);
   c.moe_layer_freq = OptionalInt(j, "moe_layer_freq", 1);
+}
+
+void ParseDeepseekMla(const nlohmann::json& j, ModelConfig& c) {
+  const bool v3 = c.arch == Arch::kDeepseekV3;
+  ParseDeepseekExperts(j, c);
   c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", v3);
   c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", v3 ? 2.5f : 1.0f);
   c.scale_normalised_weights = v3;
@@ -334,12 +339,7 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
         Fail("config.json: clip_qkv is not supported yet");
       break;
     case Arch::kDeepseekMoe: {
-      c.num_experts = RequireInt(j, "n_routed_experts");
-      c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
-      c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
-      c.intermediate_size = RequireInt(j, "intermediate_size");
-      c.first_k_dense_replace = OptionalInt(j, "first_k_dense_replace", 0);
-      c.moe_layer_freq = OptionalInt(j, "moe_layer_freq", 1);
+      ParseDeepseekExperts(j, c);
       c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", false);
       c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", 1.0f);
       const int shared = OptionalInt(j, "n_shared_experts", 0);

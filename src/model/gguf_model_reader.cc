@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/name_list.h"
 #include "core/logging.h"
 #include "io/gguf_format.h"
 #include "model/gguf_deepseek2.h"
@@ -352,10 +353,7 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
         " = false: non-causal attention is not supported");
   const std::vector<std::string> unread = f.KeysNotLookedUp(arch_name + ".");
   if (unread.empty()) return;
-  std::string list;
-  for (size_t i = 0; i < unread.size() && i < 4; ++i) list += (i ? ", " : "") + unread[i];
-  if (unread.size() > 4) list += " and " + std::to_string(unread.size() - 4) + " more";
-  Fail(f.path(), ": GGUF key(s) moex does not read for ", arch_name, ": ", list,
+  Fail(f.path(), ": GGUF key(s) moex does not read for ", arch_name, ": ", NameList(unread),
        " (llama.cpp may compute with them; moex refuses rather than ignore them)");
 }
 

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/name_list.h"
 #include "core/logging.h"
 #include "model/gguf_model.h"
 #include "model/hf_checkpoint.h"
@@ -37,13 +38,6 @@ class UseRecorder : public WeightSource {
   const WeightSource& source_;
   mutable std::unordered_set<std::string> used_;
 };
-
-std::string FirstFew(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 4; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > 4) out += " and " + std::to_string(names.size() - 4) + " more";
-  return out;
-}
 
 std::vector<float> LoadF32(const WeightSource& w, const std::string& name, int64_t size) {
   return TensorToF32(w.Get(name, {size}));
@@ -191,7 +185,7 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
     // different model (an unsupported variant), never something to skip.
     Check(model->unused_tensors.empty(), path, ": ", model->unused_tensors.size(),
           " tensor(s) that moex does not read for ", ArchName(gguf.config.arch), ": ",
-          FirstFew(model->unused_tensors));
+          NameList(model->unused_tensors));
     return model;
   }
   auto checkpoint = HfCheckpoint::Open(path);
@@ -199,7 +193,7 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
   auto model = BuildModel(path, config, std::move(checkpoint));
   if (!model->unused_tensors.empty())
     Log(LogLevel::kWarn, path, ": ", model->unused_tensors.size(),
-        " tensor(s) not read for this architecture: ", FirstFew(model->unused_tensors));
+        " tensor(s) not read for this architecture: ", NameList(model->unused_tensors));
   return model;
 }
 

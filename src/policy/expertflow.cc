@@ -595,13 +595,7 @@ std::vector<ParamSpec> ExpertFlowParams() {
        1,
        {},
        "answer the server's token regrouping (moex serve --regroup) with the predicted paths"},
-      {"worker_gflops",
-       T::kReal,
-       "20",
-       0.001,
-       1e6,
-       {},
-       "simulator only: CPU rate charged for predictor inference on the policy worker"},
+      WorkerGflopsParam(),
   };
 }
 

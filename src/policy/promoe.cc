@@ -548,13 +548,7 @@ std::vector<ParamSpec> ProMoEParams() {
        {},
        "training samples kept per layer (a uniform reservoir over the learning traces' tokens)"},
       {"seed", T::kInt, "1", 0, 1e15, {}, "initialisation, sampling and split seed"},
-      {"worker_gflops",
-       T::kReal,
-       "20",
-       0.001,
-       1e6,
-       {},
-       "simulator only: CPU rate charged for predictor inference on the policy worker"},
+      WorkerGflopsParam(),
   };
 }
 

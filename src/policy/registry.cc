@@ -135,6 +135,11 @@ const std::string& Params::Raw(const std::string& name) const {
   Check(it != values_.end(), "policy parameter '", name, "' is not declared");
   return it->second;
 }
+ParamSpec WorkerGflopsParam() {
+  return {"worker_gflops", ParamType::kReal, "20", 0.001, 1e6, {},
+          "simulator only: CPU rate charged for predictor inference on the policy worker"};
+}
+
 int64_t Params::Int(const std::string& name) const { return std::stoll(Raw(name)); }
 double Params::Real(const std::string& name) const { return std::stod(Raw(name)); }
 bool Params::Bool(const std::string& name) const { return Raw(name) == "1"; }

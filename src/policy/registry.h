@@ -37,6 +37,10 @@ struct ParamSpec {
   std::string doc{};
 };
 
+// `worker_gflops`: the CPU rate the simulator charges for a learned predictor's inference
+// on the policy worker (the policies that run one share it).
+ParamSpec WorkerGflopsParam();
+
 // A part's parameters, checked against its ParamSpecs and completed with defaults.
 class Params {
  public:

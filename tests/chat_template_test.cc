@@ -308,6 +308,9 @@ TEST(ChatTemplateTest, AgreesWithHuggingFaceJinja) {
                             "' && flock .install.lock timeout 300 npm install --no-audit "
                             "--no-fund --no-progress > npm-install.log 2>&1";
     if (std::system(cmd.c_str()) != 0) {
+      if (testing::SharedDataRequired())
+        FAIL() << "reference @huggingface/jinja unavailable under CI; see "
+               << (dir / "npm-install.log");
       GTEST_SKIP() << "reference @huggingface/jinja unavailable (node/npm or registry "
                       "missing; see "
                    << (dir / "npm-install.log") << ")";

@@ -1,6 +1,8 @@
 // The routing traces shipped with the demo model (models/olmoe-demo/traces) must be what
-// the shipped weights route: re-running their first requests gives the same events, bit
-// for bit. A retrained model without re-recorded traces fails here.
+// the shipped weights route: re-running their first requests gives the same tokens and
+// expert ids, and gate weights equal up to float rounding (another SIMD target than the
+// recording host's sums in another order). A retrained model without re-recorded traces
+// fails here.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -65,7 +67,12 @@ TEST(DemoTraces, MatchTheShippedWeights) {
     ASSERT_EQ(a.iteration.gates.size(), b.iteration.gates.size());
     for (size_t g = 0; g < a.iteration.gates.size(); ++g) {
       EXPECT_EQ(a.iteration.gates[g].ids, b.iteration.gates[g].ids) << "event " << events;
-      EXPECT_EQ(a.iteration.gates[g].weights, b.iteration.gates[g].weights);
+      // Within float rounding: the traces were recorded on one SIMD target (AVX-512) and
+      // each target's kernels sum in their own order.
+      ASSERT_EQ(a.iteration.gates[g].weights.size(), b.iteration.gates[g].weights.size());
+      for (size_t k = 0; k < a.iteration.gates[g].weights.size(); ++k)
+        EXPECT_NEAR(a.iteration.gates[g].weights[k], b.iteration.gates[g].weights[k], 1e-5)
+            << "event " << events;
     }
     ++events;
   }

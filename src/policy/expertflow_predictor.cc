@@ -147,9 +147,16 @@ void RoutingPathPredictor::Predict(const std::vector<RequestContext>& contexts,
     std::copy(b1_.begin(), b1_.end(), h.begin() + static_cast<int64_t>(i) * hidden_);
     std::copy(b2_.begin(), b2_.end(), logits + static_cast<int64_t>(i) * out);
   }
-  Gemm(false, true, n, hidden_, in, x.data(), w1_.data(), h.data(), true);
-  for (float& v : h) v = std::max(v, 0.0f);
-  Gemm(false, true, n, out, hidden_, h.data(), w2_.data(), logits, true);
+  // Row by row: BLAS may take another kernel (and summation order) for one row than for
+  // several (OpenBLAS on AVX2 does), and a token must score alike alone and in a batch.
+  for (int i = 0; i < n; ++i) {
+    float* hi = h.data() + static_cast<int64_t>(i) * hidden_;
+    Gemm(false, true, 1, hidden_, in, x.data() + static_cast<int64_t>(i) * in, w1_.data(), hi,
+         true);
+    for (int j = 0; j < hidden_; ++j) hi[j] = std::max(hi[j], 0.0f);
+    Gemm(false, true, 1, out, hidden_, hi, w2_.data(), logits + static_cast<int64_t>(i) * out,
+         true);
+  }
 }
 
 double RoutingPathPredictor::Train(const std::vector<PathSequence>& sequences,

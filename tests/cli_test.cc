@@ -36,11 +36,13 @@ TEST(CliTest, GenerateJsonReportsTheContract) {
     EXPECT_TRUE(j["memory"].contains(key)) << key;
 }
 
-// The cache size per position: K and V rows (OLMoE tiny: 3 layers x 2 x 64 floats), or
-// MLA's latent + k_pe (DeepSeek-V2 tiny: 3 layers x (32 + 8) floats).
+// The cache size per position: K and V rows (OLMoE tiny: 3 layers x 2 x 64 floats; GLM-4.5
+// tiny: one KV head of 16, whole heads cached though only 8 values rotate), or MLA's
+// latent + k_pe (DeepSeek-V2 tiny: 3 layers x (32 + 8) floats).
 TEST(CliTest, GenerateJsonReportsKvCacheBytesPerToken) {
   for (const auto& [arch, bytes, kind] :
        {std::tuple{Arch::kOlmoe, 3 * 2 * 64 * 4, "kv"},
+        std::tuple{Arch::kGlm4Moe, 3 * 2 * 16 * 4, "kv"},
         std::tuple{Arch::kDeepseekV2, 3 * 40 * 4, "mla_latent"}}) {
     const auto r = RunCommand(Moex("generate --model " + testing::TinyModelPath(arch) +
                                    " --prompt-ids 1,2,3 --max-tokens 2 --json"));

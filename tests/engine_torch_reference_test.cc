@@ -1,6 +1,7 @@
 // Logits of the engine against the plain PyTorch forward pass in tools/reference/logits.py
 // (Debian's python3-torch), for the families that script implements: OLMoE, Mixtral,
-// Phi-3.5-MoE and DeepSeek-V2/V3 (tools/reference/deepseek.py).
+// Phi-3.5-MoE, DeepSeek-V2/V3 (tools/reference/deepseek.py) and GLM-4.5
+// (tools/reference/glm4_moe.py).
 // Skipped, with a message, where python3-torch is not installed.
 #include <gtest/gtest.h>
 
@@ -123,6 +124,31 @@ TEST(TorchReferenceDeepseekTest, GroupLimitedGreedyMatchesPyTorch) {
             1e-4);
 }
 
+// GLM-4.5's variant of the tiny GLM-4.5-Air shape: per-head q/k norm, routed_scaling_factor
+// 2.5, and (not in the published configs, which use one group) 2 of 4 groups, over 40 tokens.
+TEST(TorchReferenceGlm4MoeTest, QkNormScaledGroupedGateMatchesPyTorch) {
+  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  testing::TempDir tmp;
+  RandomModelOptions o;
+  o.config = RandomModelConfig(Arch::kGlm4Moe, ModelSize::kTiny);
+  o.config.qk_norm = o.config.qk_norm_per_head = true;
+  o.config.routed_scaling_factor = 2.5f;
+  o.config.n_group = 4;
+  o.config.topk_group = 2;
+  o.config.num_experts_per_tok = 4;
+  o.seed = 13;
+  o.out = (tmp.path() / "m").string();
+  WriteRandomModel(o);
+  auto model = LoadModel(o.out);
+  ASSERT_TRUE(model->config.qk_norm);
+  ASSERT_EQ(model->config.RotaryDim() * 2, model->config.head_dim);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 5) % 512));
+  EXPECT_LT(RelativeError(EngineLogits(*model, ids),
+                          TorchLogits(o.out, ids, model->config.vocab_size)),
+            1e-4);
+}
+
 // The bundled demo model on held-out-style text: same logits as the PyTorch model, and
 // greedy generation picks, at every position, the reference's argmax.
 TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
@@ -162,7 +188,8 @@ TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TorchReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kPhiMoe,
-                                           Arch::kDeepseekV2, Arch::kDeepseekV3),
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3,
+                                           Arch::kGlm4Moe),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

@@ -116,7 +116,7 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
 INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
-                                           Arch::kDeepseekV2, Arch::kDeepseekV3),
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {

@@ -74,6 +74,23 @@ TEST(RegexTest, OnigurumaWhitespaceAndIsolatedSplits) {
   EXPECT_THROW(SplitRegex("[unclosed"), Error);
 }
 
+// GGUF's "glm4" split (llama.cpp's CHATGLM4): case-insensitive contractions, a letter run
+// with one leading non-letter, digits in runs of up to three, punctuation with a leading
+// space, newlines on their own; "chatglm-bpe" is the same.
+TEST(RegexTest, Glm4PreTokenizerSplits) {
+  const std::vector<std::string> patterns = PreTokenizerPatterns("glm4");
+  ASSERT_EQ(patterns.size(), 1u);
+  EXPECT_EQ(PreTokenizerPatterns("chatglm-bpe"), patterns);
+  SplitRegex re(patterns[0]);
+  const std::string text = "I'LL pay $1234567 now!!\n\n  ok";
+  std::vector<TextSpan> spans;
+  re.Split(text, {0, text.size()}, &spans);
+  std::vector<std::string> parts;
+  for (const TextSpan& s : spans) parts.push_back(text.substr(s.begin, s.end - s.begin));
+  EXPECT_EQ(parts, (std::vector<std::string>{"I", "'LL", " pay", " $", "123", "456", "7", " now",
+                                             "!!\n\n", " ", " ok"}));
+}
+
 TEST(BpeTest, LowestRankFirstThenLeftmost) {
   // Symbols: a=0 b=1 ab=2 bb=3 abb=4. Ranks: (b,b)=0 beats (a,b)=1.
   BpeMerges m;

@@ -77,10 +77,12 @@ RopeTable::RopeTable(int64_t head_dim, float theta, const Yarn& yarn) {
                                      YarnMscale(yarn.factor, yarn.mscale_all_dim));
 }
 
+// Partial rotary (config.rope_dim) computes its frequencies over the rotated values only,
+// as HF's inv_freq over int(head_dim * partial_rotary_factor) dimensions.
 RopeTable::RopeTable(const ModelConfig& config)
-    : RopeTable(config.head_dim, config.rope_theta,
+    : RopeTable(config.RotaryDim(), config.rope_theta,
                 config.longrope ? &*config.longrope : nullptr) {
-  if (config.yarn) *this = RopeTable(config.head_dim, config.rope_theta, *config.yarn);
+  if (config.yarn) *this = RopeTable(config.RotaryDim(), config.rope_theta, *config.yarn);
 }
 
 bool RopeTable::UsesLong(int64_t seq_len) const {

@@ -201,9 +201,19 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
     }
   }
   const int64_t half = rope_.half();
-  for (size_t t = 0; t < T; ++t) {
-    kernels::RopeNeox(&q_[t * q_dim], c.num_heads, hd, &cos_[t * half], &sin_[t * half]);
-    kernels::RopeNeox(&k_[t * kv_dim], c.num_kv_heads, hd, &cos_[t * half], &sin_[t * half]);
+  if (c.RotaryDim() == hd) {
+    for (size_t t = 0; t < T; ++t) {
+      kernels::RopeNeox(&q_[t * q_dim], c.num_heads, hd, &cos_[t * half], &sin_[t * half]);
+      kernels::RopeNeox(&k_[t * kv_dim], c.num_kv_heads, hd, &cos_[t * half], &sin_[t * half]);
+    }
+  } else {  // Partial rotary (GLM-4.5): rotate-half within each head's first 2 * half values.
+    const int64_t rot = 2 * half;
+    for (size_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < c.num_heads; ++h)
+        kernels::RopeNeox(&q_[t * q_dim + h * hd], 1, rot, &cos_[t * half], &sin_[t * half]);
+      for (int64_t h = 0; h < c.num_kv_heads; ++h)
+        kernels::RopeNeox(&k_[t * kv_dim + h * hd], 1, rot, &cos_[t * half], &sin_[t * half]);
+    }
   }
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

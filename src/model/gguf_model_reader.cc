@@ -19,6 +19,7 @@
 #include "core/logging.h"
 #include "io/gguf_format.h"
 #include "model/gguf_deepseek2.h"
+#include "model/gguf_glm4moe.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -137,12 +138,12 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     Check(l < config.num_layers, f.path(), ": tensor ", info.name, " is beyond block_count ",
           config.num_layers);
-    if (config.mla && parts.size() == 4) {
+    if ((config.mla || config.arch == Arch::kGlm4Moe) && parts.size() == 4) {
       if (stem == gguf_deepseek2::kGgufRouterBias && suffix == "bias") {
         Add(LayerPrefix(l) + gguf_deepseek2::kHfRouterBias, *f.FindTensor(info.name));
         continue;
       }
-      if ((stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
+      if (config.mla && (stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
         split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = f.FindTensor(info.name);
         continue;
       }
@@ -335,9 +336,10 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
   // deepseek2 reads these with llama.cpp's meaning (gguf_deepseek2::ReadConfig).
   const bool mla = c.mla.has_value();
   if (!mla) {
-    int_is("rope.dimension_count", {c.head_dim}, "partial rotary embedding");
+    int_is("rope.dimension_count", {c.RotaryDim()}, "partial rotary embedding");
     int_is("attention.value_length", {c.head_dim}, "a value head size other than key_length");
-    int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
+    if (c.arch != Arch::kGlm4Moe)  // glm4moe's sigmoid gate: gguf_glm4moe::ReadConfig.
+      int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
   }
   if (!mla && f.Find(Key(a, "rope.scaling.type")) != nullptr) {
     const std::string type = f.GetString(Key(a, "rope.scaling.type"));
@@ -376,6 +378,8 @@ const char* GgufArchName(Arch arch) {
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
       return "deepseek2";
+    case Arch::kGlm4Moe:
+      return "glm4moe";
   }
   return "?";
 }
@@ -401,10 +405,12 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.arch = Arch::kDeepseekMoe;
   else if (arch_name == "deepseek2")
     c.arch = Arch::kDeepseekV2;  // Or V3: gguf_deepseek2::ReadConfig tells them apart.
+  else if (arch_name == "glm4moe")
+    c.arch = Arch::kGlm4Moe;
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
          "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
-         "deepseek2)");
+         "deepseek2, glm4moe)");
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -460,6 +466,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     case Arch::kDeepseekMoe:
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
+    case Arch::kGlm4Moe:
       c.moe_intermediate_size = expert_ff;
       c.intermediate_size = ff;
       break;
@@ -483,12 +490,13 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   // (deepseek2 files: kDeepseekV2 until gguf_deepseek2::ReadConfig tells V2 from V3.)
   if (c.arch == Arch::kDeepseekMoe || c.arch == Arch::kDeepseekV2) {
     c.routed_scaling_factor = weights_scale == 0.0 ? 1.0f : static_cast<float>(weights_scale);
-  } else {
+  } else if (c.arch != Arch::kGlm4Moe) {  // glm4moe: read by gguf_glm4moe::ReadConfig.
     Check(weights_scale == 0.0 || weights_scale == 1.0, f.path(), ": ",
           Key(a, "expert_weights_scale"), " = ", weights_scale, " is not used by llama.cpp for ",
           arch_name, " and moex will not guess its meaning");
   }
   if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
+  if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::ReadConfig(f, c);
   if (c.arch == Arch::kQwen2Moe) {
     c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);
     if (c.shared_expert_intermediate_size == 0) {
@@ -525,8 +533,10 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
   c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
   if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
-  c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
-  c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
+  if (c.arch != Arch::kGlm4Moe) {  // glm4moe: from its tensors, gguf_glm4moe::ReadConfig.
+    c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
+    c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
+  }
 
   CheckUnreadKeys(f, c, arch_name);
 

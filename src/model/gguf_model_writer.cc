@@ -12,6 +12,7 @@
 #include "core/logging.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_deepseek2.h"
+#include "model/gguf_glm4moe.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -120,7 +121,8 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   u32("embedding_length", c.hidden_size);
   u32("block_count", c.num_layers);
   const bool dense_ff = c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe ||
-                        c.arch == Arch::kDeepseekMoe || c.mla.has_value();
+                        c.arch == Arch::kDeepseekMoe || c.mla.has_value() ||
+                        c.arch == Arch::kGlm4Moe;
   // For these, feed_forward_length is the dense FFN size (0 = none); for the others,
   // llama.cpp sizes the experts by it.
   if (!dense_ff) u32("feed_forward_length", c.moe_intermediate_size);
@@ -162,6 +164,7 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
     f32("expert_weights_scale", c.routed_scaling_factor);
   }
   if (c.mla) gguf_deepseek2::WriteConfig(c, w);
+  if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::WriteConfig(c, w);
 }
 
 uint32_t FileType(DType dtype) {
@@ -234,9 +237,9 @@ DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteO
   return ForceF32(stem, t, o) ? DType::kF32 : t.dtype;
 }
 
-// DeepSeek-V2/V3 tensors without a one-to-one GGUF name: kv_b_proj (split into attn_k_b
-// and attn_v_b, as llama.cpp's converter stores it), the gate's correction bias
-// (exp_probs_b.bias, f32) and MTP layers (not written). True when `name` was handled.
+// DeepSeek-V2/V3 (and GLM-4.5) tensors without a one-to-one GGUF name: kv_b_proj (split
+// into attn_k_b and attn_v_b, as llama.cpp's converter stores it), the gate's correction
+// bias (exp_probs_b.bias, f32) and MTP layers (not written). True when `name` was handled.
 bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const TensorView& t,
                      const GgufWriteOptions& o,
                      std::map<std::pair<int, std::string>, Plan>& plans) {
@@ -296,7 +299,9 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   for (const std::string& name : hf.Names()) {
     if (name.ends_with("rotary_emb.inv_freq")) continue;  // Recomputed, never stored.
     const TensorView& t = hf.Get(name);
-    if (config.mla && WriteMlaSpecial(config, name, t, options, plans)) continue;
+    if ((config.mla || config.arch == Arch::kGlm4Moe) &&
+        WriteMlaSpecial(config, name, t, options, plans))
+      continue;
     const size_t dot = name.rfind('.');
     const std::string suffix = dot == std::string::npos ? "" : name.substr(dot + 1);
     const std::string stem = dot == std::string::npos ? name : name.substr(0, dot);

@@ -35,9 +35,14 @@ ArchNames NamesFor(Arch arch) {
     n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
   }
   const bool mla = arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3;
-  const char* shared = arch == Arch::kQwen2Moe             ? "mlp.shared_expert."
-                       : arch == Arch::kDeepseekMoe || mla ? "mlp.shared_experts."
-                                                           : nullptr;
+  const bool glm = arch == Arch::kGlm4Moe;
+  const char* shared = arch == Arch::kQwen2Moe                    ? "mlp.shared_expert."
+                       : arch == Arch::kDeepseekMoe || mla || glm ? "mlp.shared_experts."
+                                                                  : nullptr;
+  if (glm) {  // llama.cpp names GLM's FFN input norm attn_post_norm.
+    for (NamePair& p : n.layer)
+      if (p.hf == "post_attention_layernorm") p.gguf = "post_attention_norm";
+  }
   if (mla) {  // llama.cpp's deepseek2 names; kv_b_proj's split form is gguf_deepseek2's.
     n.layer.push_back({"self_attn.q_a_proj", "attn_q_a"});
     n.layer.push_back({"self_attn.q_a_layernorm", "attn_q_a_norm"});

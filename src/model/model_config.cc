@@ -18,6 +18,7 @@ constexpr ArchEntry kArchNames[] = {
     {Arch::kMixtral, "mixtral"},   {Arch::kPhiMoe, "phimoe"}, {Arch::kQwen2Moe, "qwen2_moe"},
     {Arch::kQwen3Moe, "qwen3_moe"}, {Arch::kOlmoe, "olmoe"},   {Arch::kDeepseekMoe, "deepseek"},
     {Arch::kDeepseekV2, "deepseek_v2"}, {Arch::kDeepseekV3, "deepseek_v3"},
+    {Arch::kGlm4Moe, "glm4_moe"},
 };
 
 int RequireInt(const nlohmann::json& j, const char* key) {
@@ -157,6 +158,72 @@ void ParseDeepseekMla(const nlohmann::json& j, ModelConfig& c) {
   c.num_kv_heads = c.num_heads;
 }
 
+// GLM-4.5 / 4.5-Air / 4.6 / 4.7 (HF Glm4MoeConfig, whose defaults fill the keys a
+// config.json leaves out): GQA with q/k/v biases (attention_bias) and optional per-head
+// q/k RMSNorm (use_qk_norm), RoPE on the first head_dim * partial_rotary_factor values of
+// each head, DeepSeek-V3's gate (sigmoid, correction bias, noaux_tc groups, always scaled),
+// n_shared_experts shared experts and first_k_dense_replace dense layers. HF's Glm4MoeMoE
+// has no scoring_func/topk_method/moe_layer_freq keys: they are not read.
+void ParseGlm4Moe(const nlohmann::json& j, ModelConfig& c) {
+  c.num_experts = RequireInt(j, "n_routed_experts");
+  c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+  c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
+  c.intermediate_size = RequireInt(j, "intermediate_size");
+  c.first_k_dense_replace = OptionalInt(j, "first_k_dense_replace", 1);
+  c.moe_layer_freq = 1;
+  c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", true);
+  c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", 1.0f);
+  c.scale_normalised_weights = true;
+  const int shared = OptionalInt(j, "n_shared_experts", 1);
+  Check(shared >= 0 && shared <= 1024, "config.json: n_shared_experts must be in 0..1024, got ",
+        shared);
+  c.shared_expert_intermediate_size = shared * c.moe_intermediate_size;
+  c.router = RouterKind::kGroupedTopK;
+  c.scoring_func = ScoringFunc::kSigmoid;
+  c.topk_method = TopKMethod::kNoauxTc;
+  c.n_group = OptionalInt(j, "n_group", 1);
+  c.topk_group = OptionalInt(j, "topk_group", 1);
+  c.num_nextn_predict_layers = OptionalInt(j, "num_nextn_predict_layers", 0);
+  c.attention_bias = OptionalBool(j, "attention_bias", false);
+  c.attention_out_bias = false;  // o_proj never has a bias in Glm4MoeAttention.
+  c.qk_norm = OptionalBool(j, "use_qk_norm", false);
+  c.qk_norm_per_head = c.qk_norm;
+  c.max_position_embeddings = OptionalInt(j, "max_position_embeddings", 131072);
+  if (auto act = j.find("hidden_act"); act != j.end() && !act->is_null()) {
+    Check(act->is_string() && act->get<std::string>() == "silu",
+          "config.json: glm4_moe hidden_act must be \"silu\", got ", act->dump());
+  }
+  double factor = OptionalDouble(j, "partial_rotary_factor", 0.5);
+  // transformers 5 also writes rope_parameters {rope_type, rope_theta, partial_rotary_factor};
+  // a value given in both places must agree.
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && !rp->is_null()) {
+    Check(rp->is_object(), "config.json: rope_parameters must be an object or null");
+    const std::string type = rp->value("rope_type", std::string("default"));
+    Check(type == "default", "config.json: rope_parameters.rope_type '", type,
+          "' is not supported for glm4_moe (default only)");
+    if (auto f = rp->find("partial_rotary_factor"); f != rp->end()) {
+      Check(f->is_number(), "config.json: rope_parameters.partial_rotary_factor must be a number");
+      Check(!j.contains("partial_rotary_factor") || f->get<double>() == factor,
+            "config.json: partial_rotary_factor is ", factor, " but rope_parameters says ",
+            f->get<double>());
+      factor = f->get<double>();
+    }
+    if (auto t = rp->find("rope_theta"); t != rp->end()) {
+      Check(t->is_number(), "config.json: rope_parameters.rope_theta must be a number");
+      Check(!j.contains("rope_theta") || t->get<float>() == c.rope_theta,
+            "config.json: rope_theta is ", c.rope_theta, " but rope_parameters says ",
+            t->get<float>());
+      c.rope_theta = t->get<float>();
+    }
+  }
+  Check(std::isfinite(factor) && factor > 0 && factor <= 1,
+        "config.json: partial_rotary_factor must be in (0, 1], got ", factor);
+  // HF: dim = int(head_dim * partial_rotary_factor).
+  c.rope_dim = static_cast<int>(static_cast<double>(c.head_dim) * factor);
+  Check(c.rope_dim >= 2, "config.json: head_dim * partial_rotary_factor (", c.head_dim, " * ",
+        factor, ") leaves fewer than 2 rotary dimensions");
+}
+
 // YaRN (DeepSeek-V2/V3 only): factor and original_max_position_embeddings are required,
 // the rest default as in HF's DeepseekV2YarnRotaryEmbedding.
 Yarn ParseYarn(const nlohmann::json& rs) {
@@ -261,9 +328,10 @@ Arch ParseArch(const std::string& name) {
   if (name == "phi3.5_moe" || name == "phi-moe") return Arch::kPhiMoe;
   if (name == "deepseek-v2" || name == "deepseek2") return Arch::kDeepseekV2;
   if (name == "deepseek-v3" || name == "deepseek3") return Arch::kDeepseekV3;
+  if (name == "glm4moe" || name == "glm4.5") return Arch::kGlm4Moe;
   Fail("unsupported architecture '", name,
        "' (supported: mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
-       "deepseek_v3)");
+       "deepseek_v3, glm4_moe)");
 }
 
 ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
@@ -354,6 +422,9 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
       ParseDeepseekMla(j, c);
+      break;
+    case Arch::kGlm4Moe:
+      ParseGlm4Moe(j, c);
       break;
   }
   ParseRopeScaling(j, c);
@@ -484,6 +555,20 @@ nlohmann::json ModelConfig::ToHfJson() const {
       }
       break;
     }
+    case Arch::kGlm4Moe:
+      j["architectures"].push_back("Glm4MoeForCausalLM");
+      deepseek_experts();
+      j.erase("moe_layer_freq");  // Not a Glm4MoeConfig key: every layer past the dense ones.
+      j["routed_scaling_factor"] = routed_scaling_factor;
+      j["n_group"] = n_group;
+      j["topk_group"] = topk_group;
+      j["attention_bias"] = attention_bias;
+      j["use_qk_norm"] = qk_norm;
+      j["partial_rotary_factor"] = static_cast<double>(RotaryDim()) / head_dim;
+      j["hidden_act"] = "silu";
+      j["num_nextn_predict_layers"] = num_nextn_predict_layers;
+      j["rope_scaling"] = nullptr;
+      break;
   }
   return j;
 }
@@ -552,7 +637,7 @@ void ModelConfig::Validate() const {
           "config: noaux_tc ranks groups by their top-2 scores and needs >= 2 experts per group");
   }
   Check(num_nextn_predict_layers >= 0, "config: num_nextn_predict_layers must be >= 0");
-  Check((arch != Arch::kDeepseekMoe && !IsDeepseekMla()) ||
+  Check((arch != Arch::kDeepseekMoe && arch != Arch::kGlm4Moe && !IsDeepseekMla()) ||
             shared_expert_intermediate_size % moe_intermediate_size == 0,
         "config: deepseek's shared expert size (", shared_expert_intermediate_size,
         ") must be a multiple of moe_intermediate_size (", moe_intermediate_size, ")");
@@ -570,6 +655,13 @@ void ModelConfig::Validate() const {
   }
   for (int e : eos_token_ids)
     Check(e >= 0 && e < vocab_size, "config: eos_token_id ", e, " outside the vocabulary");
+  // Partial RoPE rotates pairs (i, i + rope_dim / 2) within the first rope_dim values.
+  Check(rope_dim >= 0 && rope_dim <= head_dim && rope_dim % 2 == 0,
+        "config: the rotary dimension (head_dim * partial_rotary_factor = ", rope_dim,
+        ") must be even and in 2..head_dim (", head_dim, ")");
+  Check(rope_dim == 0 || arch == Arch::kGlm4Moe, "config: partial rotary is supported for "
+        "glm4_moe only, not ", ArchName(arch));
+  Check(!yarn || rope_dim == 0, "config: YaRN with partial rotary is not supported");
 }
 
 }  // namespace moex

@@ -20,6 +20,7 @@ enum class Arch {
   kDeepseekMoe,  // model_type "deepseek" (DeepSeek-MoE 16B, v1)
   kDeepseekV2,   // model_type "deepseek_v2" (DeepSeek-V2, V2-Lite): MLA, softmax gate
   kDeepseekV3,   // model_type "deepseek_v3" (DeepSeek-V3/R1): MLA, sigmoid gate with bias
+  kGlm4Moe,      // model_type "glm4_moe" (GLM-4.5, 4.5-Air, 4.6, 4.7): partial RoPE, V3's gate
 };
 
 const char* ArchName(Arch arch);          // The HF model_type string.
@@ -110,6 +111,10 @@ struct ModelConfig {
   std::optional<Mla> mla;
   int num_nextn_predict_layers = 0;  // DeepSeek-V3's MTP layers: ignored (read, not run).
   int sliding_window = 0;           // 0: none. moex refuses sequences longer than it.
+  // Partial rotary (GLM-4.5's partial_rotary_factor): RoPE turns the first rope_dim values
+  // of each q/k head (rotate-half within them), the rest pass through. 0: the whole head.
+  int rope_dim = 0;
+  int RotaryDim() const { return rope_dim > 0 ? rope_dim : head_dim; }
 
   // Routed experts.
   int num_experts = 0;

@@ -204,6 +204,18 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
       break;  // RandomMlaConfig.
+    case Arch::kGlm4Moe:  // GLM-4.5-Air (its config.json; GLM-4.5 adds qk norm and 2.5 scale).
+      c.vocab_size = 151552; c.hidden_size = 4096; c.num_layers = 46; c.num_heads = 96;
+      c.num_kv_heads = 8; c.head_dim = 128; c.rope_dim = 64; c.num_experts = 128;
+      c.num_experts_per_tok = 8; c.moe_intermediate_size = 1408;
+      c.shared_expert_intermediate_size = 1408; c.intermediate_size = 10944;
+      c.first_k_dense_replace = 1; c.attention_bias = true; c.rope_theta = 1e6f;
+      c.rms_norm_eps = 1e-5f; c.router = RouterKind::kGroupedTopK;
+      c.scoring_func = ScoringFunc::kSigmoid; c.topk_method = TopKMethod::kNoauxTc;
+      c.norm_topk_prob = true; c.routed_scaling_factor = 1.0f;
+      c.max_position_embeddings = 131072; c.num_nextn_predict_layers = 1;
+      c.eos_token_ids = {151329, 151336, 151338};
+      break;
   }
   if (size == ModelSize::kFull) return WithLongRope(c, 4096);
 
@@ -228,6 +240,8 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
                                         RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
   if (c.intermediate_size > 0) c.intermediate_size = 4 * c.moe_intermediate_size;
   if (c.first_k_dense_replace > 0) c.first_k_dense_replace = 1;
+  if (c.rope_dim > 0) c.rope_dim = c.head_dim / 2;  // GLM's partial_rotary_factor 0.5.
+  c.num_nextn_predict_layers = 0;  // No MTP tensors are written.
   // Small originals let tests and quick runs cross LongRoPE's short/long switch cheaply.
   return WithLongRope(c, size == ModelSize::kTiny ? 32 : 512);
 }

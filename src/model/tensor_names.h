@@ -71,5 +71,6 @@ TensorNames QwenMoeTensorNames();
 TensorNames OlmoeTensorNames();
 TensorNames DeepseekMoeTensorNames();
 TensorNames DeepseekMlaTensorNames();
+TensorNames Glm4MoeTensorNames();
 
 }  // namespace moex

@@ -14,6 +14,12 @@ constexpr const char* kQwen2 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// GLM-4 / GLM-4.5 ("glm4", older "chatglm-bpe"): Qwen2's splits with digits in runs of up to
+// three (the cl100k-style split of GLM's tiktoken-derived tokenizer), as llama.cpp's CHATGLM4.
+constexpr const char* kGlm4 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // Qwen3.5: Qwen2's splits with combining marks (\p{M}) counted as letters, so a base letter
 // and its marks stay one piece.
 constexpr const char* kQwen35 =
@@ -63,6 +69,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
   if (name == "qwen2") return {kQwen2};
   if (name == "qwen35") return {kQwen35};
   if (name == "gpt-4o") return {kGpt4o};
+  if (name == "glm4" || name == "chatglm-bpe") return {kGlm4};
   if (name == "deepseek-llm") {
     return {"[\\r\\n]", kDeepSeekLlmLetters,        "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
             "\\s+$",    "[一-龥ࠀ-一가-퟿]+", "\\p{N}"};
@@ -74,7 +81,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
   }
   Fail("GGUF pre-tokenizer '", name,
        "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, qwen35, gpt-4o, "
-       "deepseek-llm, deepseek-v3)");
+       "deepseek-llm, deepseek-v3, glm4)");
 }
 
 }  // namespace moex

@@ -117,8 +117,10 @@ struct Ref {
   // HF rotate_half RoPE; the angle is rounded through f32 exactly as HF computes it.
   // LongRoPE: inv_freq_i = 1 / (factor_i * theta^(2i/d)), cos and sin times mscale, with
   // the long set iff the pass computing this rotation ends beyond the original length.
+  // Partial rotary (GLM-4.5): only each head's first rot = RotaryDim() values turn, with
+  // frequencies theta^(-2i/rot); the rest pass through (HF's q_rot / q_pass split).
   void Rope(Vec& x, int64_t heads, int64_t pos, int64_t pass_end) const {
-    const int64_t hd = c.head_dim, half = hd / 2;
+    const int64_t hd = c.head_dim, rot = c.RotaryDim(), half = rot / 2;
     const bool use_long = c.longrope && pass_end > c.longrope->original_max_position_embeddings;
     const std::vector<float>* factors = nullptr;
     double mscale = 1.0;
@@ -127,7 +129,7 @@ struct Ref {
       mscale = use_long ? c.longrope->long_mscale : c.longrope->short_mscale;
     }
     for (int64_t i = 0; i < half; ++i) {
-      const float base = std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(hd));
+      const float base = std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(rot));
       const float inv = 1.0f / (factors ? (*factors)[static_cast<size_t>(i)] * base : base);
       const float angle = static_cast<float>(pos) * inv;
       const double cs = std::cos(static_cast<double>(angle)) * mscale;

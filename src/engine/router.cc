@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "model/grouped_gate.h"
 
 namespace moex {
 
@@ -81,70 +82,30 @@ void RouteGrouped(const float* logits, int64_t n, const ModelConfig& config,
                   const float* score_bias, Routing* r) {
   const int E = config.num_experts;
   const int K = config.num_experts_per_tok;
-  const int groups = config.n_group;
-  const int per_group = E / groups;
-  const bool grouped = config.topk_method != TopKMethod::kGreedy && groups > 1;
-  const bool bias = config.topk_method == TopKMethod::kNoauxTc && score_bias != nullptr;
+  const GroupedGate gate = GroupedGate::Of(config);
   r->n_tokens = n;
   r->top_k = K;
   r->num_experts = E;
   r->probs.assign(logits, logits + n * E);
   r->ids.resize(static_cast<size_t>(n * K));
   r->weights.resize(static_cast<size_t>(n * K));
-  std::vector<float> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(groups));
-  std::vector<int32_t> order(static_cast<size_t>(E)), group_order(static_cast<size_t>(groups));
-  std::vector<char> keep(static_cast<size_t>(groups));
+  std::vector<float> choice(static_cast<size_t>(E));
+  GroupedGate::Scratch scratch;
+  const bool renormalise = config.norm_topk_prob && K > 1;
+  const bool scale = config.scale_normalised_weights || !renormalise;
   for (int64_t t = 0; t < n; ++t) {
     float* s = &r->probs[static_cast<size_t>(t * E)];
-    if (config.scoring_func == ScoringFunc::kSigmoid) {
-      for (int e = 0; e < E; ++e) s[e] = 1.0f / (1.0f + std::exp(-s[e]));
-    } else {
-      kernels::Softmax(s, E);
-    }
-    for (int e = 0; e < E; ++e)
-      choice[static_cast<size_t>(e)] = s[e] + (bias ? score_bias[e] : 0.0f);
-    if (grouped) {
-      for (int g = 0; g < groups; ++g) {
-        const float* c = &choice[static_cast<size_t>(g * per_group)];
-        float best = c[0], second = -INFINITY;
-        for (int i = 1; i < per_group; ++i) {
-          if (c[i] > best) {
-            second = best;
-            best = c[i];
-          } else if (c[i] > second) {
-            second = c[i];
-          }
-        }
-        group_score[static_cast<size_t>(g)] =
-            config.topk_method == TopKMethod::kNoauxTc ? best + second : best;
-      }
-      std::iota(group_order.begin(), group_order.end(), 0);
-      const float* gs = group_score.data();
-      std::partial_sort(group_order.begin(), group_order.begin() + config.topk_group,
-                        group_order.end(), [gs](int32_t a, int32_t b) {
-                          return gs[a] > gs[b] || (gs[a] == gs[b] && a < b);
-                        });
-      std::fill(keep.begin(), keep.end(), 0);
-      for (int g = 0; g < config.topk_group; ++g)
-        keep[static_cast<size_t>(group_order[static_cast<size_t>(g)])] = 1;
-      for (int e = 0; e < E; ++e)
-        if (!keep[static_cast<size_t>(e / per_group)]) choice[static_cast<size_t>(e)] = 0.0f;
-    }
-    std::iota(order.begin(), order.end(), 0);
-    const float* c = choice.data();
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [c](int32_t a, int32_t b) { return c[a] > c[b] || (c[a] == c[b] && a < b); });
-    const bool renormalise = config.norm_topk_prob && K > 1;
+    int32_t* ids = &r->ids[static_cast<size_t>(t * K)];
+    gate.Score(s);
+    gate.Choice(s, score_bias, choice.data(), &scratch);
+    gate.Pick(choice.data(), ids, &scratch);
     float sum = 0.0f;
-    for (int k = 0; k < K; ++k) sum += s[order[static_cast<size_t>(k)]];
+    for (int k = 0; k < K; ++k) sum += s[ids[k]];
     const float denominator = sum + 1e-20f;
-    const bool scale = config.scale_normalised_weights || !renormalise;
     for (int k = 0; k < K; ++k) {
-      const int32_t e = order[static_cast<size_t>(k)];
-      float w = s[e];
+      float w = s[ids[k]];
       if (renormalise) w /= denominator;
       if (scale) w *= config.routed_scaling_factor;
-      r->ids[static_cast<size_t>(t * K + k)] = e;
       r->weights[static_cast<size_t>(t * K + k)] = w;
     }
   }

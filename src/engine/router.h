@@ -5,8 +5,9 @@
 //    index), optionally renormalised to sum to one, then scaled;
 //  * sparsemixer (Phi-3.5-MoE, HF `sparsemixer` in eval mode), top-2 only, see below;
 //  * grouped top-k (DeepSeek-V2/V3's MoEGate), see RouteGrouped.
-// Both select the experts with the k largest logits, so a predictor that ranks logits
-// (policy/prefetch_next_gate.cc) predicts either correctly.
+// Softmax top-k and sparsemixer select the experts with the k largest logits; the grouped
+// gate chooses through model/grouped_gate.h, which the predicting policies
+// (policy/router_prediction.cc) apply too.
 #pragma once
 
 #include <cstdint>

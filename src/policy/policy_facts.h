@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/grouped_gate.h"
 #include "policy/future_demand.h"
 
 namespace moex::policy {
@@ -49,6 +51,11 @@ struct PolicyFacts {
   // Row-major [num_experts, hidden_size] router weights of a MoE layer, converted to f32.
   // Null when the driver has none (e.g. a trace recorded without router tensors).
   std::function<std::vector<float>(int layer)> router_weights;
+  // How the routers choose, when it is DeepSeek-V2/V3's grouped gate (also GLM-4.5's); unset:
+  // the k largest logits. With it, the [num_experts] score correction of a MoE layer
+  // (V3's e_score_correction_bias), empty when the driver has none.
+  std::optional<GroupedGate> grouped_gate;
+  std::function<std::vector<float>(int layer)> router_bias;
   // Every future gate of the replay: only the simulator has it (belady, oracle).
   const FutureDemand* future = nullptr;
   // Where a policy runs heavy work off the forward pass. Owned by the driver; never null

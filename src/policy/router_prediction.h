@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,12 +14,13 @@
 namespace moex::policy {
 
 struct RouterPrediction {
-  // Per expert, the largest router logit over the tokens (the descending order of these is
-  // the descending order of the softmax scores for a single token).
-  std::vector<float> best_logit;
-  // Every expert, descending best_logit (ties: lower id first).
+  // Per expert, the largest score over the tokens that the router chooses by: the logit
+  // (whose order is the softmax's), or under the grouped gate (PolicyFacts::grouped_gate)
+  // the choice score of model/grouped_gate.h, bias added and groups masked.
+  std::vector<float> best_score;
+  // Every expert, descending best_score (ties: lower id first).
   std::vector<int32_t> ranking;
-  // The union over tokens of each token's top-k, descending by the best logit an expert
+  // The union over tokens of each token's top-k, descending by the best score an expert
   // had among the tokens that picked it (ties: lower id first).
   std::vector<int32_t> topk;
 };
@@ -35,6 +37,8 @@ class RouterTable {
   std::string policy_;
   int num_experts_ = 0, top_k_ = 0, hidden_size_ = 0;
   std::vector<std::vector<float>> routers_;  // Per layer [E, d] (empty for dense layers).
+  std::optional<GroupedGate> grouped_gate_;
+  std::vector<std::vector<float>> biases_;  // Per layer [E] score correction, or empty.
 };
 
 }  // namespace moex::policy

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "io/expert_store_format.h"
+#include "model/tensor_names.h"
 
 namespace moex::trace {
 
@@ -21,19 +22,31 @@ TraceModel TraceModelOf(const Model& model) {
   m.hidden_size = c.hidden_size;
   m.expert_neurons = static_cast<int>(model.expert_shape.neurons);
   m.record_bytes = static_cast<int64_t>(model.expert_shape.RecordBytes());
-  m.block_neurons = static_cast<int>(StoreBlockNeurons(static_cast<uint64_t>(m.record_bytes),
-                                                       static_cast<uint32_t>(m.expert_neurons),
-                        static_cast<uint32_t>(model.expert_shape.GroupNeurons())));
+  m.block_neurons = static_cast<int>(StoreBlockNeurons(
+      static_cast<uint64_t>(m.record_bytes), static_cast<uint32_t>(m.expert_neurons),
+      static_cast<uint32_t>(model.expert_shape.GroupNeurons())));
   m.dtype = DTypeName(model.expert_shape.dtype);
   return m;
 }
 
 TraceRecorder::TraceRecorder(TraceWriter& writer, const Model& model) : writer_(writer) {
   if (!writer.header().router_weights) return;
+  const std::string bias_name = TensorNamesFor(model.config).router_bias;
   for (int l : writer.header().model.moe_layers) {
-    const TensorView* router = model.layers[static_cast<size_t>(l)].router;
-    Check(router != nullptr, "layer ", l, " has no router");
-    writer_.WriteTensor(*router);
+    const auto& layer = model.layers[static_cast<size_t>(l)];
+    Check(layer.router != nullptr, "layer ", l, " has no router");
+    writer_.WriteTensor(*layer.router);
+    // DeepSeek-V3's score correction, for the predictors that apply its gate
+    // (PolicyFacts::router_bias).
+    if (!layer.router_bias.empty()) {
+      TensorView bias;
+      bias.name = TensorNames::Layer(l, bias_name);
+      bias.dtype = DType::kF32;
+      bias.shape = {1, static_cast<int64_t>(layer.router_bias.size())};
+      bias.data = reinterpret_cast<const std::byte*>(layer.router_bias.data());
+      bias.nbytes = layer.router_bias.size() * sizeof(float);
+      writer_.WriteTensor(bias);
+    }
   }
 }
 

@@ -69,7 +69,7 @@ TEST_P(GenerationTest, IncrementalDecodeIsBitIdenticalToFullPrefill) {
 INSTANTIATE_TEST_SUITE_P(Architectures, GenerationTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
-                                           Arch::kDeepseekV2, Arch::kDeepseekV3),
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGptOss),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

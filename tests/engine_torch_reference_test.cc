@@ -1,7 +1,8 @@
 // Logits of the engine against the plain PyTorch forward pass in tools/reference/logits.py
 // (Debian's python3-torch), for the families that script implements: OLMoE, Mixtral,
-// Phi-3.5-MoE and DeepSeek-V2/V3 (tools/reference/deepseek.py).
-// Skipped, with a message, where python3-torch is not installed.
+// Phi-3.5-MoE, DeepSeek-V2/V3 (tools/reference/deepseek.py) and gpt-oss
+// (tools/reference/gpt_oss.py). Skipped, with a message, where python3-torch is not
+// installed, except under CI (CI=true), where that fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "model/model.h"
 #include "model/random_model.h"
 #include "support/shared_data.h"
+#include "support/external_tools.h"
 #include "support/run_command.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
@@ -27,10 +29,11 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-bool TorchAvailable() {
+// Empty when python3 with torch and numpy is installed, else why not.
+std::string TorchMissing() {
   static const bool available =
       testing::RunCommand(std::string(kPython) + " -c 'import torch, numpy'").exit_code == 0;
-  return available;
+  return available ? "" : "python3-torch is not installed: reference not run";
 }
 
 // Logits [ids, vocab] of tools/reference/logits.py for the checkpoint in `dir`.
@@ -72,7 +75,7 @@ double RelativeError(const std::vector<float>& engine, const std::vector<float>&
 class TorchReferenceTest : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(TorchReferenceTest, LogitsMatchPyTorch) {
-  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  MOEX_REQUIRE_TOOL(TorchMissing());
   const std::string dir = testing::TinyModelPath(GetParam());
   const std::vector<int32_t> ids = {1, 200, 31, 77, 400, 5, 5, 9, 123, 321, 46};
   auto model = LoadModel(dir);
@@ -88,7 +91,7 @@ TEST_P(TorchReferenceTest, LogitsMatchPyTorch) {
 // Phi-3.5-MoE past LongRoPE's switch (the tiny model's original_max_position_embeddings is
 // 32): 40 tokens in one pass use the long factors and long_mscale on both sides.
 TEST(TorchReferencePhiMoeTest, LongRopeBeyondTheOriginalContextMatchesPyTorch) {
-  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  MOEX_REQUIRE_TOOL(TorchMissing());
   const std::string dir = testing::TinyModelPath(Arch::kPhiMoe);
   auto model = LoadModel(dir);
   ASSERT_TRUE(model->config.longrope.has_value());
@@ -103,7 +106,7 @@ TEST(TorchReferencePhiMoeTest, LongRopeBeyondTheOriginalContextMatchesPyTorch) {
 // DeepSeek-V2 with V2's group-limited gate (group maxima, 2 of 4 groups) and V2-style
 // scaling, over 40 tokens (beyond the tiny model's YaRN original length of 32).
 TEST(TorchReferenceDeepseekTest, GroupLimitedGreedyMatchesPyTorch) {
-  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  MOEX_REQUIRE_TOOL(TorchMissing());
   testing::TempDir tmp;
   RandomModelOptions o;
   o.config = RandomModelConfig(Arch::kDeepseekV2, ModelSize::kTiny);
@@ -123,10 +126,34 @@ TEST(TorchReferenceDeepseekTest, GroupLimitedGreedyMatchesPyTorch) {
             1e-4);
 }
 
+// gpt-oss with explicit layer_types (full, sliding, sliding), YaRN with truncate = true
+// (the rounded correction range) and a window of 3, over 40 tokens.
+TEST(TorchReferenceGptOssTest, LayerTypesTruncatedYarnAndWindowMatchPyTorch) {
+  MOEX_REQUIRE_TOOL(TorchMissing());
+  testing::TempDir tmp;
+  RandomModelOptions o;
+  o.config = RandomModelConfig(Arch::kGptOss, ModelSize::kTiny);
+  o.config.layer_sliding = {false, true, true};
+  o.config.sliding_window = 3;
+  o.config.yarn->truncate = true;
+  o.dtype = DType::kF32;
+  o.seed = 13;
+  o.out = (tmp.path() / "m").string();
+  WriteRandomModel(o);
+  auto model = LoadModel(o.out);
+  ASSERT_EQ(model->config.layer_sliding, o.config.layer_sliding);
+  ASSERT_TRUE(model->config.yarn->truncate);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 5) % 512));
+  EXPECT_LT(RelativeError(EngineLogits(*model, ids),
+                          TorchLogits(o.out, ids, model->config.vocab_size)),
+            1e-4);
+}
+
 // The bundled demo model on held-out-style text: same logits as the PyTorch model, and
 // greedy generation picks, at every position, the reference's argmax.
 TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
-  if (!TorchAvailable()) GTEST_SKIP() << "python3-torch is not installed: reference not run";
+  MOEX_REQUIRE_TOOL(TorchMissing());
   const std::string dir = (testing::SourceDir() / "models/olmoe-demo").string();
   auto model = LoadModel(dir);
   auto tokenizer = LoadTokenizer(dir);
@@ -162,7 +189,7 @@ TEST(DemoModelTest, MatchesPyTorchAndGreedyAgrees) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TorchReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kPhiMoe,
-                                           Arch::kDeepseekV2, Arch::kDeepseekV3),
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGptOss),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

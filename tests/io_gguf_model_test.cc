@@ -128,7 +128,8 @@ ModelConfig TinyConfig(Arch arch) {
       break;
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
-      break;  // MLA tensors have no place here: tests/deepseek_gguf_test.cc.
+    case Arch::kGptOss:
+      break;  // MLA / fused experts: tests/deepseek_gguf_test.cc, tests/gpt_oss_test.cc.
   }
   c.Validate();
   return c;

@@ -100,7 +100,7 @@ TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
 INSTANTIATE_TEST_SUITE_P(Archs, OffloadLosslessTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
                                            Arch::kDeepseekMoe, Arch::kPhiMoe, Arch::kDeepseekV2,
-                                           Arch::kDeepseekV3),
+                                           Arch::kDeepseekV3, Arch::kGptOss),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 }  // namespace

@@ -22,6 +22,7 @@ TensorNames TensorNamesFor(const ModelConfig& config) {
     case Arch::kDeepseekMoe: return DeepseekMoeTensorNames();
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3: return DeepseekMlaTensorNames();
+    case Arch::kGptOss: return GptOssTensorNames();
   }
   return TensorNames{};
 }

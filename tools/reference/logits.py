@@ -1,5 +1,5 @@
-"""Plain PyTorch reference forward pass for HF OLMoE, Mixtral, Phi-3.5-MoE and DeepSeek-V2/V3
-checkpoints.
+"""Plain PyTorch reference forward pass for HF OLMoE, Mixtral, Phi-3.5-MoE, DeepSeek-V2/V3 and
+gpt-oss checkpoints.
 
   /usr/bin/python3 tools/reference/logits.py --model DIR --ids 1,2,3 --out FILE
 
@@ -19,6 +19,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            original_max_position_embeddings), sparsemixer top-2 routing with
            jitter_eps = router_jitter_noise, sliding_window.
   deepseek_v2, deepseek_v3: MLA, YaRN and DeepSeek's gate, in deepseek.py.
+  gpt_oss: sinks, sliding layers, generic YaRN, biased experts with the clamped SwiGLU, in
+           gpt_oss.py.
 All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
@@ -32,6 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
+import gpt_oss  # noqa: E402
 from safetensors_io import load_dir  # noqa: E402
 
 
@@ -171,6 +174,8 @@ def forward(W, cfg, ids):
     arch = cfg["model_type"]
     if arch in ("deepseek_v2", "deepseek_v3"):
         return deepseek.forward(W, cfg, ids)
+    if arch == "gpt_oss":
+        return gpt_oss.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

@@ -17,7 +17,8 @@ namespace {
 
 struct Engine {
   explicit Engine(Arch arch)
-      : model(LoadModel(testing::TinyModelPath(arch))), executor(*model),
+      : model(LoadModel(testing::TinyModelPath(arch))),
+        executor(*model),
         transformer(*model, executor) {}
   std::unique_ptr<Model> model;
   ResidentMoeExecutor executor;
@@ -40,8 +41,8 @@ TEST_P(GenerationTest, BatchedGenerationEqualsOneSequenceAtATime) {
   Engine e(GetParam());
   Generator generator(e.transformer);
   const std::vector<GenerationRequest> requests = {
-      Request({5, 9, 200, 31}, 12), Request({77}, 9), Request({1, 2, 3, 4, 5, 6, 7, 8, 9}, 12, 0.8f, 3),
-      Request({400, 401}, 5, 1.0f, 11)};
+      Request({5, 9, 200, 31}, 12), Request({77}, 9),
+      Request({1, 2, 3, 4, 5, 6, 7, 8, 9}, 12, 0.8f, 3), Request({400, 401}, 5, 1.0f, 11)};
   const auto together = generator.Generate(requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto alone = generator.Generate({requests[i]});
@@ -69,7 +70,8 @@ TEST_P(GenerationTest, IncrementalDecodeIsBitIdenticalToFullPrefill) {
 INSTANTIATE_TEST_SUITE_P(Architectures, GenerationTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
-                                           Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe),
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
+                                           Arch::kGptOss),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

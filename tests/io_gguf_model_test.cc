@@ -131,6 +131,8 @@ ModelConfig TinyConfig(Arch arch) {
       break;  // MLA tensors have no place here: tests/deepseek_gguf_test.cc.
     case Arch::kGlm4Moe:
       break;  // Its gate and partial rotary: tests/glm4_moe_test.cc.
+    case Arch::kGptOss:
+      break;  // MLA / fused experts: tests/deepseek_gguf_test.cc, tests/gpt_oss_test.cc.
   }
   c.Validate();
   return c;

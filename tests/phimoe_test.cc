@@ -485,8 +485,8 @@ TEST(PhiMoeConfigTest, RejectsBadConfigsClearly) {
   ExpectConfigError(j, "'long_mscale' must be a number");
   j = TinyPhiJson();
   j["rope_scaling"]["type"] = "yarn";
-  ExpectConfigError(j, "rope_scaling type 'yarn' is supported for deepseek_v2 and deepseek_v3 "
-                       "only, not phimoe");
+  ExpectConfigError(j, "rope_scaling type 'yarn' is supported for deepseek_v2, deepseek_v3 and "
+                       "gpt_oss only, not phimoe");
   j = TinyPhiJson();
   j["rope_scaling"]["type"] = "dynamic";
   ExpectConfigError(j, "rope_scaling type 'dynamic' is not supported");

@@ -26,10 +26,9 @@ void ExpectLosslessAtEveryBudget(const std::string& model_path, const std::strin
   ResidentMoeExecutor resident(*model);
   const std::vector<float> want_logits = testing::PrefillLogits(*model, resident, prompt);
   const auto want_tokens = testing::GreedyTokens(*model, resident);
-  const std::string store =
-      (std::filesystem::temp_directory_path() /
-       ("moex_lossless_" + std::to_string(getpid()) + "_" + tag + ".moex"))
-          .string();
+  const std::string store = (std::filesystem::temp_directory_path() /
+                             ("moex_lossless_" + std::to_string(getpid()) + "_" + tag + ".moex"))
+                                .string();
   for (const char* budget : {"5%", "25%", "50%", "100%"}) {
     for (const char* policy : policies) {
       SCOPED_TRACE(std::string(policy) + " at " + budget);
@@ -100,7 +99,7 @@ TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
 INSTANTIATE_TEST_SUITE_P(Archs, OffloadLosslessTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
                                            Arch::kDeepseekMoe, Arch::kPhiMoe, Arch::kDeepseekV2,
-                                           Arch::kDeepseekV3, Arch::kGlm4Moe),
+                                           Arch::kDeepseekV3, Arch::kGlm4Moe, Arch::kGptOss),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 }  // namespace

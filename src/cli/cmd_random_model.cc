@@ -27,7 +27,11 @@ struct RandomModelCliOptions {
 int RunRandomModel(const RandomModelCliOptions& o) {
   RandomModelOptions options;
   options.config = RandomModelConfig(ParseArch(o.arch), ParseModelSize(o.size));
-  if (o.layers > 0) options.config.num_layers = o.layers;
+  if (o.layers > 0) {
+    options.config.num_layers = o.layers;
+    if (!options.config.layer_sliding.empty())
+      options.config.layer_sliding = AlternatingSlidingLayers(o.layers);
+  }
   if (o.rope_original > 0) {
     Check(options.config.longrope.has_value(), "random-model: --rope-original applies to ",
           "LongRoPE models (phimoe), not ", o.arch);
@@ -54,7 +58,7 @@ Runner AddRandomModelCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("random-model", "write a model with random weights");
   cmd->add_option("--arch", o->arch,
                   "mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
-                  "deepseek_v3 or glm4_moe");
+                  "deepseek_v3, glm4_moe or gpt_oss");
   cmd->add_option("--size", o->size, "tiny, small or full (the published shape)");
   cmd->add_option("--dtype", o->dtype, "bf16, f16 or f32");
   cmd->add_option("--out", o->out, "output directory (hf) or file (gguf)")->required();

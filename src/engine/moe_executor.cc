@@ -46,17 +46,44 @@ float* ExpertBatch::outputs_of(int32_t e) {
   return &y_[static_cast<size_t>(begin_[static_cast<size_t>(e)] * d_)];
 }
 
-void ExpertBatch::Combine(const Routing& r, float* out) const {
+void ExpertBatch::Combine(const Routing& r, float* out, const float* down_bias) const {
   for (int64_t t = 0; t < r.n_tokens; ++t) {
     float* o = out + t * d_;
     for (int k = 0; k < r.top_k; ++k) {
       const size_t s = static_cast<size_t>(t * r.top_k + k);
       const float w = r.weights[s];
       const float* y = &y_[static_cast<size_t>(row_of_slot_[s] * d_)];
-      for (int64_t j = 0; j < d_; ++j) o[j] += w * y[j];
+      if (down_bias != nullptr) {
+        const float* b = down_bias + static_cast<int64_t>(r.ids[s]) * d_;
+        for (int64_t j = 0; j < d_; ++j) o[j] += w * (y[j] + b[j]);
+      } else {
+        for (int64_t j = 0; j < d_; ++j) o[j] += w * y[j];
+      }
     }
   }
 }
+
+kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config) {
+  kernels::ExpertActivation act;
+  act.limit = config.swiglu_limit;
+  return act;
+}
+
+void SetExpertBiases(const LayerWeights& layer, int64_t neurons, int32_t expert, int64_t begin,
+                     kernels::ExpertJob* job) {
+  if (layer.expert_gate_bias.empty()) return;
+  const size_t at = static_cast<size_t>(expert * neurons + begin);
+  job->gate_bias = layer.expert_gate_bias.data() + at;
+  job->up_bias = layer.expert_up_bias.data() + at;
+}
+
+namespace {
+
+const float* DownBias(const LayerWeights& layer) {
+  return layer.expert_down_bias.empty() ? nullptr : layer.expert_down_bias.data();
+}
+
+}  // namespace
 
 ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
   const ModelConfig& c = model.config;
@@ -94,6 +121,7 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
   std::vector<kernels::ExpertJob> jobs;
   jobs.reserve(batch_.active_experts().size());
   const std::byte* base = layer_records_[static_cast<size_t>(layer)].data();
+  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
   for (int32_t e : batch_.active_experts()) {
     kernels::ExpertJob job;
     job.records = base + shape.ExpertBytes() * static_cast<size_t>(e);
@@ -101,10 +129,11 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
     job.x = batch_.inputs_of(e);
     job.n = batch_.tokens_of(e);
     job.y = batch_.outputs_of(e);
+    SetExpertBiases(L, shape.neurons, e, 0, &job);
     jobs.push_back(job);
   }
-  kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size);
-  batch_.Combine(routing, out);
+  kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size, ExpertActivationOf(model_.config));
+  batch_.Combine(routing, out, DownBias(L));
   expert_uses_ += static_cast<int64_t>(jobs.size());
 }
 
@@ -183,6 +212,8 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
   batch_.Build(routing, x, shape.hidden_size);
   const policy::GateEvent gate = GateEventOf(layer, routing, x, shape.hidden_size);
   std::vector<kernels::ExpertJob> jobs;
+  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
+  const kernels::ExpertActivation act = ExpertActivationOf(model_.config);
   RunOffloadedLayer(*tier_, gate, [&](std::span<const ChunkTask> tasks) {
     jobs.clear();
     for (const ChunkTask& t : tasks) {
@@ -192,11 +223,12 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
       job.x = batch_.inputs_of(t.expert);
       job.n = batch_.tokens_of(t.expert);
       job.y = batch_.outputs_of(t.expert);
+      SetExpertBiases(L, shape.neurons, t.expert, t.neuron_begin, &job);
       jobs.push_back(job);
     }
-    kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size);
+    kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size, act);
   });
-  batch_.Combine(routing, out);
+  batch_.Combine(routing, out, DownBias(L));
 }
 
 nlohmann::json OffloadMoeExecutor::MetricsJson() const {

@@ -13,6 +13,7 @@
 
 #include "core/aligned_buffer.h"
 #include "engine/router.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 #include "policy/events.h"
 #include "tiers/host_tier.h"
@@ -59,8 +60,9 @@ class ExpertBatch {
   int64_t tokens_of(int32_t expert) const;
   const float* inputs_of(int32_t expert) const;
   float* outputs_of(int32_t expert);
-  // out[t] += w[t, k] * y_{ids[t, k]}[row of t], tokens in order, k in rank order.
-  void Combine(const Routing& routing, float* out) const;
+  // out[t] += w[t, k] * y_{ids[t, k]}[row of t], tokens in order, k in rank order; with
+  // `down_bias` ([E, d], gpt-oss) each expert output is y + bias before it is weighted.
+  void Combine(const Routing& routing, float* out, const float* down_bias = nullptr) const;
 
  private:
   int64_t d_ = 0;
@@ -70,6 +72,12 @@ class ExpertBatch {
   std::vector<float> x_;              // Gathered inputs, expert-major.
   std::vector<float> y_;              // Per-expert outputs, same rows.
 };
+
+// The expert activation of `config` (gpt-oss's clamped SwiGLU or plain SwiGLU).
+kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config);
+// Sets job's gate/up bias pointers for neurons [begin, ...) of `expert` (gpt-oss).
+void SetExpertBiases(const LayerWeights& layer, int64_t neurons, int32_t expert, int64_t begin,
+                     kernels::ExpertJob* job);
 
 // All experts resident in host memory, packed neuron-major at construction.
 class ResidentMoeExecutor : public MoeExecutor {

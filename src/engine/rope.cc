@@ -55,10 +55,14 @@ double YarnCorrectionDim(double rotations, int64_t dim, double theta, int max_po
 
 RopeTable::RopeTable(int64_t head_dim, float theta, const Yarn& yarn) {
   const int64_t half = head_dim / 2;
-  double low = std::floor(YarnCorrectionDim(yarn.beta_fast, head_dim, theta,
-                                            yarn.original_max_position_embeddings));
-  double high = std::ceil(YarnCorrectionDim(yarn.beta_slow, head_dim, theta,
-                                            yarn.original_max_position_embeddings));
+  double low = YarnCorrectionDim(yarn.beta_fast, head_dim, theta,
+                                 yarn.original_max_position_embeddings);
+  double high = YarnCorrectionDim(yarn.beta_slow, head_dim, theta,
+                                  yarn.original_max_position_embeddings);
+  if (yarn.truncate) {  // HF's generic YaRN with truncate false keeps the fractional range.
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
   low = std::max(low, 0.0);
   high = std::min(high, static_cast<double>(head_dim - 1));
   if (low == high) high += 0.001;  // Avoids a division by zero, as HF.

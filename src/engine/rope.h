@@ -13,7 +13,8 @@
 // inv_freq_i = inter_i (1 - mask_i) + extra_i mask_i with extra_i = 1 / theta^(2i/d),
 // inter_i = extra_i / factor and mask_i = 1 - clamp((i - low) / (high - low), 0, 1), where
 // low/high are the floor/ceil of the dimensions whose wavelength makes beta_fast/beta_slow
-// rotations over original_max_position_embeddings; cos and sin are scaled by
+// rotations over original_max_position_embeddings (unrounded when yarn.truncate is false,
+// HF's generic YaRN for gpt-oss); cos and sin are scaled by
 // YarnMscale(factor, mscale) / YarnMscale(factor, mscale_all_dim).
 #pragma once
 

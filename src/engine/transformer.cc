@@ -34,8 +34,9 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
     Check(item.cache->length() + static_cast<int64_t>(item.tokens.size()) <= item.cache->capacity(),
           "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
           " tokens exceeds its context capacity of ", item.cache->capacity());
-    // Sliding-window attention is not implemented; it changes nothing up to the window.
-    Check(c.sliding_window <= 0 ||
+    // Sliding-window attention is implemented per layer (layer_sliding, gpt-oss); a window
+    // over every layer (phimoe) changes nothing up to its length, and longer is refused.
+    Check(c.sliding_window <= 0 || !c.layer_sliding.empty() ||
               item.cache->length() + static_cast<int64_t>(item.tokens.size()) <= c.sliding_window,
           "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
           " tokens exceeds the model's sliding_window of ", c.sliding_window,
@@ -226,9 +227,12 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
                 sizeof(float) * n * kv_dim);
     std::memcpy(cache.values(layer) + pos0 * kv_dim, &v_[static_cast<size_t>(row * kv_dim)],
                 sizeof(float) * n * kv_dim);
+    kernels::AttentionExtras extras;
+    extras.sinks = L.sinks.empty() ? nullptr : L.sinks.data();
+    extras.window = c.AttentionWindow(layer);
     kernels::Attention(&q_[static_cast<size_t>(row * q_dim)], n, pos0, cache.keys(layer),
                        cache.values(layer), c.num_heads, c.num_kv_heads, hd, scale,
-                       &attn_[static_cast<size_t>(row * q_dim)]);
+                       &attn_[static_cast<size_t>(row * q_dim)], extras);
     row += n;
   }
   kernels::Linear(*L.o, attn_.data(), total, proj_.data(), BiasOrNull(L.o_bias));
@@ -262,7 +266,8 @@ void Transformer::FeedForward(int layer, int64_t total) {
   }
 
   Grow(router_logits_, T * c.num_experts);
-  kernels::Linear(*L.router, normed_.data(), total, router_logits_.data());
+  kernels::Linear(*L.router, normed_.data(), total, router_logits_.data(),
+                  BiasOrNull(L.router_logit_bias));
   Route(router_logits_.data(), total, c, &routing_,
         L.router_bias.empty() ? nullptr : L.router_bias.data());
   if (routing_source_ != nullptr) routing_source_->Override(layer, decode_tokens_, &routing_);

@@ -22,12 +22,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace moex::kernels::HWY_NAMESPACE {
 
-// p[j] = exp(s[j] - max s) in place over [0, n); returns the sum of p.
-HWY_INLINE float ExpShifted(float* s, size_t n) {
+// p[j] = exp(s[j] - max) in place over [0, n); returns the sum of p. With a sink logit,
+// max also covers it and exp(sink - max) joins the sum (the sink's own column is dropped).
+HWY_INLINE float ExpShifted(float* s, size_t n, const float* sink) {
   const DF df;
   const size_t N = hn::Lanes(df);
   float max = s[0];
   for (size_t j = 1; j < n; ++j) max = std::max(max, s[j]);
+  if (sink != nullptr) max = std::max(max, *sink);
   const VF vmax = hn::Set(df, max);
   VF sum = hn::Zero(df);
   size_t j = 0;
@@ -46,7 +48,10 @@ HWY_INLINE float ExpShifted(float* s, size_t n) {
     std::memcpy(s + j, pad, (n - j) * sizeof(float));
     sum = hn::Add(sum, e);
   }
-  return hn::GetLane(hn::SumOfLanes(df, sum));
+  const float total = hn::GetLane(hn::SumOfLanes(df, sum));
+  if (sink == nullptr) return total;
+  const hn::CappedTag<float, 1> d1;
+  return total + hn::GetLane(hn::Exp(d1, hn::Set(d1, *sink - max)));
 }
 
 // Heads one unit of work attends together (bounds a stack array).
@@ -60,6 +65,8 @@ struct AttentionArgs {
   size_t n_heads, n_kv_heads, head_dim;
   float scale;
   float* out;
+  const float* sinks;  // [n_heads] or null.
+  size_t window;       // 0: causal over every earlier key.
 };
 
 // Heads [h0, h1) of query i. Keys are visited in the outer loop so that each K and V row
@@ -73,12 +80,14 @@ HWY_INLINE void AttendHeads(const AttentionArgs& a, size_t i, size_t h0, size_t 
   const size_t N = hn::Lanes(df);
   const size_t hd = a.head_dim;
   const size_t group = a.n_heads / a.n_kv_heads;
-  const size_t len = a.pos0 + i + 1;
+  const size_t end = a.pos0 + i + 1;  // Keys [first, end): the window ends at the query.
+  const size_t first = a.window > 0 && end > a.window ? end - a.window : 0;
+  const size_t len = end - first;
   const size_t kv_stride = a.n_kv_heads * hd;
   const size_t heads = h1 - h0;
-  // Scores: s[(h - h0) * len + j].
+  // Scores: s[(h - h0) * len + j] for key first + j.
   for (size_t j = 0; j < len; ++j) {
-    const float* kj = a.k + j * kv_stride;
+    const float* kj = a.k + (first + j) * kv_stride;
     for (size_t h = h0; h < h1; ++h) {
       const float* xs[1] = {a.q + (i * a.n_heads + h) * hd};
       const std::byte* ks[1] = {reinterpret_cast<const std::byte*>(kj + (h / group) * hd)};
@@ -92,11 +101,11 @@ HWY_INLINE void AttendHeads(const AttentionArgs& a, size_t i, size_t h0, size_t 
   for (size_t g = 0; g < heads; ++g) {
     float* sg = s + g * len;
     for (size_t j = 0; j < len; ++j) sg[j] *= a.scale;
-    inv[g] = 1.0f / ExpShifted(sg, len);
+    inv[g] = 1.0f / ExpShifted(sg, len, a.sinks != nullptr ? a.sinks + h0 + g : nullptr);
   }
   // acc_h = sum_j p_hj v_jh, in key order.
   for (size_t j = 0; j < len; ++j) {
-    const float* vrow = a.v + j * kv_stride;
+    const float* vrow = a.v + (first + j) * kv_stride;
     for (size_t h = h0; h < h1; ++h) {
       const size_t g = h - h0;
       const float* vj = vrow + (h / group) * hd;
@@ -120,8 +129,9 @@ HWY_INLINE void AttendHeads(const AttentionArgs& a, size_t i, size_t h0, size_t 
 
 void AttentionImpl(const float* q, size_t n_q, size_t pos0, const float* k, const float* v,
                    size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float* out,
-                   ThreadPool* pool) {
-  const AttentionArgs a{q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out};
+                   const float* sinks, size_t window, ThreadPool* pool) {
+  const AttentionArgs a{q,       n_q,        pos0,     k,   v,     n_heads,
+                        n_kv_heads, head_dim, scale, out, sinks, window};
   // Units are (query, group of heads): a few per thread when there are few queries
   // (decode), whole queries otherwise.
   const size_t threads = static_cast<size_t>(pool->size());
@@ -159,18 +169,22 @@ HWY_EXPORT(AttentionImpl);
 
 void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
-               ThreadPool& pool) {
+               ThreadPool& pool, const AttentionExtras& extras) {
   Check(n_q >= 0 && pos0 >= 0 && head_dim > 0, "Attention: bad shape");
   Check(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "Attention: ", n_heads,
         " heads is not a multiple of ", n_kv_heads, " kv heads");
+  Check(extras.window >= 0, "Attention: negative window");
   if (n_q == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
-  (q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out, &pool);
+  (q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out, extras.sinks,
+   static_cast<size_t>(extras.window), &pool);
 }
 
 void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out) {
-  Attention(q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out, ThreadPool::Global());
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
+               const AttentionExtras& extras) {
+  Attention(q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out, ThreadPool::Global(),
+            extras);
 }
 
 }  // namespace moex::kernels

@@ -195,7 +195,7 @@ void DownCols(const std::byte* down, size_t rec, size_t m, const float* h, size_
 // down projection of that one neuron (DownCols over a one-neuron range). Chunk invariance
 // makes this the same bits as the two-phase path; only the order of memory reads differs.
 template <DType kT>
-void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes) {
+void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes, const ExpertActivation& act) {
   const size_t n = static_cast<size_t>(job.n), m = static_cast<size_t>(job.neuron_count);
   const size_t rec = 3 * row_bytes;
   const float* xs[kSmallBatch];
@@ -206,13 +206,18 @@ void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes) {
     float g[kSmallBatch], u[kSmallBatch];
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&gate, xs, n, d, g, 1);
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&up, xs, n, d, u, 1);
-    SiluMulArray(g, u, n);  // h[t] in g[t]: DownCols reads h[t * 1 + 0].
+    if (job.gate_bias != nullptr) {
+      for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
+      for (size_t t = 0; t < n; ++t) u[t] += job.up_bias[i];
+    }
+    GatedActArray(act.limit, act.alpha, g, u, n, nullptr, nullptr);  // h[t] in g[t].
     DownCols<kT>(up + row_bytes, rec, 1, g, 1, n, job.y, d, 0, d);
   }
 }
 
 template <DType kT>
-void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
+void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool,
+                const ExpertActivation& act) {
   const size_t row_bytes = DTypeBytes(kT, static_cast<int64_t>(d));
   const size_t rec = 3 * row_bytes;
   const size_t num_jobs = jobs.size();
@@ -253,7 +258,10 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
     const auto up_row = [base, rec, row_bytes](size_t i) { return base + i * rec + row_bytes; };
     DotRows<kT>(gate_row, a, b, job.x, d, n, d, g, 2 * m);
     DotRows<kT>(up_row, a, b, job.x, d, n, d, g + m, 2 * m);
-    for (size_t t = 0; t < n; ++t) SiluMulArray(g + t * 2 * m + a, g + t * 2 * m + m + a, b - a);
+    const float* gb = job.gate_bias != nullptr ? job.gate_bias + a : nullptr;
+    const float* ub = job.up_bias != nullptr ? job.up_bias + a : nullptr;
+    for (size_t t = 0; t < n; ++t)
+      GatedActArray(act.limit, act.alpha, g + t * 2 * m + a, g + t * 2 * m + m + a, b - a, gb, ub);
   };
   const auto down = [&](size_t j, size_t c0, size_t c1) {
     const ExpertJob& job = jobs[j];
@@ -278,7 +286,7 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
         const size_t j = order[i];
         if (neurons[j] == 0) continue;
         if (fused && static_cast<size_t>(jobs[j].n) <= kSmallBatch) {
-          FusedNeuronWalk<kT>(jobs[j], d, row_bytes);
+          FusedNeuronWalk<kT>(jobs[j], d, row_bytes, act);
           continue;
         }
         gate_up(j, 0, neurons[j]);
@@ -310,15 +318,15 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
 }
 
 void ExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
-                   ThreadPool* pool) {
+                   ThreadPool* pool, const ExpertActivation* act) {
   const std::span<const ExpertJob> s(jobs, num_jobs);
   switch (dtype) {
     case DType::kF32:
-      return ExpertFfnT<DType::kF32>(s, d, *pool);
+      return ExpertFfnT<DType::kF32>(s, d, *pool, *act);
     case DType::kF16:
-      return ExpertFfnT<DType::kF16>(s, d, *pool);
+      return ExpertFfnT<DType::kF16>(s, d, *pool, *act);
     case DType::kBF16:
-      return ExpertFfnT<DType::kBF16>(s, d, *pool);
+      return ExpertFfnT<DType::kBF16>(s, d, *pool, *act);
     default:
       break;  // Block formats run in quant_expert_ffn.cc.
   }
@@ -332,16 +340,22 @@ namespace moex::kernels {
 
 HWY_EXPORT(ExpertFfnImpl);
 
-void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool) {
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool,
+               const ExpertActivation& act) {
   Check(d_model > 0, "ExpertFfn: d_model must be positive");
-  if (IsBlockQuantized(dtype)) return QuantExpertFfn(jobs, dtype, d_model, pool);
+  Check(act.limit >= 0 && act.alpha > 0, "ExpertFfn: bad activation parameters");
+  for (const ExpertJob& job : jobs)
+    Check((job.gate_bias == nullptr) == (job.up_bias == nullptr),
+          "ExpertFfn: gate and up biases come together");
+  if (IsBlockQuantized(dtype)) return QuantExpertFfn(jobs, dtype, d_model, pool, act);
   if (jobs.empty()) return;
   HWY_DYNAMIC_DISPATCH(ExpertFfnImpl)
-  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool);
+  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool, &act);
 }
 
-void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model) {
-  ExpertFfn(jobs, dtype, d_model, ThreadPool::Global());
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
+               const ExpertActivation& act) {
+  ExpertFfn(jobs, dtype, d_model, ThreadPool::Global(), act);
 }
 
 }  // namespace moex::kernels

@@ -68,18 +68,31 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
 // their jobs start at a group and cover whole groups.
 // For each token t < n:  h_i = silu(dot(gate_i, x_t)) * dot(up_i, x_t)
 //                        y_t += sum over i in [0, neuron_count) of h_i * down_i (in order)
+// With biases (gpt-oss), gate_i . x_t + gate_bias[i] and up_i . x_t + up_bias[i] enter the
+// activation (per neuron, so chunks stay independent); the down bias is the caller's.
 struct ExpertJob {
   const std::byte* records = nullptr;  // First record of the range.
   int64_t neuron_count = 0;
   const float* x = nullptr;  // [n, d_model] inputs (tokens routed to this expert).
   int64_t n = 0;
   float* y = nullptr;  // [n, d_model] accumulator, updated in place.
+  const float* gate_bias = nullptr;  // [neuron_count] for the range's neurons, or null.
+  const float* up_bias = nullptr;    // The same for up (both set or both null).
+};
+// The gated activation h = act(g, u) of routed experts: SwiGLU silu(g) * u (limit 0), or
+// gpt-oss's clamped form (u' + 1) * g' * sigmoid(alpha g') with g' = min(g, limit) and
+// u' = clamp(u, -limit, limit). Element-wise, so it keeps every invariance above.
+struct ExpertActivation {
+  float limit = 0.0f;
+  float alpha = 1.702f;
 };
 // Runs independent jobs (distinct y) across the thread pool. Results do not depend on how
 // the work is scheduled.
 // Block formats need d_model and neuron_count to be multiples of the block size.
-void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model);
-void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool);
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
+               const ExpertActivation& act = {});
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool,
+               const ExpertActivation& act = {});
 // Bytes of one neuron record.
 inline size_t ExpertRecordBytes(DType dtype, int64_t d_model) {
   return 3 * DTypeBytes(dtype, d_model);
@@ -104,15 +117,25 @@ void Softmax(float* x, int64_t n);
 // gate[i] = silu(gate[i]) * up[i], i < n.
 void SiluMul(float* gate, const float* up, int64_t n);
 
+// What some architectures add to causal attention (gpt-oss): per-head sink logits that join
+// each softmax's max and denominator without a value (HF: softmax over [scores, sink], the
+// sink column dropped), and a sliding window: a query at position p attends keys
+// (p - window, p] only (0: every earlier key).
+struct AttentionExtras {
+  const float* sinks = nullptr;  // [n_heads], or null.
+  int64_t window = 0;
+};
+
 // Causal grouped-query attention for one sequence.
 // q: [n_q, n_heads, head_dim]; query i sits at position pos0 + i and attends keys 0..pos0+i.
 // k, v: [n_ctx >= pos0 + n_q, n_kv_heads, head_dim] f32 caches; head h reads kv head
 // h / (n_heads / n_kv_heads). out: [n_q, n_heads, head_dim]. Parallel over heads x queries.
 void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out);
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
+               const AttentionExtras& extras = {});
 void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale, float* out,
-               ThreadPool& pool);
+               ThreadPool& pool, const AttentionExtras& extras = {});
 
 // Converts n elements of any dtype to f32 (for embeddings and norm weights).
 void ToF32(const std::byte* src, DType dtype, int64_t n, float* dst);

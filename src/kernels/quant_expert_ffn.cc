@@ -626,12 +626,23 @@ struct Kernel {
                                        ? 256
                                        : 32;
   size_t d, row_bytes, block_bytes, group_bytes;
+  ExpertActivation act;
 
-  explicit Kernel(size_t d_model)
+  Kernel(size_t d_model, const ExpertActivation& activation)
       : d(d_model),
         row_bytes(QuantBytes(F, static_cast<int64_t>(d_model))),
         block_bytes(QuantBytes(F, kBlock)),
-        group_bytes(3 * kBlock * QuantBytes(F, static_cast<int64_t>(d_model))) {}
+        group_bytes(3 * kBlock * QuantBytes(F, static_cast<int64_t>(d_model))),
+        act(activation) {}
+
+  // h = act(gate + bias, up + bias) of neuron i for n tokens: g[t] gate, g[n + t] up.
+  void Activate(const ExpertJob& job, size_t i, float* g, size_t n) const {
+    if (job.gate_bias != nullptr) {
+      for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
+      for (size_t t = 0; t < n; ++t) g[n + t] += job.up_bias[i];
+    }
+    GatedActArray(act.limit, act.alpha, g, g + n, n, nullptr, nullptr);
+  }
 
   // Gate/up for neurons [a, b) of a job: h[t * ldh + i] for t < n.
   void GateUp(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
@@ -648,7 +659,7 @@ struct Kernel {
         g[t] = Dot(w, job.x + t * d, d);
         g[n + t] = Dot(w + d, job.x + t * d, d);
       }
-      SiluMulArray(g, g + n, n);
+      Activate(job, i, g, n);
       for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
     }
   }
@@ -693,7 +704,7 @@ struct Kernel {
       const uint8_t* rows[2] = {base + in_group * row_bytes,
                                 base + (kBlock + in_group) * row_bytes};
       BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), xs.data(), g);
-      SiluMulArray(g, g + n, n);
+      Activate(job, i, g, n);
       for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
     }
   }
@@ -744,8 +755,9 @@ struct Kernel {
 };
 
 template <QuantFormat F>
-void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool) {
-  const Kernel<F> kernel(d);
+void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool,
+         const ExpertActivation& act) {
+  const Kernel<F> kernel(d, act);
   const size_t num_jobs = jobs.size();
   // h per job: [n][m] floats.
   std::vector<size_t> h_offset(num_jobs + 1, 0), neurons(num_jobs), columns(num_jobs);
@@ -894,35 +906,35 @@ void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool
 }
 
 void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
-                        ThreadPool* pool) {
+                        ThreadPool* pool, const ExpertActivation* act) {
   const std::span<const ExpertJob> s(jobs, num_jobs);
   switch (*QuantFormatOf(dtype)) {
     case QuantFormat::kQ4_0:
-      return quant::Run<QuantFormat::kQ4_0>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ4_0>(s, d, *pool, *act);
     case QuantFormat::kQ4_1:
-      return quant::Run<QuantFormat::kQ4_1>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ4_1>(s, d, *pool, *act);
     case QuantFormat::kQ5_0:
-      return quant::Run<QuantFormat::kQ5_0>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ5_0>(s, d, *pool, *act);
     case QuantFormat::kQ5_1:
-      return quant::Run<QuantFormat::kQ5_1>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ5_1>(s, d, *pool, *act);
     case QuantFormat::kQ8_0:
-      return quant::Run<QuantFormat::kQ8_0>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ8_0>(s, d, *pool, *act);
     case QuantFormat::kQ2_K:
-      return quant::Run<QuantFormat::kQ2_K>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ2_K>(s, d, *pool, *act);
     case QuantFormat::kQ3_K:
-      return quant::Run<QuantFormat::kQ3_K>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ3_K>(s, d, *pool, *act);
     case QuantFormat::kQ4_K:
-      return quant::Run<QuantFormat::kQ4_K>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ4_K>(s, d, *pool, *act);
     case QuantFormat::kQ5_K:
-      return quant::Run<QuantFormat::kQ5_K>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ5_K>(s, d, *pool, *act);
     case QuantFormat::kQ6_K:
-      return quant::Run<QuantFormat::kQ6_K>(s, d, *pool);
+      return quant::Run<QuantFormat::kQ6_K>(s, d, *pool, *act);
     case QuantFormat::kIQ4_NL:
-      return quant::Run<QuantFormat::kIQ4_NL>(s, d, *pool);
+      return quant::Run<QuantFormat::kIQ4_NL>(s, d, *pool, *act);
     case QuantFormat::kIQ4_XS:
-      return quant::Run<QuantFormat::kIQ4_XS>(s, d, *pool);
+      return quant::Run<QuantFormat::kIQ4_XS>(s, d, *pool, *act);
     case QuantFormat::kMXFP4:
-      return quant::Run<QuantFormat::kMXFP4>(s, d, *pool);
+      return quant::Run<QuantFormat::kMXFP4>(s, d, *pool, *act);
   }
 }
 
@@ -968,7 +980,7 @@ void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& p
 }
 
 void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
-                    ThreadPool& pool) {
+                    ThreadPool& pool, const ExpertActivation& act) {
   Check(IsBlockQuantized(dtype), "QuantExpertFfn: ", DTypeName(dtype), " is not a block format");
   const int64_t group = DTypeBlockElems(dtype);
   Check(d_model > 0 && d_model % group == 0, "ExpertFfn: ", DTypeName(dtype), " d_model ", d_model,
@@ -979,7 +991,7 @@ void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_mode
   }
   if (jobs.empty()) return;
   HWY_DYNAMIC_DISPATCH(QuantExpertFfnImpl)
-  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool);
+  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool, &act);
 }
 
 void DecodeQuantBlocks(DType dtype, const std::byte* blocks, int64_t count, float* out) {

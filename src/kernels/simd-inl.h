@@ -205,6 +205,49 @@ HWY_INLINE void SiluMulArray(float* HWY_RESTRICT gate, const float* HWY_RESTRICT
   }
 }
 
+// gpt-oss's clamped SwiGLU on one vector: g' = min(g, limit), u' = clamp(u, -limit, limit),
+// (u' + 1) * g' * sigmoid(alpha g'), the sigmoid product as g' / (1 + exp(-alpha g'))
+// with silu's overflow guard. Lane-wise only.
+HWY_INLINE VF ClampedSwiGluVec(DF df, VF g, VF u, VF limit, VF alpha) {
+  const VF one = hn::Set(df, 1.0f);
+  const VF guard = hn::Set(df, 88.0f);
+  g = hn::Min(g, limit);
+  u = hn::Min(hn::Max(u, hn::Neg(limit)), limit);
+  const VF ag = hn::Mul(alpha, g);
+  const VF e = hn::Exp(df, hn::Min(hn::Neg(ag), guard));
+  const VF glu = hn::IfThenZeroElse(hn::Lt(ag, hn::Neg(guard)), hn::Div(g, hn::Add(one, e)));
+  return hn::Mul(hn::Add(u, one), glu);
+}
+
+// gate[i] = act(gate[i] (+ gate_bias[i]), up[i] (+ up_bias[i])), i < n (biases may be null;
+// the bias adds are plain f32 adds, as torch's x @ W + b). The tail goes through a padded
+// vector, as SiluMulArray.
+HWY_INLINE void GatedActArray(float limit, float alpha, float* HWY_RESTRICT gate,
+                              float* HWY_RESTRICT up, size_t n, const float* gate_bias,
+                              const float* up_bias) {
+  if (gate_bias != nullptr) {
+    for (size_t i = 0; i < n; ++i) gate[i] += gate_bias[i];
+    for (size_t i = 0; i < n; ++i) up[i] += up_bias[i];
+  }
+  if (limit <= 0.0f) return SiluMulArray(gate, up, n);
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF vl = hn::Set(df, limit), va = hn::Set(df, alpha);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(ClampedSwiGluVec(df, hn::LoadU(df, gate + i), hn::LoadU(df, up + i), vl, va), df,
+               gate + i);
+  }
+  if (i < n) {
+    HWY_ALIGN float g[kMaxLanes] = {};
+    HWY_ALIGN float u[kMaxLanes] = {};
+    std::memcpy(g, gate + i, (n - i) * sizeof(float));
+    std::memcpy(u, up + i, (n - i) * sizeof(float));
+    hn::Store(ClampedSwiGluVec(df, hn::Load(df, g), hn::Load(df, u), vl, va), df, g);
+    std::memcpy(gate + i, g, (n - i) * sizeof(float));
+  }
+}
+
 }  // namespace moex::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

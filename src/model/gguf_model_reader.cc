@@ -20,6 +20,7 @@
 #include "io/gguf_format.h"
 #include "model/gguf_deepseek2.h"
 #include "model/gguf_glm4moe.h"
+#include "model/gguf_gpt_oss.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -93,7 +94,8 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::set<uint32_t> expert_types;
   for (const GgufTensorInfo& info : f.tensor_infos()) {
     const std::vector<std::string_view> parts = Split(info.name);
-    if (parts.size() >= 4 && parts[0] == "blk" &&
+    // Weights only: gpt-oss's expert biases (_exps .bias) are f32 vectors per expert.
+    if (parts.size() >= 4 && parts[0] == "blk" && parts.back() == "weight" &&
         (std::find(kExpsStems.begin(), kExpsStems.end(), parts[2]) != kExpsStems.end() ||
          (parts.size() == 5 && std::find(kLegacyExpertStems.begin(), kLegacyExpertStems.end(),
                                          parts[2]) != kLegacyExpertStems.end())))
@@ -147,6 +149,11 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = f.FindTensor(info.name);
         continue;
       }
+    }
+    if (config.arch == Arch::kGptOss && parts.size() == 4 && stem == gguf_gpt_oss::kGgufSinks &&
+        suffix == "weight") {
+      Add(LayerPrefix(l) + gguf_gpt_oss::kHfSinks, *f.FindTensor(info.name));
+      continue;
     }
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
@@ -341,12 +348,12 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
     if (c.arch != Arch::kGlm4Moe)  // glm4moe's sigmoid gate: gguf_glm4moe::ReadConfig.
       int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
   }
-  if (!mla && f.Find(Key(a, "rope.scaling.type")) != nullptr) {
+  if (!mla && !c.yarn && f.Find(Key(a, "rope.scaling.type")) != nullptr) {
     const std::string type = f.GetString(Key(a, "rope.scaling.type"));
     Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ",
           type, ": RoPE scaling is not supported for ", arch_name);
   }
-  if (!mla && f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
+  if (!mla && !c.yarn && f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
     const double factor = f.GetFloat(Key(a, "rope.scaling.factor"));
     Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key(a, "rope.scaling.factor"), " = ",
           factor, ": RoPE scaling is not supported for ", arch_name);
@@ -380,6 +387,8 @@ const char* GgufArchName(Arch arch) {
       return "deepseek2";
     case Arch::kGlm4Moe:
       return "glm4moe";
+    case Arch::kGptOss:
+      return gguf_gpt_oss::kArch;
   }
   return "?";
 }
@@ -407,10 +416,12 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.arch = Arch::kDeepseekV2;  // Or V3: gguf_deepseek2::ReadConfig tells them apart.
   else if (arch_name == "glm4moe")
     c.arch = Arch::kGlm4Moe;
+  else if (arch_name == gguf_gpt_oss::kArch)
+    c.arch = Arch::kGptOss;
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
          "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
-         "deepseek2, glm4moe)");
+         "deepseek2, glm4moe, gpt-oss)");
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -458,6 +469,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     case Arch::kMixtral:
     case Arch::kPhiMoe:
     case Arch::kOlmoe:
+    case Arch::kGptOss:  // Both keys hold the expert size (gpt-oss has no dense FFN).
       // llama.cpp sizes these experts by feed_forward_length.
       c.moe_intermediate_size = expert_ff > 0 ? expert_ff : ff;
       break;
@@ -483,7 +495,8 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
 
   c.norm_topk_prob =
       f.GetBool(Key(a, "expert_weights_norm"),
-                c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe);
+                c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe ||
+                    c.arch == Arch::kGptOss);
   // llama.cpp reads expert_weights_scale only for DeepSeek, where 0 means "not set"; the
   // other architectures never apply it, so a value there that would matter is refused.
   const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
@@ -533,6 +546,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
   c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
   if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
+  if (c.arch == Arch::kGptOss) gguf_gpt_oss::ReadConfig(f, c);
   if (c.arch != Arch::kGlm4Moe) {  // glm4moe: from its tensors, gguf_glm4moe::ReadConfig.
     c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
     c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;

@@ -13,6 +13,7 @@
 #include "io/gguf_writer.h"
 #include "model/gguf_deepseek2.h"
 #include "model/gguf_glm4moe.h"
+#include "model/gguf_gpt_oss.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -165,6 +166,7 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   }
   if (c.mla) gguf_deepseek2::WriteConfig(c, w);
   if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::WriteConfig(c, w);
+  if (c.arch == Arch::kGptOss) gguf_gpt_oss::WriteConfig(c, w);
 }
 
 uint32_t FileType(DType dtype) {
@@ -212,9 +214,10 @@ struct Plan {
   ByteFill fill = {};  // Set for tensors computed from others (MLA's attn_k_b / attn_v_b).
 };
 
+// Vectors, norms, routers and biases (gpt-oss's expert biases are [E, F] matrices).
 bool IsSmallTensor(const std::string& stem, const TensorView& t) {
   return t.shape.size() <= 1 || stem.ends_with("_norm") || stem == "ffn_gate_inp" ||
-         stem == "ffn_gate_inp_shexp";
+         stem == "ffn_gate_inp_shexp" || t.name.ends_with(".bias");
 }
 
 bool ForceF32(const std::string& stem, const TensorView& t, const GgufWriteOptions& o) {
@@ -275,6 +278,24 @@ bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const Tensor
   return true;
 }
 
+// gpt-oss's self_attn.sinks (no .weight in HF) as blk.N.attn_sinks.weight, f32 like every
+// vector llama.cpp reads. True when `name` was handled.
+bool WriteGptOssSinks(const ModelConfig& c, const std::string& name, const TensorView& t,
+                      const GgufWriteOptions& o,
+                      std::map<std::pair<int, std::string>, Plan>& plans) {
+  const std::string prefix = "model.layers.";
+  const std::string tail = std::string(".") + gguf_gpt_oss::kHfSinks;
+  if (name.rfind(prefix, 0) != 0 || !name.ends_with(tail)) return false;
+  const std::optional<int> layer = ParseIndex(std::string_view(name).substr(
+      prefix.size(), name.size() - prefix.size() - tail.size()));
+  if (!layer || *layer >= c.num_layers) return false;
+  const std::string out =
+      "blk." + std::to_string(*layer) + "." + gguf_gpt_oss::kGgufSinks + ".weight";
+  const DType dtype = o.f32_small_tensors ? DType::kF32 : t.dtype;
+  plans[{*layer, out}] = {out, t.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), {}};
+  return true;
+}
+
 }  // namespace
 
 void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const GgufFile* tokenizer,
@@ -302,6 +323,7 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
     if ((config.mla || config.arch == Arch::kGlm4Moe) &&
         WriteMlaSpecial(config, name, t, options, plans))
       continue;
+    if (config.arch == Arch::kGptOss && WriteGptOssSinks(config, name, t, options, plans)) continue;
     const size_t dot = name.rfind('.');
     const std::string suffix = dot == std::string::npos ? "" : name.substr(dot + 1);
     const std::string stem = dot == std::string::npos ? name : name.substr(0, dot);

@@ -25,7 +25,18 @@ const NamePair kCommonLayerNames[] = {
 ArchNames NamesFor(Arch arch) {
   ArchNames n;
   n.layer.assign(std::begin(kCommonLayerNames), std::end(kCommonLayerNames));
-  if (arch == Arch::kMixtral || arch == Arch::kPhiMoe) {
+  if (arch == Arch::kGptOss) {
+    // llama.cpp's gpt-oss names: post_attention_norm rather than ffn_norm, the router, and
+    // the routed experts' per-layer biases as the _exps tensors' .bias.
+    for (NamePair& p : n.layer)
+      if (p.gguf == "ffn_norm") p.gguf = "post_attention_norm";
+    n.layer.push_back({"mlp.router", "ffn_gate_inp"});
+    n.layer.push_back({"mlp.experts.gate_proj", "ffn_gate_exps"});
+    n.layer.push_back({"mlp.experts.up_proj", "ffn_up_exps"});
+    n.layer.push_back({"mlp.experts.down_proj", "ffn_down_exps"});
+    n.expert_prefix = "mlp.experts.";
+    n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
+  } else if (arch == Arch::kMixtral || arch == Arch::kPhiMoe) {
     n.layer.push_back({"block_sparse_moe.gate", "ffn_gate_inp"});
     n.expert_prefix = "block_sparse_moe.experts.";
     n.expert_mats = {"w1", "w3", "w2"};

@@ -7,6 +7,7 @@
 #include "core/name_list.h"
 #include "core/logging.h"
 #include "model/gguf_model.h"
+#include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
 #include "model/mla_weights.h"
 
@@ -135,6 +136,7 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.q_norm = LoadF32(w, layer(n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
       L.k_norm = LoadF32(w, layer(n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
     }
+    if (c.attention_sinks) L.sinks = LoadF32(w, layer(n.sinks), c.num_heads);
     L.is_moe = c.IsMoeLayer(i);
     if (!L.is_moe) {
       L.dense_ffn =
@@ -144,6 +146,13 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     L.router = Matrix(w, layer(n.router), c.num_experts, d);
     if (c.topk_method == TopKMethod::kNoauxTc)
       L.router_bias = LoadF32(w, layer(n.router_bias), c.num_experts);
+    if (c.router_bias) L.router_logit_bias = LoadF32(w, layer(n.router_linear_bias), c.num_experts);
+    if (c.ExpertBiases()) {
+      const int64_t E = c.num_experts, F = c.moe_intermediate_size;
+      L.expert_gate_bias = TensorToF32(w.Get(layer(n.expert_gate_bias), {E, F}));
+      L.expert_up_bias = TensorToF32(w.Get(layer(n.expert_up_bias), {E, F}));
+      L.expert_down_bias = TensorToF32(w.Get(layer(n.expert_down_bias), {E, d}));
+    }
     if (c.shared_expert_intermediate_size > 0) {
       L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
                                      c.shared_expert_intermediate_size);
@@ -190,7 +199,9 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
   }
   auto checkpoint = HfCheckpoint::Open(path);
   ModelConfig config = checkpoint->config();
-  auto model = BuildModel(path, config, std::move(checkpoint));
+  std::unique_ptr<WeightSource> source = std::move(checkpoint);
+  if (config.arch == Arch::kGptOss) source = WrapGptOssHfWeights(std::move(source), config);
+  auto model = BuildModel(path, config, std::move(source));
   if (!model->unused_tensors.empty())
     Log(LogLevel::kWarn, path, ": ", model->unused_tensors.size(),
         " tensor(s) not read for this architecture: ", NameList(model->unused_tensors));

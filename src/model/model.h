@@ -35,6 +35,7 @@ struct LayerWeights {
   std::vector<float> q_bias, k_bias, v_bias;  // Empty when the architecture has none.
   std::vector<float> o_bias;                  // Empty unless attention_out_bias.
   std::vector<float> q_norm, k_norm;          // Empty without q/k norm.
+  std::vector<float> sinks;                   // [num_heads] with attention_sinks (gpt-oss).
   // MLA (DeepSeek-V2/V3; q above is set only without q_lora_rank, k and v stay null).
   const TensorView* q_a = nullptr;   // [q_lora_rank, d]
   const TensorView* q_b = nullptr;   // [H * qk_head_dim, q_lora_rank]
@@ -48,6 +49,11 @@ struct LayerWeights {
   bool is_moe = false;
   const TensorView* router = nullptr;       // [E, d]
   std::vector<float> router_bias;           // [E] DeepSeek-V3's e_score_correction_bias.
+  std::vector<float> router_logit_bias;     // [E] the router Linear's bias (gpt-oss).
+  // Routed-expert biases (gpt-oss), kept resident with the layer: gate and up [E, F] are
+  // added before the activation (kernels::ExpertJob), down [E, d] to each expert's output
+  // before the weighted combine (ExpertBatch::Combine). Empty otherwise.
+  std::vector<float> expert_gate_bias, expert_up_bias, expert_down_bias;
   std::optional<DenseFfn> shared_expert;    // Qwen2-MoE / DeepSeek-MoE.
   const TensorView* shared_expert_gate = nullptr;  // [1, d] (Qwen2-MoE).
   std::optional<DenseFfn> dense_ffn;        // Dense layers (DeepSeek-MoE's first layers).

@@ -19,6 +19,7 @@ constexpr ArchEntry kArchNames[] = {
     {Arch::kQwen3Moe, "qwen3_moe"}, {Arch::kOlmoe, "olmoe"},   {Arch::kDeepseekMoe, "deepseek"},
     {Arch::kDeepseekV2, "deepseek_v2"}, {Arch::kDeepseekV3, "deepseek_v3"},
     {Arch::kGlm4Moe, "glm4_moe"},
+    {Arch::kGptOss, "gpt_oss"},
 };
 
 int RequireInt(const nlohmann::json& j, const char* key) {
@@ -259,6 +260,70 @@ std::vector<float> FactorList(const nlohmann::json& rs, const char* key, int hea
   return out;
 }
 
+// HF's generic YaRN (_compute_yarn_parameters), as gpt-oss configures it: cos/sin times
+// attention_factor = 0.1 ln(factor) + 1 (the DeepSeek form with mscale 1, mscale_all_dim 0)
+// and `truncate` (default true) rounding the correction range. The keys that change the
+// magnitude in other ways (attention_factor, mscale, mscale_all_dim) are refused, and so
+// is a factor that disagrees with max_position_embeddings / original (transformers
+// versions differ in which of the two they use).
+Yarn ParseGenericYarn(const nlohmann::json& rs, const ModelConfig& c) {
+  for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"}) {
+    auto it = rs.find(key);
+    Check(it == rs.end() || it->is_null(), "config.json: rope_scaling.", key,
+          " is not supported for ", ArchName(c.arch));
+  }
+  Yarn y = ParseYarn(rs);
+  y.truncate = OptionalBool(rs, "truncate", true);
+  const double implied =
+      static_cast<double>(c.max_position_embeddings) / y.original_max_position_embeddings;
+  Check(std::abs(implied - y.factor) <= 1e-6 * y.factor, "config.json: rope_scaling.factor (",
+        y.factor, ") must equal max_position_embeddings / original_max_position_embeddings (",
+        c.max_position_embeddings, " / ", y.original_max_position_embeddings, ")");
+  return y;
+}
+
+// gpt-oss (HF GptOssConfig, whose defaults fill the keys a config.json leaves out): GQA
+// with biases on q/k/v/o, a learned sink logit per head, sliding-window layers (layer_types,
+// default alternating from sliding), router with bias, experts with biases and the clamped
+// SwiGLU (swiglu_limit), softmax over the top-k router logits.
+void ParseGptOss(const nlohmann::json& j, ModelConfig& c) {
+  c.num_experts = RequireInt(j, "num_local_experts");
+  c.num_experts_per_tok = OptionalInt(j, "num_experts_per_tok", 4);
+  c.moe_intermediate_size = RequireInt(j, "intermediate_size");
+  c.norm_topk_prob = true;  // Softmax over the top-k logits == renormalised top-k softmax.
+  c.router_bias = true;
+  c.attention_bias = OptionalBool(j, "attention_bias", true);
+  c.attention_out_bias = c.attention_bias;  // One flag covers q, k, v and o in HF.
+  c.attention_sinks = true;
+  c.rope_theta = OptionalFloat(j, "rope_theta", 150000.0f);
+  c.max_position_embeddings = OptionalInt(j, "max_position_embeddings", 131072);
+  c.sliding_window = OptionalInt(j, "sliding_window", 128);
+  Check(c.sliding_window > 0, "config.json: gpt_oss sliding_window must be > 0, got ",
+        c.sliding_window);
+  c.swiglu_limit = OptionalFloat(j, "swiglu_limit", 7.0f);
+  Check(std::isfinite(c.swiglu_limit) && c.swiglu_limit > 0,
+        "config.json: swiglu_limit must be a finite number > 0, got ", c.swiglu_limit);
+  c.head_dim = OptionalInt(j, "head_dim", 64);
+  if (auto act = j.find("hidden_act"); act != j.end() && !act->is_null()) {
+    Check(act->is_string() && act->get<std::string>() == "silu",
+          "config.json: gpt_oss hidden_act must be \"silu\", got ", act->dump());
+  }
+  OptionalDouble(j, "router_aux_loss_coef", 0.9);  // Training only: checked, then unused.
+  c.layer_sliding.clear();
+  auto types = j.find("layer_types");
+  if (types == j.end() || types->is_null()) {
+    c.layer_sliding = AlternatingSlidingLayers(c.num_layers);
+    return;
+  }
+  Check(types->is_array(), "config.json: layer_types must be a list");
+  for (const auto& t : *types) {
+    Check(t.is_string() && (t == "sliding_attention" || t == "full_attention"),
+          "config.json: layer_types entries must be \"sliding_attention\" or "
+          "\"full_attention\", got ", t.dump());
+    c.layer_sliding.push_back(t == "sliding_attention");
+  }
+}
+
 // rope_scaling: null or {"type": "default"} is plain RoPE; "longrope" (and its old name
 // "su") is accepted for phimoe, as PhimoeRotaryEmbedding computes it.
 void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
@@ -275,9 +340,10 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
   }
   if (type == "default") return;
   if (type == "yarn") {
-    Check(c.IsDeepseekMla(), "config.json: rope_scaling type 'yarn' is supported for "
-          "deepseek_v2 and deepseek_v3 only, not ", ArchName(c.arch));
-    c.yarn = ParseYarn(*rs);
+    Check(c.IsDeepseekMla() || c.arch == Arch::kGptOss, "config.json: rope_scaling type "
+          "'yarn' is supported for deepseek_v2, deepseek_v3 and gpt_oss only, not ",
+          ArchName(c.arch));
+    c.yarn = c.arch == Arch::kGptOss ? ParseGenericYarn(*rs, c) : ParseYarn(*rs);
     return;
   }
   Check(type == "longrope" || type == "su", "config.json: rope_scaling type '", type,
@@ -313,6 +379,12 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
 
 }  // namespace
 
+std::vector<bool> AlternatingSlidingLayers(int num_layers) {
+  std::vector<bool> sliding;
+  for (int l = 0; l < num_layers; ++l) sliding.push_back(l % 2 == 0);
+  return sliding;
+}
+
 const char* ArchName(Arch arch) {
   for (const auto& e : kArchNames)
     if (e.arch == arch) return e.name;
@@ -329,9 +401,10 @@ Arch ParseArch(const std::string& name) {
   if (name == "deepseek-v2" || name == "deepseek2") return Arch::kDeepseekV2;
   if (name == "deepseek-v3" || name == "deepseek3") return Arch::kDeepseekV3;
   if (name == "glm4moe" || name == "glm4.5") return Arch::kGlm4Moe;
+  if (name == "gpt-oss" || name == "gptoss") return Arch::kGptOss;
   Fail("unsupported architecture '", name,
        "' (supported: mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
-       "deepseek_v3, glm4_moe)");
+       "deepseek_v3, glm4_moe, gpt_oss)");
 }
 
 ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
@@ -426,6 +499,9 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
     case Arch::kGlm4Moe:
       ParseGlm4Moe(j, c);
       break;
+    case Arch::kGptOss:
+      ParseGptOss(j, c);
+      break;
   }
   ParseRopeScaling(j, c);
   c.Validate();
@@ -461,6 +537,24 @@ nlohmann::json ModelConfig::ToHfJson() const {
     j["n_shared_experts"] =
         moe_intermediate_size > 0 ? shared_expert_intermediate_size / moe_intermediate_size : 0;
     j["norm_topk_prob"] = norm_topk_prob;
+  };
+  // rope_scaling: DeepSeek's YaRN keys, or HF's generic ones (gpt-oss: rope_type, truncate).
+  const auto yarn_json = [&] {
+    j["rope_scaling"] = nullptr;
+    if (!yarn) return;
+    j["rope_scaling"] = {{"factor", yarn->factor},
+                         {"original_max_position_embeddings",
+                          yarn->original_max_position_embeddings},
+                         {"beta_fast", yarn->beta_fast},
+                         {"beta_slow", yarn->beta_slow}};
+    if (arch == Arch::kGptOss) {
+      j["rope_scaling"]["rope_type"] = "yarn";
+      j["rope_scaling"]["truncate"] = yarn->truncate;
+    } else {
+      j["rope_scaling"]["type"] = "yarn";
+      j["rope_scaling"]["mscale"] = yarn->mscale;
+      j["rope_scaling"]["mscale_all_dim"] = yarn->mscale_all_dim;
+    }
   };
   switch (arch) {
     case Arch::kMixtral:
@@ -542,17 +636,22 @@ nlohmann::json ModelConfig::ToHfJson() const {
         j["v_head_dim"] = mla->v_head_dim;
       }
       j.erase("head_dim");  // DeepSeek's configs have none (head_dim is qk_rope_head_dim).
-      j["rope_scaling"] = nullptr;
-      if (yarn) {
-        j["rope_scaling"] = {{"type", "yarn"},
-                             {"factor", yarn->factor},
-                             {"original_max_position_embeddings",
-                              yarn->original_max_position_embeddings},
-                             {"beta_fast", yarn->beta_fast},
-                             {"beta_slow", yarn->beta_slow},
-                             {"mscale", yarn->mscale},
-                             {"mscale_all_dim", yarn->mscale_all_dim}};
-      }
+      yarn_json();
+      break;
+    }
+    case Arch::kGptOss: {
+      j["architectures"].push_back("GptOssForCausalLM");
+      j["num_local_experts"] = num_experts;
+      j["intermediate_size"] = moe_intermediate_size;
+      j["attention_bias"] = attention_bias;
+      j["hidden_act"] = "silu";
+      j["swiglu_limit"] = swiglu_limit;
+      j["sliding_window"] = sliding_window;
+      j["router_aux_loss_coef"] = 0.9;
+      nlohmann::json types = nlohmann::json::array();
+      for (bool s : layer_sliding) types.push_back(s ? "sliding_attention" : "full_attention");
+      j["layer_types"] = types;
+      yarn_json();
       break;
     }
     case Arch::kGlm4Moe:
@@ -613,7 +712,10 @@ void ModelConfig::Validate() const {
         " needs the MLA sizes (kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim)");
   Check(!mla || IsDeepseekMla(), "config: MLA is defined for deepseek_v2 and deepseek_v3 only");
   if (yarn) {
-    Check(IsDeepseekMla(), "config: YaRN rope scaling is supported for deepseek_v2/v3 only");
+    Check(IsDeepseekMla() || arch == Arch::kGptOss,
+          "config: YaRN rope scaling is supported for deepseek_v2/v3 and gpt_oss only");
+    Check(yarn->truncate || arch == Arch::kGptOss,
+          "config: YaRN without truncate is HF's generic YaRN (gpt_oss), not DeepSeek's");
     Check(std::isfinite(yarn->factor) && yarn->factor >= 1.0f,
           "config: YaRN factor must be >= 1, got ", yarn->factor);
     Check(yarn->original_max_position_embeddings > 0,
@@ -645,6 +747,21 @@ void ModelConfig::Validate() const {
         "config: sparsemixer routing (", ArchName(arch),
         ") is defined for num_experts_per_tok = 2 only, got ", num_experts_per_tok);
   Check(sliding_window >= 0, "config: sliding_window must be >= 0");
+  Check(layer_sliding.empty() || static_cast<int>(layer_sliding.size()) == num_layers,
+        "config: layer_types has ", layer_sliding.size(), " entries for ", num_layers,
+        " layers");
+  Check(layer_sliding.empty() || sliding_window > 0,
+        "config: sliding_attention layers need sliding_window > 0");
+  Check(!layer_sliding.empty() == (arch == Arch::kGptOss),
+        "config: per-layer sliding windows (layer_types) are implemented for gpt_oss only");
+  Check(std::isfinite(swiglu_limit) && swiglu_limit >= 0,
+        "config: swiglu_limit must be a finite number >= 0, got ", swiglu_limit);
+  Check((swiglu_limit > 0) == (arch == Arch::kGptOss) && attention_sinks == (arch == Arch::kGptOss)
+            && router_bias == (arch == Arch::kGptOss),
+        "config: expert biases with the clamped SwiGLU, attention sinks and a router bias "
+        "are gpt_oss's (and all of them are)");
+  Check(arch != Arch::kGptOss || router == RouterKind::kSoftmaxTopK,
+        "config: gpt_oss routes by softmax over the top-k logits");
   if (longrope) {
     const size_t half = static_cast<size_t>(head_dim / 2);
     Check(longrope->short_factor.size() == half && longrope->long_factor.size() == half,

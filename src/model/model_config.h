@@ -21,7 +21,12 @@ enum class Arch {
   kDeepseekV2,   // model_type "deepseek_v2" (DeepSeek-V2, V2-Lite): MLA, softmax gate
   kDeepseekV3,   // model_type "deepseek_v3" (DeepSeek-V3/R1): MLA, sigmoid gate with bias
   kGlm4Moe,      // model_type "glm4_moe" (GLM-4.5, 4.5-Air, 4.6, 4.7): partial RoPE, V3's gate
+  kGptOss,       // model_type "gpt_oss" (gpt-oss-20b/120b): sinks, sliding layers, biased experts
 };
+
+// HF GptOssConfig's default layer_types (and llama.cpp's gpt-oss pattern): sliding, full,
+// sliding, ... (true = sliding).
+std::vector<bool> AlternatingSlidingLayers(int num_layers);
 
 const char* ArchName(Arch arch);          // The HF model_type string.
 Arch ParseArch(const std::string& name);  // Accepts model_type strings; throws otherwise.
@@ -67,6 +72,8 @@ struct Mla {
 // (divided by factor) to original; cos/sin are scaled by mscale(factor, mscale) /
 // mscale(factor, mscale_all_dim) and the attention softmax scale by mscale(factor,
 // mscale_all_dim)^2, where mscale(s, m) = s <= 1 ? 1 : 0.1 m ln(s) + 1.
+// HF's generic YaRN (gpt-oss) is the case mscale 1, mscale_all_dim 0 (cos/sin times
+// 0.1 ln(factor) + 1), with `truncate` false leaving the correction range unrounded.
 struct Yarn {
   float factor = 1.0f;
   int original_max_position_embeddings = 0;
@@ -74,6 +81,7 @@ struct Yarn {
   float beta_slow = 1.0f;
   float mscale = 1.0f;
   float mscale_all_dim = 0.0f;
+  bool truncate = true;  // Floor/ceil the correction range (DeepSeek always does).
 };
 
 // LongRoPE ("longrope" / Phi-3 "su" scaling): per-frequency extension factors and an
@@ -110,7 +118,11 @@ struct ModelConfig {
   // num_kv_heads = num_heads; q/k/v tensors are replaced by the MLA projections.
   std::optional<Mla> mla;
   int num_nextn_predict_layers = 0;  // DeepSeek-V3's MTP layers: ignored (read, not run).
-  int sliding_window = 0;           // 0: none. moex refuses sequences longer than it.
+  // 0: none. Without layer_sliding, moex refuses sequences longer than it (phimoe); with
+  // it, the layers marked true attend to the last sliding_window positions (gpt-oss).
+  int sliding_window = 0;
+  std::vector<bool> layer_sliding;  // Empty, or one entry per layer (HF layer_types).
+  bool attention_sinks = false;     // One learned logit per head joins the softmax (gpt-oss).
   // Partial rotary (GLM-4.5's partial_rotary_factor): RoPE turns the first rope_dim values
   // of each q/k head (rotate-half within them), the rest pass through. 0: the whole head.
   int rope_dim = 0;
@@ -123,6 +135,11 @@ struct ModelConfig {
   bool norm_topk_prob = false;    // Renormalise the top-k weights to sum to 1.
   float routed_scaling_factor = 1.0f;
   RouterKind router = RouterKind::kSoftmaxTopK;
+  bool router_bias = false;  // The router Linear carries a bias (gpt-oss).
+  // gpt-oss's experts: biases on gate, up and down, and the clamped activation
+  // (up + 1) * g * sigmoid(1.702 g), g = min(gate, limit), up clamped to +-limit.
+  // 0: plain SwiGLU without biases.
+  float swiglu_limit = 0.0f;
   double router_jitter_noise = 0.0;  // Sparsemixer's jitter_eps (masks at 2 * jitter).
   // kGroupedTopK only.
   ScoringFunc scoring_func = ScoringFunc::kSoftmax;
@@ -147,6 +164,12 @@ struct ModelConfig {
   std::vector<int> eos_token_ids;
 
   bool IsDeepseekMla() const { return arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3; }
+  // Positions a query of `layer` attends back over, itself included; 0: all of them.
+  int AttentionWindow(int layer) const {
+    return layer_sliding.empty() || !layer_sliding[static_cast<size_t>(layer)] ? 0
+                                                                                : sliding_window;
+  }
+  bool ExpertBiases() const { return swiglu_limit > 0; }
   bool IsMoeLayer(int layer) const {
     return layer >= first_k_dense_replace && (layer % moe_layer_freq) == 0;
   }

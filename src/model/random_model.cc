@@ -16,6 +16,7 @@
 #include "text/tokenizer.h"
 #include "io/safetensors_writer.h"
 #include "model/gguf_model.h"
+#include "model/gpt_oss_weights.h"
 #include "model/tensor_names.h"
 
 namespace moex {
@@ -107,7 +108,8 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
     }
   } cleanup{temp};
   WriteHfCheckpoint(c, writer, o, temp);
-  auto checkpoint = HfCheckpoint::Open(temp);
+  std::unique_ptr<WeightSource> checkpoint = HfCheckpoint::Open(temp);
+  if (c.arch == Arch::kGptOss) checkpoint = WrapGptOssHfWeights(std::move(checkpoint), c);
   std::unique_ptr<GgufFile> vocab;
   if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
   GgufWriteOptions gguf;
@@ -156,6 +158,7 @@ ModelSize ParseModelSize(const std::string& name) {
 
 ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
   if (arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3) return RandomMlaConfig(arch, size);
+  if (arch == Arch::kGptOss) return RandomGptOssConfig(size);
   ModelConfig c = Base(arch);
   switch (arch) {
     case Arch::kOlmoe:  // OLMoE-1B-7B-0924.
@@ -203,7 +206,8 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
       break;
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
-      break;  // RandomMlaConfig.
+    case Arch::kGptOss:
+      break;  // RandomMlaConfig, RandomGptOssConfig.
     case Arch::kGlm4Moe:  // GLM-4.5-Air (its config.json; GLM-4.5 adds qk norm and 2.5 scale).
       c.vocab_size = 151552; c.hidden_size = 4096; c.num_layers = 46; c.num_heads = 96;
       c.num_kv_heads = 8; c.head_dim = 128; c.rope_dim = 64; c.num_experts = 128;
@@ -330,6 +334,7 @@ void WriteRandomModel(const RandomModelOptions& o) {
       bias(layer(l, n.v_bias), kv_dim);
     }
     if (c.attention_out_bias) bias(layer(l, n.o_bias), d);
+    if (c.attention_sinks) add(layer(l, n.sinks), {c.num_heads}, {0.0f, 2.0f});
     if (c.qk_norm) {
       norm(layer(l, n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
       norm(layer(l, n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
@@ -346,6 +351,18 @@ void WriteRandomModel(const RandomModelOptions& o) {
     matrix(layer(l, n.router), c.num_experts, d, 4.0f);
     if (c.topk_method == TopKMethod::kNoauxTc)
       add(layer(l, n.router_bias), {c.num_experts}, {0.0f, 0.05f});
+    if (c.router_bias) bias(layer(l, n.router_linear_bias), c.num_experts);
+    if (c.arch == Arch::kGptOss) {
+      // HF's fused layout (model/gpt_oss_weights.h): x @ W orientation, gate/up interleaved.
+      const int64_t E = c.num_experts, F = c.moe_intermediate_size;
+      add(layer(l, "mlp.experts.gate_up_proj"), {E, d, 2 * F},
+          {0.0f, std::sqrt(3.0f / static_cast<float>(d))});
+      add(layer(l, "mlp.experts.gate_up_proj_bias"), {E, 2 * F}, {0.0f, 0.2f});
+      add(layer(l, "mlp.experts.down_proj"), {E, F, d},
+          {0.0f, std::sqrt(3.0f / static_cast<float>(F))});
+      add(layer(l, "mlp.experts.down_proj_bias"), {E, d}, {0.0f, 0.2f});
+      continue;
+    }
     for (int e = 0; e < c.num_experts; ++e) {
       matrix(n.Expert(l, e, ExpertMatrix::kGate), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kUp), c.moe_intermediate_size, d);

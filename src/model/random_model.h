@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "model/model_config.h"
@@ -23,6 +24,9 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size);
 // The MLA architectures' shapes (deepseek_v2: DeepSeek-V2-Lite, deepseek_v3: DeepSeek-V3),
 // random_model_mla.cc.
 ModelConfig RandomMlaConfig(Arch arch, ModelSize size);
+
+// gpt-oss's shapes (full: gpt-oss-20b), random_model_gpt_oss.cc.
+ModelConfig RandomGptOssConfig(ModelSize size);
 
 // Plausible LongRoPE parameters (not any published model's): factors rising from 1 with the
 // frequency index, to 1.5 (short) and to max / original (long); short_mscale 1 and

@@ -23,6 +23,7 @@ TensorNames TensorNamesFor(const ModelConfig& config) {
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3: return DeepseekMlaTensorNames();
     case Arch::kGlm4Moe: return Glm4MoeTensorNames();
+    case Arch::kGptOss: return GptOssTensorNames();
   }
   return TensorNames{};
 }

@@ -43,6 +43,13 @@ struct TensorNames {
   std::string k_norm = "self_attn.k_norm.weight";
   std::string router = "mlp.gate.weight";
   std::string router_bias = "mlp.gate.e_score_correction_bias";  // DeepSeek-V3 (noaux_tc).
+  std::string router_linear_bias = "mlp.gate.bias";  // Added to the logits (gpt-oss).
+  std::string sinks = "self_attn.sinks";             // [num_heads] (gpt-oss).
+  // Per-layer routed-expert biases [E, F] (gate, up) and [E, d] (down) (gpt-oss; HF stores
+  // gate and up interleaved in one tensor, see model/gpt_oss_weights.h).
+  std::string expert_gate_bias = "mlp.experts.gate_proj.bias";
+  std::string expert_up_bias = "mlp.experts.up_proj.bias";
+  std::string expert_down_bias = "mlp.experts.down_proj.bias";
   // Routed expert matrices: "{e}" is replaced by the expert index.
   std::string expert_gate = "mlp.experts.{e}.gate_proj.weight";
   std::string expert_up = "mlp.experts.{e}.up_proj.weight";
@@ -72,5 +79,6 @@ TensorNames OlmoeTensorNames();
 TensorNames DeepseekMoeTensorNames();
 TensorNames DeepseekMlaTensorNames();
 TensorNames Glm4MoeTensorNames();
+TensorNames GptOssTensorNames();
 
 }  // namespace moex

@@ -128,9 +128,35 @@ struct Ref {
       factors = use_long ? &c.longrope->long_factor : &c.longrope->short_factor;
       mscale = use_long ? c.longrope->long_mscale : c.longrope->short_mscale;
     }
+    // HF's generic YaRN (gpt-oss), written from _compute_yarn_parameters: the ramp between
+    // the beta_fast and beta_slow correction dimensions, floored/ceiled only with truncate,
+    // and cos/sin times 0.1 ln(factor) + 1.
+    double low = 0, high = 1;
+    if (c.yarn) {
+      const Yarn& y = *c.yarn;
+      auto correction = [&](double rot) {
+        return hd * std::log(y.original_max_position_embeddings / (rot * 2 * M_PI)) /
+               (2 * std::log(static_cast<double>(c.rope_theta)));
+      };
+      low = correction(y.beta_fast);
+      high = correction(y.beta_slow);
+      if (y.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(hd - 1));
+      if (low == high) high += 0.001;
+      mscale = y.factor <= 1 ? 1.0 : 0.1 * std::log(static_cast<double>(y.factor)) + 1.0;
+    }
     for (int64_t i = 0; i < half; ++i) {
       const float base = std::pow(c.rope_theta, static_cast<float>(2 * i) / static_cast<float>(rot));
-      const float inv = 1.0f / (factors ? (*factors)[static_cast<size_t>(i)] * base : base);
+      float inv = 1.0f / (factors ? (*factors)[static_cast<size_t>(i)] * base : base);
+      if (c.yarn) {
+        const float inter = 1.0f / (c.yarn->factor * base);
+        const float keep = 1.0f - static_cast<float>(std::clamp((i - low) / (high - low), 0.0, 1.0));
+        inv = inter * (1.0f - keep) + inv * keep;
+      }
       const float angle = static_cast<float>(pos) * inv;
       const double cs = std::cos(static_cast<double>(angle)) * mscale;
       const double sn = std::sin(static_cast<double>(angle)) * mscale;
@@ -317,6 +343,98 @@ std::vector<Vec> ReferenceMla(const Ref& ref, int l, const std::vector<Vec>& x) 
   return out;
 }
 
+// HF's fused gpt-oss expert tensors of layer l (gate_up_proj [E, d, 2F] with gate in the
+// even columns, its bias [E, 2F], down_proj [E, F, d], its bias [E, d]). A GGUF has no
+// fused tensors: they are rebuilt from its per-expert matrices (the layout llama.cpp's
+// converter produces) so the arithmetic below stays HF's.
+struct FusedExperts {
+  Vec gate_up, gate_up_b, down, down_b;
+};
+FusedExperts GptOssFused(const Ref& ref, int l) {
+  const ModelConfig& c = ref.c;
+  const TensorNames& n = ref.names;
+  const int64_t d = c.hidden_size, E = c.num_experts, F = c.moe_intermediate_size;
+  if (ref.w.Find(TensorNames::Layer(l, "mlp.experts.gate_up_proj")) != nullptr)
+    return {ref.Layer(l, "mlp.experts.gate_up_proj"), ref.Layer(l, "mlp.experts.gate_up_proj_bias"),
+            ref.Layer(l, "mlp.experts.down_proj"), ref.Layer(l, "mlp.experts.down_proj_bias")};
+  FusedExperts f;
+  f.gate_up.resize(static_cast<size_t>(E * d * 2 * F));
+  f.gate_up_b.resize(static_cast<size_t>(E * 2 * F));
+  f.down.resize(static_cast<size_t>(E * F * d));
+  f.down_b = ref.Layer(l, n.expert_down_bias);
+  const Vec gb = ref.Layer(l, n.expert_gate_bias), ub = ref.Layer(l, n.expert_up_bias);
+  for (int64_t e = 0; e < E; ++e) {
+    const Vec g = ref.Get(n.Expert(l, static_cast<int>(e), ExpertMatrix::kGate));  // [F, d]
+    const Vec u = ref.Get(n.Expert(l, static_cast<int>(e), ExpertMatrix::kUp));
+    const Vec dn = ref.Get(n.Expert(l, static_cast<int>(e), ExpertMatrix::kDown));  // [d, F]
+    for (int64_t i = 0; i < F; ++i) {
+      f.gate_up_b[static_cast<size_t>(e * 2 * F + 2 * i)] = gb[static_cast<size_t>(e * F + i)];
+      f.gate_up_b[static_cast<size_t>(e * 2 * F + 2 * i + 1)] = ub[static_cast<size_t>(e * F + i)];
+      for (int64_t j = 0; j < d; ++j) {
+        f.gate_up[static_cast<size_t>((e * d + j) * 2 * F + 2 * i)] = g[static_cast<size_t>(i * d + j)];
+        f.gate_up[static_cast<size_t>((e * d + j) * 2 * F + 2 * i + 1)] = u[static_cast<size_t>(i * d + j)];
+        f.down[static_cast<size_t>((e * F + i) * d + j)] = dn[static_cast<size_t>(j * F + i)];
+      }
+    }
+  }
+  return f;
+}
+
+// gpt-oss's MoE block for every token, written from HF's GptOssTopKRouter and
+// GptOssExperts on the fused tensors (x @ gate_up_proj[e] + bias, gate = even columns,
+// up = odd; h @ down_proj[e] + bias): router logits with bias, the top-k logits (ties to
+// the lower index) softmaxed among themselves, the clamped activation.
+void ReferenceGptOssMoe(const Ref& ref, int l, const Vec& ffn_norm, const Vec& router,
+                        std::vector<Vec>& h) {
+  const ModelConfig& c = ref.c;
+  const int64_t d = c.hidden_size, E = c.num_experts, F = c.moe_intermediate_size;
+  const Vec router_b = ref.Layer(l, ref.names.router_linear_bias);
+  const FusedExperts fused = GptOssFused(ref, l);
+  const Vec& gate_up = fused.gate_up;
+  const Vec& gate_up_b = fused.gate_up_b;
+  const Vec& down = fused.down;
+  const Vec& down_b = fused.down_b;
+  const double limit = c.swiglu_limit, alpha = 1.702;
+  for (Vec& ht : h) {
+    const Vec x = ref.Norm(ht, ffn_norm, {});
+    Vec logits = Ref::MatVec(router, x, E);
+    for (int64_t e = 0; e < E; ++e) logits[static_cast<size_t>(e)] += router_b[static_cast<size_t>(e)];
+    std::vector<int> order(static_cast<size_t>(E));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+    });
+    const int K = c.num_experts_per_tok;
+    const double top = logits[static_cast<size_t>(order[0])];
+    double sum = 0;
+    for (int k = 0; k < K; ++k) sum += std::exp(logits[static_cast<size_t>(order[static_cast<size_t>(k)])] - top);
+    Vec y(static_cast<size_t>(d), 0.0);
+    for (int k = 0; k < K; ++k) {
+      const int64_t e = order[static_cast<size_t>(k)];
+      const double weight = std::exp(logits[static_cast<size_t>(e)] - top) / sum;
+      Vec act(static_cast<size_t>(F));
+      for (int64_t i = 0; i < F; ++i) {
+        double g = gate_up_b[static_cast<size_t>(e * 2 * F + 2 * i)];
+        double u = gate_up_b[static_cast<size_t>(e * 2 * F + 2 * i + 1)];
+        for (int64_t j = 0; j < d; ++j) {
+          g += x[static_cast<size_t>(j)] * gate_up[static_cast<size_t>((e * d + j) * 2 * F + 2 * i)];
+          u += x[static_cast<size_t>(j)] * gate_up[static_cast<size_t>((e * d + j) * 2 * F + 2 * i + 1)];
+        }
+        g = std::min(g, limit);
+        u = std::clamp(u, -limit, limit);
+        act[static_cast<size_t>(i)] = (u + 1) * g / (1 + std::exp(-alpha * g));
+      }
+      for (int64_t j = 0; j < d; ++j) {
+        double o = down_b[static_cast<size_t>(e * d + j)];
+        for (int64_t i = 0; i < F; ++i)
+          o += act[static_cast<size_t>(i)] * down[static_cast<size_t>((e * F + i) * d + j)];
+        y[static_cast<size_t>(j)] += weight * o;
+      }
+    }
+    for (int64_t j = 0; j < d; ++j) ht[static_cast<size_t>(j)] += y[static_cast<size_t>(j)];
+  }
+}
+
 // Softmax of `s` over the entries not masked and not -inf, at `pick`; the mask drops j with
 // (m - scores[j]) / max(|scores[j]|, m) > 2 eps, m = s[pick].
 double MaskedSoftmaxAt(const std::vector<double>& s, const std::vector<double>& scores, int pick,
@@ -435,20 +553,25 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       v[static_cast<size_t>(t)] = vt;
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    // gpt-oss: per-head sink logits in the softmax (HF: softmax over [scores, sink], sink
+    // column dropped), and sliding layers masking keys j <= t - window.
+    const Vec sinks = c.attention_sinks ? ref.Layer(l, n.sinks) : Vec{};
+    const int64_t window = c.AttentionWindow(l);
     for (int64_t t = 0; t < T; ++t) {
       Vec out(static_cast<size_t>(H * hd), 0.0);
       for (int64_t hh = 0; hh < H; ++hh) {
         const int64_t kvh = hh / (H / KV);
-        Vec s(static_cast<size_t>(t + 1));
-        double mx = -1e300;
+        Vec s(static_cast<size_t>(t + 1), -INFINITY);
+        double mx = sinks.empty() ? -1e300 : sinks[static_cast<size_t>(hh)];
         for (int64_t j = 0; j <= t; ++j) {
+          if (window > 0 && j <= t - window) continue;
           double dot = 0;
           for (int64_t i = 0; i < hd; ++i)
             dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * hd + i)] * k[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
           s[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
-        double sum = 0;
+        double sum = sinks.empty() ? 0.0 : std::exp(sinks[static_cast<size_t>(hh)] - mx);
         for (auto& e : s) sum += (e = std::exp(e - mx));
         for (int64_t j = 0; j <= t; ++j)
           for (int64_t i = 0; i < hd; ++i)
@@ -471,6 +594,10 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       continue;
     }
     const Vec router = ref.Layer(l, n.router);
+    if (c.arch == Arch::kGptOss) {
+      ReferenceGptOssMoe(ref, l, ffn_norm, router, h);
+      continue;
+    }
     const Vec router_bias = c.topk_method == TopKMethod::kNoauxTc && c.router == RouterKind::kGroupedTopK
                                 ? ref.Layer(l, n.router_bias)
                                 : Vec{};

@@ -1,5 +1,5 @@
 """Plain PyTorch reference forward pass for HF OLMoE, Mixtral, Phi-3.5-MoE, DeepSeek-V2/V3 and
-GLM-4.5 checkpoints.
+GLM-4.5 and gpt-oss checkpoints.
 
   /usr/bin/python3 tools/reference/logits.py --model DIR --ids 1,2,3 --out FILE
 
@@ -21,6 +21,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
   deepseek_v2, deepseek_v3: MLA, YaRN and DeepSeek's gate, in deepseek.py.
   glm4_moe: partial rotary, q/k/v biases, optional per-head q/k norm, V3's gate, in
            glm4_moe.py.
+  gpt_oss: sinks, sliding layers, generic YaRN, biased experts with the clamped SwiGLU, in
+           gpt_oss.py.
 All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
@@ -35,6 +37,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
 import glm4_moe  # noqa: E402
+import gpt_oss  # noqa: E402
 from safetensors_io import load_dir  # noqa: E402
 
 
@@ -176,6 +179,8 @@ def forward(W, cfg, ids):
         return deepseek.forward(W, cfg, ids)
     if arch == "glm4_moe":
         return glm4_moe.forward(W, cfg, ids)
+    if arch == "gpt_oss":
+        return gpt_oss.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

@@ -1,6 +1,6 @@
-// The next-gate predictor (policy/router_prediction.h) under DeepSeek-V3's grouped gate:
-// given a layer's own gate input it must pick exactly the experts the engine routes to,
-// correction bias and group limit included.
+// The next-gate predictor (policy/router_prediction.h) under DeepSeek-V3's grouped gate and
+// gpt-oss's biased router: given a layer's own gate input it must pick exactly the experts
+// the engine routes to, correction bias, group limit and router bias included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +65,19 @@ TEST(RouterPrediction, AppliesTheCorrectionBiasAndTheGroupLimit) {
   // different groups; group 1's pair (0.948 + 0.943) beats group 0's (0.953 + 0.007).
   const std::vector<float> split = {3.0f, -5, -5, -5, 2.9f, 2.8f, -5, -5};
   EXPECT_EQ(Predicted(IdentityRouterFacts(c, {}), split), (std::set<int32_t>{4, 5}));
+}
+
+TEST(RouterPrediction, AddsTheRouterLinearBiasToTheLogits) {
+  // gpt-oss's router is a Linear with bias: softmax top-k over logits + bias.
+  ModelConfig c;
+  c.num_experts = 4;
+  c.num_experts_per_tok = 1;
+  policy::PolicyFacts f = IdentityRouterFacts(c, {});
+  f.grouped_gate.reset();
+  const std::vector<float> x = {1.0f, 0.9f, 0.0f, 0.0f};
+  EXPECT_EQ(Predicted(f, x), (std::set<int32_t>{0}));
+  f.router_logit_bias = [](int) { return std::vector<float>{0, 0.2f, 0, 0}; };  // 0.9 + 0.2.
+  EXPECT_EQ(Predicted(f, x), (std::set<int32_t>{1}));
 }
 
 TEST(RouterPrediction, PicksWhatTheEngineRoutesUnderTheGroupedGate) {

@@ -56,6 +56,9 @@ struct PolicyFacts {
   // (V3's e_score_correction_bias), empty when the driver has none.
   std::optional<GroupedGate> grouped_gate;
   std::function<std::vector<float>(int layer)> router_bias;
+  // The [num_experts] bias of a MoE layer's router Linear (gpt-oss), added to the logits
+  // before any choice; null or empty when the router has none.
+  std::function<std::vector<float>(int layer)> router_logit_bias;
   // Every future gate of the replay: only the simulator has it (belady, oracle).
   const FutureDemand* future = nullptr;
   // Where a policy runs heavy work off the forward pass. Owned by the driver; never null

@@ -16,9 +16,11 @@ RouterTable::RouterTable(const PolicyFacts& f, const std::string& policy)
   Check(f.router_weights != nullptr, "policy ", policy, " needs the model's router weights");
   routers_.resize(static_cast<size_t>(f.num_layers));
   biases_.resize(static_cast<size_t>(f.num_layers));
+  logit_biases_.resize(static_cast<size_t>(f.num_layers));
   for (int l = 0; l < f.num_layers; ++l) {
     if (!f.IsMoeLayer(l)) continue;
     if (grouped_gate_ && f.router_bias) biases_[static_cast<size_t>(l)] = f.router_bias(l);
+    if (f.router_logit_bias) logit_biases_[static_cast<size_t>(l)] = f.router_logit_bias(l);
     routers_[static_cast<size_t>(l)] = f.router_weights(l);
     Check(routers_[static_cast<size_t>(l)].size() ==
               static_cast<size_t>(f.num_experts) * static_cast<size_t>(f.hidden_size),
@@ -37,6 +39,7 @@ RouterPrediction RouterTable::Predict(int layer, const float* hidden, int64_t n_
   const size_t E = static_cast<size_t>(num_experts_);
   const int k = std::min(top_k_, num_experts_);
   const std::vector<float>& bias = biases_[static_cast<size_t>(layer)];
+  const std::vector<float>& logit_bias = logit_biases_[static_cast<size_t>(layer)];
   RouterPrediction p;
   p.best_score.assign(E, -1e30f);
   std::vector<float> chosen_best(E, -1e30f);  // Max score over the tokens that picked it.
@@ -53,7 +56,7 @@ RouterPrediction RouterTable::Predict(int layer, const float* hidden, int64_t n_
       const float* row = &w[x * static_cast<size_t>(d)];
       float s = 0;
       for (int64_t j = 0; j < d; ++j) s += row[j] * h[j];
-      logits[x] = s;
+      logits[x] = logit_bias.empty() ? s : s + logit_bias[x];
     }
     if (grouped_gate_) {
       grouped_gate_->Score(logits.data());

@@ -38,7 +38,8 @@ class RouterTable {
   int num_experts_ = 0, top_k_ = 0, hidden_size_ = 0;
   std::vector<std::vector<float>> routers_;  // Per layer [E, d] (empty for dense layers).
   std::optional<GroupedGate> grouped_gate_;
-  std::vector<std::vector<float>> biases_;  // Per layer [E] score correction, or empty.
+  std::vector<std::vector<float>> biases_;        // Per layer [E] score correction, or empty.
+  std::vector<std::vector<float>> logit_biases_;  // Per layer [E] router Linear bias, or empty.
 };
 
 }  // namespace moex::policy

@@ -68,17 +68,20 @@ policy::PolicyFacts MakePolicyFacts(const ModelConfig& config, const CacheGeomet
       const TensorView& w = weights->Get(TensorNames::Layer(layer, router), {experts, d});
       return TensorToF32(w);
     };
-    if (config.router == RouterKind::kGroupedTopK) {
-      // A checkpoint's [E] bias or a trace's [1, E] copy of it; absent: none.
-      const std::string bias = TensorNamesFor(config).router_bias;
-      f.router_bias = [weights, bias, experts](int layer) {
-        const TensorView* b = weights->Find(TensorNames::Layer(layer, bias));
+    // A checkpoint's [E] bias or a trace's [1, E] copy of it; absent: none.
+    const auto optional_bias = [weights, experts](std::string name) {
+      return [weights, name, experts](int layer) {
+        const TensorView* b = weights->Find(TensorNames::Layer(layer, name));
         if (b == nullptr) return std::vector<float>{};
         Check(b->numel() == experts, "router bias ", b->name, " has ", b->numel(), " values for ",
               experts, " experts");
         return TensorToF32(*b);
       };
-    }
+    };
+    if (config.router == RouterKind::kGroupedTopK)
+      f.router_bias = optional_bias(TensorNamesFor(config).router_bias);
+    if (config.router_bias)
+      f.router_logit_bias = optional_bias(TensorNamesFor(config).router_linear_bias);
   }
   if (config.router == RouterKind::kGroupedTopK) f.grouped_gate = GroupedGate::Of(config);
   return f;

@@ -31,22 +31,25 @@ TraceModel TraceModelOf(const Model& model) {
 
 TraceRecorder::TraceRecorder(TraceWriter& writer, const Model& model) : writer_(writer) {
   if (!writer.header().router_weights) return;
-  const std::string bias_name = TensorNamesFor(model.config).router_bias;
+  const TensorNames names = TensorNamesFor(model.config);
   for (int l : writer.header().model.moe_layers) {
     const auto& layer = model.layers[static_cast<size_t>(l)];
     Check(layer.router != nullptr, "layer ", l, " has no router");
     writer_.WriteTensor(*layer.router);
-    // DeepSeek-V3's score correction, for the predictors that apply its gate
-    // (PolicyFacts::router_bias).
-    if (!layer.router_bias.empty()) {
+    // DeepSeek-V3's score correction and gpt-oss's router Linear bias, for the predictors
+    // that choose as the router does (PolicyFacts::router_bias, router_logit_bias).
+    const auto write_bias = [&](const std::vector<float>& values, const std::string& name) {
+      if (values.empty()) return;
       TensorView bias;
-      bias.name = TensorNames::Layer(l, bias_name);
+      bias.name = TensorNames::Layer(l, name);
       bias.dtype = DType::kF32;
-      bias.shape = {1, static_cast<int64_t>(layer.router_bias.size())};
-      bias.data = reinterpret_cast<const std::byte*>(layer.router_bias.data());
-      bias.nbytes = layer.router_bias.size() * sizeof(float);
+      bias.shape = {1, static_cast<int64_t>(values.size())};
+      bias.data = reinterpret_cast<const std::byte*>(values.data());
+      bias.nbytes = values.size() * sizeof(float);
       writer_.WriteTensor(bias);
-    }
+    };
+    write_bias(layer.router_bias, names.router_bias);
+    write_bias(layer.router_logit_bias, names.router_linear_bias);
   }
 }
 

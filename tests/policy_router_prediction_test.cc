@@ -7,8 +7,12 @@
 #include <random>
 #include <set>
 
+#include "core/error.h"
 #include "engine/router.h"
+#include "model/tensor_names.h"
 #include "policy/router_prediction.h"
+#include "tiers/cache_plan.h"
+#include "trace/trace_reader.h"
 
 namespace moex {
 namespace {
@@ -98,6 +102,34 @@ TEST(RouterPrediction, PicksWhatTheEngineRoutesUnderTheGroupedGate) {
       const std::set<int32_t> routed(r.ids.begin(), r.ids.end());
       EXPECT_EQ(Predicted(f, x), routed) << "token " << t;
     }
+  }
+}
+
+// A trace (or checkpoint) whose score-correction tensor does not hold one value per expert
+// is refused naming the tensor, not read past its end.
+TEST(RouterPrediction, RefusesABiasOfTheWrongSize) {
+  ModelConfig c = V3Gate(4, 2, 1, 2);
+  c.num_layers = 1;
+  c.hidden_size = 4;
+  trace::TraceTensors tensors("bad.trace");
+  const TensorNames names = TensorNamesFor(c);
+  tensors.Add(TensorNames::Layer(0, names.router), 4, 4, std::vector<float>(16, 0.5f));
+  tensors.Add(TensorNames::Layer(0, names.router_bias), 1, 5, std::vector<float>(5, 0.0f));
+  tiers::CacheGeometry geometry;
+  geometry.num_layers = 1;
+  geometry.num_experts = 4;
+  geometry.neurons = 8;
+  geometry.chunk_neurons = 8;
+  geometry.capacity_pages = 4;
+  const policy::PolicyFacts f = tiers::MakePolicyFacts(c, geometry, 1024, &tensors, 0);
+  ASSERT_TRUE(f.grouped_gate.has_value());
+  try {
+    policy::RouterTable table(f, "nextgate");
+    FAIL() << "a 5-value bias for 4 experts was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("e_score_correction_bias has 5 values for 4 experts"),
+              std::string::npos)
+        << e.what();
   }
 }
 

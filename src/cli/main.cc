@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "kernels/cpu_requirements.h"
 
 #ifndef MOEX_VERSION
 #define MOEX_VERSION "unknown"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    moex::kernels::CheckCpuRequirements();  // After parsing: --help and --version run anywhere.
     for (auto& [cmd, run] : runners)
       if (cmd->parsed()) return run();
   } catch (const moex::Error& e) {

@@ -25,7 +25,7 @@ TEST(ExpertLayoutTest, RecordIsGateRowUpRowDownColumn) {
   const std::vector<float> gate = {1, 2, 3, 4, 5, 6};        // [2, 3]
   const std::vector<float> up = {7, 8, 9, 10, 11, 12};       // [2, 3]
   const std::vector<float> down = {13, 14, 15, 16, 17, 18};  // [3, 2]: column 0 = 13 15 17
-  const ExpertShape shape{DType::kF32, 3, 2};
+  const ExpertShape shape = ExpertShape::Uniform(DType::kF32, 3, 2);
   std::vector<float> packed(shape.ExpertBytes() / sizeof(float));
   PackExpertNeuronMajor(View("g", {2, 3}, gate), View("u", {2, 3}, up), View("d", {3, 2}, down),
                         shape, reinterpret_cast<std::byte*>(packed.data()));
@@ -42,7 +42,7 @@ TEST(ExpertLayoutTest, LargerThanOneTransposeBlock) {
     up[k] = -static_cast<float>(k);
     down[k] = static_cast<float>(k) + 0.5f;
   }
-  const ExpertShape shape{DType::kF32, d, f};
+  const ExpertShape shape = ExpertShape::Uniform(DType::kF32, d, f);
   std::vector<float> packed(shape.ExpertBytes() / sizeof(float));
   PackExpertNeuronMajor(View("g", {f, d}, gate), View("u", {f, d}, up), View("d", {d, f}, down),
                         shape, reinterpret_cast<std::byte*>(packed.data()));
@@ -57,7 +57,7 @@ TEST(ExpertLayoutTest, LargerThanOneTransposeBlock) {
 
 TEST(ExpertLayoutTest, MisshapenTensorsAreRejectedByName) {
   const std::vector<float> v(6, 0.0f);
-  const ExpertShape shape{DType::kF32, 3, 2};
+  const ExpertShape shape = ExpertShape::Uniform(DType::kF32, 3, 2);
   try {
     CheckExpertTensors(View("g", {2, 3}, v), View("u", {2, 3}, v), View("down_proj", {2, 3}, v),
                        shape);

@@ -209,7 +209,7 @@ TEST_F(ExpertStoreTest, ImpossibleHeaderValuesAreRefused) {
             std::string::npos);
   EXPECT_NE(open_edited([](StoreHeader& h, std::vector<char>&) {
               h.record_bytes += 2;
-            }).find("not three rows"),
+            }).find("widest layer's take"),
             std::string::npos);
 }
 

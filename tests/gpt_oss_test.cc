@@ -367,7 +367,7 @@ TEST_P(GptOssGguf, LlamaCppKeysAndTensorsWithTheCheckpointsLogits) {
   }
   auto gguf = LoadModel(path);
   EXPECT_EQ(gguf->config.ToHfJson(), c.ToHfJson());
-  EXPECT_EQ(gguf->expert_shape.dtype, GetParam());
+  EXPECT_EQ(gguf->expert_shape.gate_up, GetParam());
   // The same stored values and the same kernels: the same logits.
   EXPECT_LT(MaxDiff(Logits(*hf), Logits(*gguf)), 1e-6);
 }
@@ -387,7 +387,7 @@ TEST(GptOssGgufMxfp4, ExpertsStayMxfp4MatchTheReferenceAndOffloadLosslessly) {
   o.out = temp / "m.gguf";
   WriteRandomModel(o);
   auto model = LoadModel(o.out);
-  ASSERT_EQ(model->expert_shape.dtype, DType::kMXFP4);
+  ASSERT_EQ(model->expert_shape.gate_up, DType::kMXFP4);
   // Biases and sinks stay f32 (never quantised).
   EXPECT_EQ(model->weights->Get("model.layers.0.mlp.experts.gate_proj.bias").dtype, DType::kF32);
   EXPECT_EQ(model->weights->Get("model.layers.0.self_attn.sinks").dtype, DType::kF32);

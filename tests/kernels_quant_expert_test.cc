@@ -3,6 +3,7 @@
 // dequantised weights, and bit-exact invariance to batch size, thread count and chunking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -69,27 +70,45 @@ struct Expert {
   }
 };
 
-Expert MakeExpert(DType dtype, int64_t d, int64_t f, uint32_t seed) {
-  Expert e{ExpertShape{dtype, d, f},
-           MakeMatrix(dtype, f, d, seed),
-           MakeMatrix(dtype, f, d, seed + 1),
-           MakeMatrix(dtype, d, f, seed + 2),
-           {}};
+// An expert with gate/up in `shape.gate_up` and down in `shape.down`, packed with the shape's
+// group and record size (padding included).
+Expert MakeExpert(const ExpertShape& shape, uint32_t seed) {
+  const int64_t d = shape.hidden_size, f = shape.neurons;
+  Expert e{shape, MakeMatrix(shape.gate_up, f, d, seed), MakeMatrix(shape.gate_up, f, d, seed + 1),
+           MakeMatrix(shape.down, d, f, seed + 2), {}};
   e.packed.resize(e.shape.ExpertBytes());
-  PackExpertNeuronMajor(View("gate", dtype, {f, d}, e.gate), View("up", dtype, {f, d}, e.up),
-                        View("down", dtype, {d, f}, e.down), e.shape, e.packed.data());
+  PackExpertNeuronMajor(View("gate", shape.gate_up, {f, d}, e.gate),
+                        View("up", shape.gate_up, {f, d}, e.up),
+                        View("down", shape.down, {d, f}, e.down), e.shape, e.packed.data());
   return e;
+}
+Expert MakeExpert(DType dtype, int64_t d, int64_t f, uint32_t seed) {
+  return MakeExpert(ExpertShape::Uniform(dtype, d, f), seed);
 }
 
 std::vector<float> RunExpert(const Expert& e, int64_t a, int64_t b, const std::vector<float>& x,
                              int64_t n, std::vector<float> y, ThreadPool& pool) {
   const ExpertJob job{e.group_start(a), b - a, x.data(), n, y.data()};
-  ExpertFfn(std::span<const ExpertJob>(&job, 1), e.shape.dtype, e.shape.hidden_size, pool);
+  ExpertFfn(std::span<const ExpertJob>(&job, 1), e.shape.Encoding(), e.shape.hidden_size, pool);
   return y;
 }
 std::vector<float> RunExpert(const Expert& e, int64_t a, int64_t b, const std::vector<float>& x,
                              int64_t n, std::vector<float> y) {
   return RunExpert(e, a, b, x, n, std::move(y), ThreadPool::Global());
+}
+
+// Gate/up and down in different block formats (llama.cpp's Q4_K_M and similar mixes), each
+// record padded by 20 bytes as in a model whose other layers are wider.
+std::vector<ExpertShape> MixedShapes(int64_t d, int64_t f) {
+  std::vector<ExpertShape> out;
+  for (const auto& [gate_up, down] :
+       {std::pair{DType::kQ4_K, DType::kQ6_K}, {DType::kQ8_0, DType::kQ4_K},
+        {DType::kQ4_K, DType::kQ8_0}, {DType::kMXFP4, DType::kQ5_K}, {DType::kQ5_0, DType::kQ4_0}}) {
+    ExpertShape s{gate_up, down, d, f};
+    s.record_bytes = s.NaturalRecordBytes() + 20;
+    out.push_back(s);
+  }
+  return out;
 }
 
 TEST(QuantExpertPackTest, RecordGroupsHoldTheCheckpointBlocksUnchanged) {
@@ -121,9 +140,56 @@ TEST(QuantExpertPackTest, RecordGroupsHoldTheCheckpointBlocksUnchanged) {
   }
 }
 
+// By hand, for gate/up and down in different formats: group k holds gate rows kG..kG+G), then
+// the up rows, then for each down row j its G weights of the group (G / block size blocks),
+// then zeros up to G * record bytes.
+TEST(QuantExpertPackTest, MixedTypesPackIntoPaddedRecordGroups) {
+  for (const ExpertShape& shape : MixedShapes(256, 512)) {
+    SCOPED_TRACE(shape.DTypeLabel());
+    const Expert e = MakeExpert(shape, 13);
+    const int64_t g = shape.GroupNeurons(), d = 256, f = 512;
+    ASSERT_EQ(g, std::max(DTypeBlockElems(shape.gate_up), DTypeBlockElems(shape.down)));
+    const size_t row = DTypeBytes(shape.gate_up, d), run = DTypeBytes(shape.down, g);
+    const size_t down_row = DTypeBytes(shape.down, f);
+    const size_t used = 2 * g * row + d * run, group_bytes = g * (used / g + 20);
+    ASSERT_EQ(used, static_cast<size_t>(g) * shape.NaturalRecordBytes());
+    ASSERT_EQ(e.packed.size(), (f / g) * group_bytes);
+    for (int64_t k = 0; k < f / g; ++k) {
+      const std::byte* grp = e.packed.data() + k * group_bytes;
+      for (int64_t i = 0; i < g; ++i) {
+        const size_t src = (k * g + i) * row;
+        ASSERT_EQ(std::memcmp(grp + i * row, &e.gate.bytes[src], row), 0) << "gate " << k * g + i;
+        ASSERT_EQ(std::memcmp(grp + (g + i) * row, &e.up.bytes[src], row), 0) << "up " << k * g + i;
+      }
+      for (int64_t j = 0; j < d; ++j) {
+        ASSERT_EQ(std::memcmp(grp + 2 * g * row + j * run, &e.down.bytes[j * down_row + k * run],
+                              run),
+                  0)
+            << "down row " << j << " group " << k;
+      }
+      for (size_t b = used; b < group_bytes; ++b) ASSERT_EQ(grp[b], std::byte{0}) << b;
+    }
+  }
+}
+
+TEST(QuantExpertPackTest, LayersArePaddedToTheWidestRecord) {
+  // OLMoE's d = 2048 in Q4_K_M: q4_K rows of 1152 bytes, q6_K rows of 1680.
+  const std::vector<ExpertShape> padded = PadToCommonShape(
+      {ExpertShape::Uniform(DType::kQ4_K, 2048, 1024), {DType::kQ4_K, DType::kQ6_K, 2048, 1024},
+       {DType::kQ8_0, DType::kQ8_0, 2048, 1024}});
+  for (const ExpertShape& s : padded) {
+    EXPECT_EQ(s.GroupNeurons(), 256);
+    EXPECT_EQ(s.RecordBytes(), 2u * 2176 + 2176);  // q8_0 is the widest: 64 blocks of 34 bytes.
+  }
+  EXPECT_EQ(padded[1].NaturalRecordBytes(), 2u * 1152 + 1680);
+  EXPECT_THROW(PadToCommonShape({ExpertShape::Uniform(DType::kQ4_K, 256, 256),
+                                 ExpertShape::Uniform(DType::kBF16, 256, 256)}),
+               Error);
+}
+
 TEST(QuantExpertPackTest, ShapesThatAreNotWholeBlocksAreRefused) {
   const Matrix m = MakeMatrix(DType::kQ4_K, 256, 256, 1);
-  const ExpertShape shape{DType::kQ4_K, 256, 128};  // 128 neurons: half a q4_K block.
+  const ExpertShape shape = ExpertShape::Uniform(DType::kQ4_K, 256, 128);  // 128 neurons: half a q4_K block.
   std::vector<std::byte> out(1 << 20);
   try {
     PackExpertNeuronMajor(View("g", DType::kQ4_K, {128, 256}, m),
@@ -181,7 +247,7 @@ void ExpectMatchesReference(const Expert& e, const std::vector<float>& x, int64_
     }
     for (int64_t o = 0; o < d; ++o) {
       ASSERT_NEAR(y[t * d + o], ref[o], tol[o] + 1e-4 * std::fabs(y0[t * d + o]))
-          << DTypeName(e.shape.dtype) << " t=" << t << " o=" << o;
+          << DTypeName(e.shape.gate_up) << " t=" << t << " o=" << o;
     }
   }
 }
@@ -235,6 +301,37 @@ TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
         ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads << " threads";
+      }
+    }
+  });
+}
+
+// Mixed formats run the gate/up kernel of one and the down kernel of the other over the
+// shared group: the same reference and the same invariances as one format.
+TEST(QuantExpertKernelTest, MixedTypesMatchTheReferenceAndAreInvariant) {
+  ForEachTarget([&] {
+    for (const ExpertShape& shape : MixedShapes(256, 768)) {
+      SCOPED_TRACE(shape.DTypeLabel());
+      const Expert e = MakeExpert(shape, 31);
+      const int64_t d = 256, f = 768, g = 256;
+      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{11}}) {
+        const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 32);
+        const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 33);
+        const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
+        ExpectMatchesReference(e, x, n, y0, whole);
+        std::vector<float> y = y0;
+        for (int64_t a = 0; a < f; a += g) y = RunExpert(e, a, a + g, x, n, y);
+        ASSERT_TRUE(BitEqual(whole, y)) << "chunks, n=" << n;
+        for (int threads : {1, 3}) {
+          ThreadPool pool(threads);
+          ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads;
+        }
+        if (n > 1) {
+          const std::vector<float> last = RunExpert(
+              e, 0, f, std::vector<float>(x.end() - d, x.end()), 1,
+              std::vector<float>(y0.end() - d, y0.end()));
+          ASSERT_EQ(std::memcmp(last.data(), &whole[(n - 1) * d], d * sizeof(float)), 0);
+        }
       }
     }
   });

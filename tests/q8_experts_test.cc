@@ -42,7 +42,7 @@ TensorView Q8View(const char* name, std::vector<int64_t> shape, const std::vecto
 TEST(Q8ExpertPackTest, ShapesThatAreNotWholeBlocksAreRefused) {
   const std::vector<std::byte> bytes(64 * 64, std::byte{0});
   auto expect_error = [&](int64_t d, int64_t f, const char* what) {
-    const ExpertShape shape{DType::kQ8_0, d, f};
+    const ExpertShape shape = ExpertShape::Uniform(DType::kQ8_0, d, f);
     try {
       CheckExpertTensors(Q8View("gate_proj", {f, d}, bytes), Q8View("up_proj", {f, d}, bytes),
                          Q8View("down_proj", {d, f}, bytes), shape);
@@ -91,7 +91,7 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
   testing::TempDir dir;
   const ModelConfig config = RandomModelConfig(GetParam(), ModelSize::kTiny);
   auto model = LoadModel(WriteQ8Model(dir, config, "q8.gguf"));
-  ASSERT_EQ(model->expert_shape.dtype, DType::kQ8_0);
+  ASSERT_EQ(model->expert_shape.gate_up, DType::kQ8_0);
   // MLA with q_lora_rank (deepseek_v3) has q_a_proj where the others have q_proj.
   const TensorView* q = model->layers[0].q != nullptr ? model->layers[0].q : model->layers[0].q_a;
   ASSERT_NE(q, nullptr);
@@ -142,7 +142,8 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
     o.policy = "lru";
     o.progress = false;
     OffloadMoeExecutor offload(*model, o);
-    EXPECT_EQ(offload.tier().store().dtype(), DType::kQ8_0);
+    const ExpertStore& packed = offload.tier().store();
+    EXPECT_EQ(packed.gate_up_dtype(packed.moe_layers().front()), DType::kQ8_0);
     EXPECT_EQ(offload.tier().store().record_bytes(), 816u);
     EXPECT_EQ(offload.tier().store().blocks_per_expert(), 6);
     EXPECT_EQ(testing::PrefillLogits(*model, offload, prompt), want_logits);
@@ -154,7 +155,9 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
   // Every block verifies; the dtype is part of the staleness check; damage is caught.
   const std::string path = dir / "experts.moex";
   ExpertStore store = ExpertStore::Open(path);
-  EXPECT_EQ(store.header().dtype, 3u);
+  EXPECT_EQ(store.header().layer_dtypes[0], 3u);  // q8_0 gate/up and down.
+  EXPECT_EQ(store.header().layer_dtypes[1], 3u);
+  EXPECT_EQ(store.header().group_neurons, 32u);
   store.VerifyData();
   const std::string source_id = CheckpointFingerprint(model->path);
   EXPECT_EQ(StoreMismatch(store, model->config, DType::kQ8_0, source_id), "");

@@ -3,6 +3,8 @@
 // budget and policy, and the host cache never exceeds its budget.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -12,6 +14,7 @@
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "support/engine_runs.h"
+#include "support/reference_model.h"
 #include "support/tiny_models.h"
 
 namespace moex {
@@ -66,12 +69,37 @@ class QuantOffloadLosslessTest : public ::testing::TestWithParam<QuantFormat> {}
 TEST_P(QuantOffloadLosslessTest, BitIdenticalToResidentForEveryBudget) {
   const DType type = DTypeOf(GetParam());
   const std::string path = testing::TinyQuantModelPath(type);
-  ASSERT_EQ(LoadModel(path)->expert_shape.dtype, type) << "experts were not kept in blocks";
+  ASSERT_EQ(LoadModel(path)->expert_shape.gate_up, type) << "experts were not kept in blocks";
   ExpectLosslessAtEveryBudget(path, DTypeName(type), {"lru", "nextgate"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantOffloadLosslessTest, ::testing::ValuesIn(kAllQuantFormats),
                          [](const auto& info) { return std::string(QuantFormatName(info.param)); });
+
+// A Q4_K_M file: q4_K/q4_K layers beside a q4_K/q6_K layer, all kept in their blocks (padded
+// to one record size), offloaded as losslessly as one format.
+TEST(QuantOffloadLosslessTest, Q4KMMixBitIdenticalToResidentForEveryBudget) {
+  const std::string path = testing::TinyQ4KMModelPath();
+  const auto model = LoadModel(path);
+  EXPECT_EQ(model->ExpertDTypeLabel(), "mixed q4_K, q4_K/q6_K");
+  EXPECT_EQ(model->layers[2].expert_shape.down, DType::kQ6_K);
+  EXPECT_EQ(model->layers[0].expert_shape.RecordBytes(),
+            model->layers[2].expert_shape.NaturalRecordBytes());
+  // The kernels compute on the file's blocks: against the double-precision reference on the
+  // same (dequantised) weights, f32 rounding only.
+  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 511, 0, 99, 256, 7};
+  ResidentMoeExecutor resident(*model);
+  const std::vector<float> logits = testing::PrefillLogits(*model, resident, ids);
+  const std::vector<double> ref = testing::ReferenceLogits(model->config, *model->weights, ids);
+  ASSERT_EQ(logits.size(), ref.size());
+  double scale = 1, err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::abs(ref[i]));
+    err = std::max(err, std::abs(ref[i] - logits[i]));
+  }
+  EXPECT_LT(err, 1e-4 * scale) << "max |logit| " << scale;
+  ExpectLosslessAtEveryBudget(path, "q4_k_m", {"lru", "nextgate"});
+}
 
 TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
   auto model = LoadModel(testing::TinyModelPath(Arch::kOlmoe));

@@ -154,7 +154,7 @@ class HostTierTest : public ::testing::Test {
           reinterpret_cast<const std::byte*>(file_.data()) + store.ExpertOffset(in.layer, e);
       jobs.push_back(g.Job(e, rec, config_.moe_intermediate_size, config_.hidden_size));
     }
-    kernels::ExpertFfn(jobs, store.dtype(), config_.hidden_size);
+    kernels::ExpertFfn(jobs, store.gate_up_dtype(in.layer), config_.hidden_size);
     return g.Combine(in, config_);
   }
 
@@ -164,7 +164,7 @@ class HostTierTest : public ::testing::Test {
       std::vector<kernels::ExpertJob> jobs;
       for (const ChunkTask& t : tasks)
         jobs.push_back(g.Job(t.expert, t.records, t.neuron_count, config_.hidden_size));
-      kernels::ExpertFfn(jobs, tier.store().dtype(), config_.hidden_size);
+      kernels::ExpertFfn(jobs, tier.store().gate_up_dtype(in.layer), config_.hidden_size);
     });
     return g.Combine(in, config_);
   }

@@ -94,7 +94,13 @@ int RunBench(const BenchOptions& o) {
   const double decode_tok_s = t.decode_ms > 0 ? 1000.0 * decode_tokens / t.decode_ms : 0.0;
   const double prefill_tok_s = t.prefill_ms > 0 ? 1000.0 * t.prompt_tokens / t.prefill_ms : 0.0;
   const size_t dense = DenseBytesPerStep(model);
-  const size_t expert_bytes = model.expert_shape.ExpertBytes();
+  // What the kernels read of one expert, averaged over the MoE layers (a mixed-type model's
+  // padding is not read).
+  size_t expert_bytes = 0;
+  for (const LayerWeights& L : model.layers)
+    if (L.is_moe)
+      expert_bytes += L.expert_shape.NaturalRecordBytes() * static_cast<size_t>(L.expert_shape.neurons);
+  expert_bytes /= static_cast<size_t>(std::max(1, model.NumMoeLayers()));
   const double experts_per_step =
       t.decode_steps > 0 ? static_cast<double>(counter.LastForwards(t.decode_steps)) /
                                static_cast<double>(t.decode_steps)
@@ -106,7 +112,7 @@ int RunBench(const BenchOptions& o) {
   nlohmann::json out;
   out["model"] = model.path;
   out["arch"] = ArchName(model.config.arch);
-  out["expert_dtype"] = DTypeName(model.expert_shape.dtype);
+  out["expert_dtype"] = model.ExpertDTypeLabel();
   out["threads"] = ThreadPool::Global().size();
   out["batch"] = o.batch;
   out["prompt_tokens"] = o.prompt_tokens;

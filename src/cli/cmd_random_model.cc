@@ -44,7 +44,12 @@ int RunRandomModel(const RandomModelCliOptions& o) {
   options.tokenizer_json = o.tokenizer;
   options.byte_tokenizer = !o.no_tokenizer;
   options.gguf_vocab = o.gguf_vocab;
-  if (!o.gguf_type.empty()) options.gguf_type = ParseDType(o.gguf_type);
+  if (o.gguf_type == "q4_k_m" || o.gguf_type == "Q4_K_M") {
+    options.gguf_type = DType::kQ4_K;
+    options.gguf_q4_k_m = true;
+  } else if (!o.gguf_type.empty()) {
+    options.gguf_type = ParseDType(o.gguf_type);
+  }
   WriteRandomModel(options);
   std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", "
             << (o.gguf_type.empty() ? o.dtype : o.gguf_type) << ") to " << o.out << "\n";
@@ -71,7 +76,9 @@ Runner AddRandomModelCommand(CLI::App& app) {
   cmd->add_option("--gguf-type", o->gguf_type,
                   "q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
                   "iq4_xs or mxfp4: quantise weight matrices and experts (gguf; values drawn "
-                  "in --dtype; k-quants, iq4_xs need sizes that are multiples of 256)");
+                  "in --dtype; k-quants, iq4_xs need sizes that are multiples of 256); or "
+                  "q4_k_m: llama-quantize's Q4_K_M mix (q4_K, q6_K for the output and for "
+                  "attn_v and ffn_down on some layers)");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
   cmd->add_option("--rope-original", o->rope_original,

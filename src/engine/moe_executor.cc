@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/progress.h"
+#include "core/thread_pool.h"
 #include "model/expert_store_packer.h"
 #include "kernels/ops.h"
 #include "engine/layer_runner.h"
@@ -96,12 +97,13 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
   int moe_layers_done = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     if (!model.layers[static_cast<size_t>(l)].is_moe) continue;
+    const ExpertShape& layer_shape = model.layers[static_cast<size_t>(l)].expert_shape;
     AlignedBuffer buf(shape.ExpertBytes() * static_cast<size_t>(c.num_experts));
     std::vector<const TensorView*> sources;
     for (int e = 0; e < c.num_experts; ++e) {
       const TensorView *g, *u, *d;
       model.ExpertTensors(l, e, &g, &u, &d);
-      PackExpertNeuronMajor(*g, *u, *d, shape,
+      PackExpertNeuronMajor(*g, *u, *d, layer_shape,
                             buf.data() + shape.ExpertBytes() * static_cast<size_t>(e));
       sources.insert(sources.end(), {g, u, d});
     }
@@ -132,7 +134,8 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
     SetExpertBiases(L, shape.neurons, e, 0, &job);
     jobs.push_back(job);
   }
-  kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size, ExpertActivationOf(model_.config));
+  kernels::ExpertFfn(jobs, L.expert_shape.Encoding(), shape.hidden_size, ThreadPool::Global(),
+                     ExpertActivationOf(model_.config));
   batch_.Combine(routing, out, DownBias(L));
   expert_uses_ += static_cast<int64_t>(jobs.size());
 }
@@ -226,7 +229,8 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
       SetExpertBiases(L, shape.neurons, t.expert, t.neuron_begin, &job);
       jobs.push_back(job);
     }
-    kernels::ExpertFfn(jobs, shape.dtype, shape.hidden_size, act);
+    kernels::ExpertFfn(jobs, L.expert_shape.Encoding(), shape.hidden_size, ThreadPool::Global(),
+                       act);
   });
   batch_.Combine(routing, out, DownBias(L));
 }

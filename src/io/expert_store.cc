@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -78,17 +79,33 @@ ExpertStore ExpertStore::Open(const std::string& path) {
             h.num_experts > 0 && h.num_experts <= kMaxStoreCount && h.block_neurons <= h.neurons &&
             h.num_layers <= kMaxStoreLayers && h.num_moe_layers <= h.num_layers &&
             h.hidden_size > 0 && h.hidden_size <= kMaxStoreCount &&
-            h.dtype <= static_cast<uint32_t>(kLastDType),
+            h.num_moe_layers <= kMaxStoreMoeLayers,
         "expert store ", path, " has an invalid header");
   // The kernels read records as [gate row | up row | down column] of hidden_size elements;
-  // block formats as record groups of whole blocks, which chunks never split.
-  const uint32_t group = static_cast<uint32_t>(DTypeBlockElems(static_cast<DType>(h.dtype)));
-  Check(h.hidden_size % group == 0 && h.neurons % group == 0 && h.block_neurons % group == 0,
-        "expert store ", path, " has ", DTypeName(static_cast<DType>(h.dtype)),
-        " records that are not whole blocks of ", group);
-  Check(h.record_bytes == 3 * DTypeBytes(static_cast<DType>(h.dtype), h.hidden_size),
-        "expert store ", path, " has records of ", h.record_bytes, " bytes, not three rows of ",
-        h.hidden_size, " ", DTypeName(static_cast<DType>(h.dtype)), " values");
+  // block formats as record groups of whole blocks, which chunks never split. Every layer's
+  // records fit the shared record size, which is the widest layer's (no other padding).
+  const uint32_t group = h.group_neurons;
+  Check(group > 0 && h.hidden_size % group == 0 && h.neurons % group == 0 &&
+            h.block_neurons % group == 0,
+        "expert store ", path, " has record groups of ", group,
+        " neurons that do not divide its shape");
+  uint64_t widest = 0;
+  for (uint32_t i = 0; i < h.num_moe_layers; ++i) {
+    const uint8_t gate_up = h.layer_dtypes[2 * i], down = h.layer_dtypes[2 * i + 1];
+    Check(gate_up <= static_cast<uint8_t>(kLastDType) && down <= static_cast<uint8_t>(kLastDType),
+          "expert store ", path, " has an invalid dtype for MoE layer #", i);
+    const DType gu = static_cast<DType>(gate_up), dn = static_cast<DType>(down);
+    const bool blocked = IsBlockQuantized(gu) && IsBlockQuantized(dn);
+    Check(blocked ? group % DTypeBlockElems(gu) == 0 && group % DTypeBlockElems(dn) == 0 &&
+                        h.hidden_size % DTypeBlockElems(gu) == 0
+                  : gu == dn && !IsBlockQuantized(gu) && group == 1,
+          "expert store ", path, " has MoE layer #", i, " in ", DTypeName(gu), "/",
+          DTypeName(dn), ", which records of groups of ", group, " cannot hold");
+    widest = std::max<uint64_t>(widest, 2 * DTypeBytes(gu, h.hidden_size) +
+                                            DTypeBytes(dn, h.hidden_size));
+  }
+  Check(h.num_moe_layers == 0 || h.record_bytes == widest, "expert store ", path,
+        " has records of ", h.record_bytes, " bytes, but its widest layer's take ", widest);
   const int blocks = s.blocks_per_expert();
   // Sums and products checked for wrap-around: a corrupt header must not alias a valid size.
   uint64_t checksums = 0, table_end = 0, data_bytes = 0, data_end = 0;
@@ -130,6 +147,18 @@ ExpertStore ExpertStore::Open(const std::string& path) {
 int ExpertStore::MoeIndex(int layer) const {
   if (layer < 0 || layer >= static_cast<int>(moe_index_.size())) return -1;
   return moe_index_[static_cast<size_t>(layer)];
+}
+
+DType ExpertStore::gate_up_dtype(int layer) const {
+  const int i = MoeIndex(layer);
+  Check(i >= 0, "expert store ", path_, ": layer ", layer, " has no routed experts");
+  return static_cast<DType>(header_.layer_dtypes[2 * i]);
+}
+
+DType ExpertStore::down_dtype(int layer) const {
+  const int i = MoeIndex(layer);
+  Check(i >= 0, "expert store ", path_, ": layer ", layer, " has no routed experts");
+  return static_cast<DType>(header_.layer_dtypes[2 * i + 1]);
 }
 
 size_t ExpertStore::EntryIndex(int layer, int expert) const {

@@ -20,7 +20,11 @@ class ExpertStore {
 
   const std::string& path() const { return path_; }
   const StoreHeader& header() const { return header_; }
-  DType dtype() const { return static_cast<DType>(header_.dtype); }
+  // The dtypes of a decoder layer's routed experts (gate/up rows; down runs). The layer must
+  // be a MoE layer.
+  DType gate_up_dtype(int layer) const;
+  DType down_dtype(int layer) const;
+  uint32_t group_neurons() const { return header_.group_neurons; }
   int num_experts() const { return static_cast<int>(header_.num_experts); }
   int neurons() const { return static_cast<int>(header_.neurons); }
   uint64_t record_bytes() const { return header_.record_bytes; }

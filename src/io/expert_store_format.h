@@ -10,9 +10,11 @@
 namespace moex {
 
 constexpr char kExpertStoreMagic[8] = {'M', 'O', 'E', 'X', 'S', 'T', 'O', 'R'};
-// 3: block-format experts (q8_0 included) keep the checkpoint's blocks in record groups
-// (model/expert_layout.h); version 2 requantised q8_0 down columns along d.
-constexpr uint32_t kExpertStoreVersion = 3;
+// 4: each MoE layer names its gate/up and down dtypes (mixed block formats, padded to one
+// record geometry: model/expert_layout.h). 3: one dtype for every record. Version 2
+// requantised q8_0 down columns along d.
+constexpr uint32_t kExpertStoreVersion = 4;
+constexpr uint32_t kMaxStoreMoeLayers = 512;  // Entries of StoreHeader::layer_dtypes.
 constexpr uint64_t kStoreAlignment = 4096;  // O_DIRECT offset, length and buffer alignment.
 constexpr size_t kStoreHeaderBytes = 4096;
 
@@ -26,13 +28,14 @@ struct StoreHeader {
   uint32_t version;
   uint32_t header_bytes;
   char arch[32];            // HF model_type of the source.
-  uint32_t dtype;           // moex::DType of every record (block formats: record groups).
+  uint32_t group_neurons;   // Neurons per record group (1 for f32/f16/bf16 records).
   uint32_t num_layers;      // All decoder layers.
   uint32_t num_moe_layers;  // Layers with routed experts (listed in the table).
   uint32_t num_experts;     // Routed experts per MoE layer.
   uint32_t hidden_size;     // d.
   uint32_t neurons;         // F, neurons per expert.
-  uint32_t record_bytes;    // One neuron record: [gate row | up row | down column].
+  uint32_t record_bytes;    // One neuron record: [gate row | up row | down column]
+                            // (block formats: a group's average, padding included).
   uint32_t block_neurons;   // Checksum and alignment granule: block_neurons * record_bytes
                             // is a multiple of kStoreAlignment (or the block is the expert).
   uint64_t expert_stride;   // Bytes between consecutive experts (aligned).
@@ -44,6 +47,8 @@ struct StoreHeader {
   uint64_t created_unix;
   char source_id[128];       // Fingerprint of the source checkpoint (names, sizes, mtimes).
   char source_path[1024];    // Where the source was, for messages only.
+  // Per MoE layer (in order): the moex::DType of its gate/up rows, then of its down runs.
+  uint8_t layer_dtypes[2 * kMaxStoreMoeLayers];
   uint64_t header_checksum;  // StoreChecksum over this struct with this field zeroed.
 };
 static_assert(sizeof(StoreHeader) <= kStoreHeaderBytes);

@@ -340,17 +340,41 @@ namespace moex::kernels {
 
 HWY_EXPORT(ExpertFfnImpl);
 
-void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool,
-               const ExpertActivation& act) {
+ExpertEncoding ExpertEncoding::Uniform(DType dtype, int64_t d_model) {
+  ExpertEncoding e;
+  e.gate_up = e.down = dtype;
+  e.group_neurons = DTypeBlockElems(dtype);
+  e.record_bytes = e.NaturalRecordBytes(d_model);
+  return e;
+}
+
+size_t ExpertEncoding::NaturalRecordBytes(int64_t d_model) const {
+  return 2 * DTypeBytes(gate_up, d_model) + DTypeBytes(down, d_model);
+}
+
+void ExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& encoding, int64_t d_model,
+               ThreadPool& pool, const ExpertActivation& act) {
   Check(d_model > 0, "ExpertFfn: d_model must be positive");
   Check(act.limit >= 0 && act.alpha > 0, "ExpertFfn: bad activation parameters");
   for (const ExpertJob& job : jobs)
     Check((job.gate_bias == nullptr) == (job.up_bias == nullptr),
           "ExpertFfn: gate and up biases come together");
-  if (IsBlockQuantized(dtype)) return QuantExpertFfn(jobs, dtype, d_model, pool, act);
+  if (IsBlockQuantized(encoding.gate_up) || IsBlockQuantized(encoding.down))
+    return QuantExpertFfn(jobs, encoding, d_model, pool, act);
+  // f32/f16/bf16 records are [gate row | up row | down column] of one dtype.
+  Check(encoding.down == encoding.gate_up && encoding.group_neurons == 1 &&
+            encoding.record_bytes == encoding.NaturalRecordBytes(d_model),
+        "ExpertFfn: ", DTypeName(encoding.gate_up), " gate/up with ", DTypeName(encoding.down),
+        " down in groups of ", encoding.group_neurons,
+        " neurons is not a record layout the kernels know");
   if (jobs.empty()) return;
   HWY_DYNAMIC_DISPATCH(ExpertFfnImpl)
-  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool, &act);
+  (jobs.data(), jobs.size(), encoding.gate_up, static_cast<size_t>(d_model), &pool, &act);
+}
+
+void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool,
+               const ExpertActivation& act) {
+  ExpertFfn(jobs, ExpertEncoding::Uniform(dtype, d_model), d_model, pool, act);
 }
 
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,

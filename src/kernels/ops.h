@@ -86,9 +86,26 @@ struct ExpertActivation {
   float limit = 0.0f;
   float alpha = 1.702f;
 };
+// How one layer's expert records are encoded (model/expert_layout.h): gate and up rows in
+// one dtype, the down projection in another (llama.cpp's Q4_K_M mixes q4_K gate/up with
+// q6_K down), in record groups of `group_neurons` (1 for f32/f16/bf16) taking `record_bytes`
+// per neuron: the natural size, or more when a model whose layers differ pads every layer's
+// groups to its widest layer's.
+struct ExpertEncoding {
+  DType gate_up = DType::kBF16;
+  DType down = DType::kBF16;
+  int64_t group_neurons = 1;
+  size_t record_bytes = 0;
+  // One dtype for all three projections, records of their natural size.
+  static ExpertEncoding Uniform(DType dtype, int64_t d_model);
+  // 2 gate/up rows and the down run of one neuron (without padding).
+  size_t NaturalRecordBytes(int64_t d_model) const;
+};
 // Runs independent jobs (distinct y) across the thread pool. Results do not depend on how
 // the work is scheduled.
-// Block formats need d_model and neuron_count to be multiples of the block size.
+// Block formats need d_model and neuron_count to be multiples of the record group.
+void ExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& encoding, int64_t d_model,
+               ThreadPool& pool, const ExpertActivation& act = {});
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
                const ExpertActivation& act = {});
 void ExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model, ThreadPool& pool,

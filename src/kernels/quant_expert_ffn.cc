@@ -619,77 +619,57 @@ HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n,
 constexpr size_t kDownRows = 16;
 
 template <QuantFormat F>
-struct Kernel {
-  static constexpr size_t kBlock = F == QuantFormat::kQ2_K || F == QuantFormat::kQ3_K ||
-                                           F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K ||
-                                           F == QuantFormat::kQ6_K || F == QuantFormat::kIQ4_XS
-                                       ? 256
-                                       : 32;
-  size_t d, row_bytes, block_bytes, group_bytes;
-  ExpertActivation act;
+constexpr size_t kBlockOf = F == QuantFormat::kQ2_K || F == QuantFormat::kQ3_K ||
+                                    F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K ||
+                                    F == QuantFormat::kQ6_K || F == QuantFormat::kIQ4_XS
+                                ? 256
+                                : 32;
 
-  Kernel(size_t d_model, const ExpertActivation& activation)
-      : d(d_model),
-        row_bytes(QuantBytes(F, static_cast<int64_t>(d_model))),
-        block_bytes(QuantBytes(F, kBlock)),
-        group_bytes(3 * kBlock * QuantBytes(F, static_cast<int64_t>(d_model))),
-        act(activation) {}
+// Per-thread scratch, two independent buffers.
+template <int kWhich>
+float* Scratch(size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats) buf.resize(floats);
+  return buf.data();
+}
 
-  // h = act(gate + bias, up + bias) of neuron i for n tokens: g[t] gate, g[n + t] up.
-  void Activate(const ExpertJob& job, size_t i, float* g, size_t n) const {
-    if (job.gate_bias != nullptr) {
-      for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
-      for (size_t t = 0; t < n; ++t) g[n + t] += job.up_bias[i];
-    }
-    GatedActArray(act.limit, act.alpha, g, g + n, n, nullptr, nullptr);
+// Where the parts of a record group lie (model/expert_layout.h): G gate rows, G up rows,
+// then d down rows of G neurons each (G / block size blocks per row), padded to
+// group_bytes. With one format throughout, G is its block size and a down row one block.
+struct Groups {
+  size_t d = 0;            // d_model.
+  size_t g = 0;            // Neurons per group.
+  size_t group_bytes = 0;  // G * record bytes, padding included.
+  size_t row_bytes = 0;    // One gate (or up) row: d weights.
+  size_t down_row_bytes = 0;  // One down row's G weights.
+  const uint8_t* Group(const ExpertJob& job, size_t group) const {
+    return reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
   }
-
-  // Gate/up for neurons [a, b) of a job: h[t * ldh + i] for t < n.
-  void GateUp(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
-    if constexpr (Fused<F>::kEnabled) return GateUpFused(job, a, b, h, ldh);
-    const size_t n = static_cast<size_t>(job.n);
-    float* w = GemmBuffer(2 * d);
-    float* g = GemmBuffer2(2 * n);
-    for (size_t i = a; i < b; ++i) {
-      const size_t group = i / kBlock, in_group = i % kBlock;
-      const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
-      DecodeBlocks<F>(base + in_group * row_bytes, d / kBlock, w);
-      DecodeBlocks<F>(base + (kBlock + in_group) * row_bytes, d / kBlock, w + d);
-      for (size_t t = 0; t < n; ++t) {
-        g[t] = Dot(w, job.x + t * d, d);
-        g[n + t] = Dot(w + d, job.x + t * d, d);
-      }
-      Activate(job, i, g, n);
-      for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
-    }
+  const uint8_t* DownRows(const ExpertJob& job, size_t group) const {
+    return Group(job, group) + 2 * g * row_bytes;
   }
+};
 
-  // Down rows [c0, c1) of a job over all its groups, in neuron order.
-  void Down(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
-            size_t c1) const {
-    if constexpr (Fused<F>::kEnabled) return DownFused(job, h, ldh, m, c0, c1);
-    const size_t n = static_cast<size_t>(job.n);
-    float* w = GemmBuffer(kDownRows * kBlock);
-    for (size_t group = 0; group < m / kBlock; ++group) {
-      const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
-                           2 * kBlock * row_bytes;
-      for (size_t j0 = c0; j0 < c1; j0 += kDownRows) {
-        const size_t rows = std::min(kDownRows, c1 - j0);
-        DecodeBlocks<F>(blocks + j0 * block_bytes, rows, w);
-        for (size_t t = 0; t < n; ++t) {
-          const float* ht = h + t * ldh + group * kBlock;
-          float* yt = job.y + t * d + j0;
-          for (size_t r = 0; r < rows; ++r) yt[r] += Dot(w + r * kBlock, ht, kBlock);
-        }
-      }
-    }
+// h = act(gate + bias, up + bias) of neuron i for n tokens: g[t] gate, g[n + t] up.
+HWY_INLINE void Activate(const ExpertJob& job, const ExpertActivation& act, size_t i, float* g,
+                         size_t n) {
+  if (job.gate_bias != nullptr) {
+    for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
+    for (size_t t = 0; t < n; ++t) g[n + t] += job.up_bias[i];
   }
+  GatedActArray(act.limit, act.alpha, g, g + n, n, nullptr, nullptr);
+}
 
-  void GateUpFused(const ExpertJob& job, size_t a, size_t b, float* h, size_t ldh) const {
+// Gate/up in format F for neurons [a, b) of a job: h[t * ldh + i] for t < n.
+template <QuantFormat F>
+void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job, size_t a,
+            size_t b, float* h, size_t ldh) {
+  constexpr size_t kBlock = kBlockOf<F>;
+  const size_t d = geo.d, n = static_cast<size_t>(job.n);
+  if constexpr (Fused<F>::kEnabled) {
     using Q = Fused<F>;
-    const size_t n = static_cast<size_t>(job.n);
     const size_t subs = d / Q::kSub;
-    float* xs_all = GemmBuffer(n * subs + 2 * n);
+    float* xs_all = Scratch<0>(n * subs + 2 * n);
     float* g = xs_all + n * subs;
     std::vector<const float*> x(n), xs(n);
     for (size_t t = 0; t < n; ++t) {
@@ -698,66 +678,121 @@ struct Kernel {
       if constexpr (Q::kHasMin) SubSums(x[t], d, Q::kSub, xs_all + t * subs);
     }
     for (size_t i = a; i < b; ++i) {
-      const size_t group = i / kBlock, in_group = i % kBlock;
-      const auto* base = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
+      const uint8_t* base = geo.Group(job, i / geo.g);
+      const size_t in_group = i % geo.g;
       // Gate and up rows together (they share every x load): g[t] gate, g[n + t] up.
-      const uint8_t* rows[2] = {base + in_group * row_bytes,
-                                base + (kBlock + in_group) * row_bytes};
+      const uint8_t* rows[2] = {base + in_group * geo.row_bytes,
+                                base + (geo.g + in_group) * geo.row_bytes};
       BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), xs.data(), g);
-      Activate(job, i, g, n);
+      Activate(job, act, i, g, n);
+      for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+    }
+  } else {
+    float* w = Scratch<0>(2 * d);
+    float* g = Scratch<1>(2 * n);
+    for (size_t i = a; i < b; ++i) {
+      const uint8_t* base = geo.Group(job, i / geo.g);
+      const size_t in_group = i % geo.g;
+      DecodeBlocks<F>(base + in_group * geo.row_bytes, d / kBlock, w);
+      DecodeBlocks<F>(base + (geo.g + in_group) * geo.row_bytes, d / kBlock, w + d);
+      for (size_t t = 0; t < n; ++t) {
+        g[t] = Dot(w, job.x + t * d, d);
+        g[n + t] = Dot(w + d, job.x + t * d, d);
+      }
+      Activate(job, act, i, g, n);
       for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
     }
   }
+}
 
-  void DownFused(const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
-                 size_t c1) const {
+// Down in format F, rows [c0, c1) of a job over all its m / G groups, in neuron order:
+// y[t, j] += dot(down row j's G weights of the group, h[t, group]), one addition per group.
+template <QuantFormat F>
+void Down(const Groups& geo, const ExpertJob& job, const float* h, size_t ldh, size_t m,
+          size_t c0, size_t c1) {
+  constexpr size_t kBlock = kBlockOf<F>;
+  const size_t d = geo.d, g = geo.g, n = static_cast<size_t>(job.n);
+  const size_t row_blocks = g / kBlock;
+  if constexpr (Fused<F>::kEnabled) {
     using Q = Fused<F>;
-    constexpr size_t kSubs = kBlock / Q::kSub;
-    const size_t n = static_cast<size_t>(job.n);
-    float* hs_all = GemmBuffer(n * kSubs + 2 * n);
-    float* val = hs_all + n * kSubs;
+    const size_t subs = g / Q::kSub;
+    float* hs_all = Scratch<0>(n * subs + 2 * n);
+    float* val = hs_all + n * subs;
     std::vector<const float*> hp(n), hs(n);
-    for (size_t group = 0; group < m / kBlock; ++group) {
+    for (size_t group = 0; group < m / g; ++group) {
       for (size_t t = 0; t < n; ++t) {
-        hp[t] = h + t * ldh + group * kBlock;
-        hs[t] = hs_all + t * kSubs;
-        if constexpr (Q::kHasMin) SubSums(hp[t], kBlock, Q::kSub, hs_all + t * kSubs);
+        hp[t] = h + t * ldh + group * g;
+        hs[t] = hs_all + t * subs;
+        if constexpr (Q::kHasMin) SubSums(hp[t], g, Q::kSub, hs_all + t * subs);
       }
-      const auto* blocks = reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes +
-                           2 * kBlock * row_bytes;
+      const uint8_t* down = geo.DownRows(job, group);
       size_t j = c0;
       for (; j + 2 <= c1; j += 2) {  // Two rows' blocks at a time, sharing the h loads.
-        const uint8_t* rows[2] = {blocks + j * block_bytes, blocks + (j + 1) * block_bytes};
-        BlocksDotN<F, 2>(rows, 1, n, hp.data(), hs.data(), val);
+        const uint8_t* rows[2] = {down + j * geo.down_row_bytes,
+                                  down + (j + 1) * geo.down_row_bytes};
+        BlocksDotN<F, 2>(rows, row_blocks, n, hp.data(), hs.data(), val);
         for (size_t t = 0; t < n; ++t) {
           job.y[t * d + j] += val[t];
           job.y[t * d + j + 1] += val[n + t];
         }
       }
       if (j < c1) {
-        const uint8_t* rows[1] = {blocks + j * block_bytes};
-        BlocksDotN<F, 1>(rows, 1, n, hp.data(), hs.data(), val);
+        const uint8_t* rows[1] = {down + j * geo.down_row_bytes};
+        BlocksDotN<F, 1>(rows, row_blocks, n, hp.data(), hs.data(), val);
         for (size_t t = 0; t < n; ++t) job.y[t * d + j] += val[t];
       }
     }
+  } else {
+    float* w = Scratch<0>(kDownRows * g);
+    for (size_t group = 0; group < m / g; ++group) {
+      const uint8_t* down = geo.DownRows(job, group);
+      for (size_t j0 = c0; j0 < c1; j0 += kDownRows) {
+        const size_t rows = std::min(kDownRows, c1 - j0);
+        DecodeBlocks<F>(down + j0 * geo.down_row_bytes, rows * row_blocks, w);
+        for (size_t t = 0; t < n; ++t) {
+          const float* ht = h + t * ldh + group * g;
+          float* yt = job.y + t * d + j0;
+          for (size_t r = 0; r < rows; ++r) yt[r] += Dot(w + r * g, ht, g);
+        }
+      }
+    }
   }
+}
 
-  static float* GemmBuffer(size_t floats) {
-    thread_local std::vector<float> buf;
-    if (buf.size() < floats) buf.resize(floats);
-    return buf.data();
-  }
-  static float* GemmBuffer2(size_t floats) {
-    thread_local std::vector<float> buf;
-    if (buf.size() < floats) buf.resize(floats);
-    return buf.data();
-  }
-};
+using GateUpFn = void (*)(const Groups&, const ExpertActivation&, const ExpertJob&, size_t,
+                          size_t, float*, size_t);
+using DownFn = void (*)(const Groups&, const ExpertJob&, const float*, size_t, size_t, size_t,
+                        size_t);
 
-template <QuantFormat F>
-void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool,
-         const ExpertActivation& act) {
-  const Kernel<F> kernel(d, act);
+#define MOEX_QUANT_FORMATS(X) \
+  X(kQ4_0) X(kQ4_1) X(kQ5_0) X(kQ5_1) X(kQ8_0) X(kQ2_K) X(kQ3_K) X(kQ4_K) X(kQ5_K) X(kQ6_K) \
+  X(kIQ4_NL) X(kIQ4_XS) X(kMXFP4)
+
+GateUpFn GateUpOf(QuantFormat f) {
+  switch (f) {
+#define MOEX_CASE(F)    \
+  case QuantFormat::F: \
+    return &GateUp<QuantFormat::F>;
+    MOEX_QUANT_FORMATS(MOEX_CASE)
+#undef MOEX_CASE
+  }
+  return nullptr;
+}
+
+DownFn DownOf(QuantFormat f) {
+  switch (f) {
+#define MOEX_CASE(F)    \
+  case QuantFormat::F: \
+    return &Down<QuantFormat::F>;
+    MOEX_QUANT_FORMATS(MOEX_CASE)
+#undef MOEX_CASE
+  }
+  return nullptr;
+}
+
+void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn,
+         DownFn down_fn, ThreadPool& pool, const ExpertActivation& act) {
+  const size_t d = geo.d;
   const size_t num_jobs = jobs.size();
   // h per job: [n][m] floats.
   std::vector<size_t> h_offset(num_jobs + 1, 0), neurons(num_jobs), columns(num_jobs);
@@ -782,10 +817,10 @@ void Run(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool,
   if (h_storage.size() < h_offset[num_jobs]) h_storage.resize(h_offset[num_jobs]);
   float* h = h_storage.data();
   const auto gate_up = [&](size_t j, size_t a, size_t b) {
-    kernel.GateUp(jobs[j], a, b, h + h_offset[j], neurons[j]);
+    gate_up_fn(geo, act, jobs[j], a, b, h + h_offset[j], neurons[j]);
   };
   const auto down = [&](size_t j, size_t c0, size_t c1) {
-    kernel.Down(jobs[j], h + h_offset[j], neurons[j], neurons[j], c0, c1);
+    down_fn(geo, jobs[j], h + h_offset[j], neurons[j], neurons[j], c0, c1);
   };
   const size_t workers = static_cast<size_t>(pool.size());
   if (workers == 1 || max_cost * workers * 4 <= total_cost * 5) {
@@ -831,7 +866,7 @@ void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs
                 size_t r1) {
   const size_t in = static_cast<size_t>(o.in), out = static_cast<size_t>(o.out);
   const size_t row_bytes = QuantBytes(F, o.in);
-  constexpr size_t kBlock = Kernel<F>::kBlock;
+  constexpr size_t kBlock = kBlockOf<F>;
   std::vector<const float*> xp(n), xs(n);
   std::vector<float> val(2 * n);
   for (size_t t = 0; t < n; ++t) xp[t] = x + t * in;
@@ -854,7 +889,7 @@ void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs
       put(r, val.data());
     }
   } else {
-    float* buf = Kernel<F>::GemmBuffer(in);
+    float* buf = Scratch<0>(in);
     for (size_t r = r0; r < r1; ++r) {
       DecodeBlocks<F>(w + r * row_bytes, in / kBlock, buf);
       for (size_t t = 0; t < n; ++t) val[t] = Dot(buf, xp[t], in);
@@ -905,37 +940,17 @@ void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool
   }
 }
 
-void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, DType dtype, size_t d,
-                        ThreadPool* pool, const ExpertActivation* act) {
-  const std::span<const ExpertJob> s(jobs, num_jobs);
-  switch (*QuantFormatOf(dtype)) {
-    case QuantFormat::kQ4_0:
-      return quant::Run<QuantFormat::kQ4_0>(s, d, *pool, *act);
-    case QuantFormat::kQ4_1:
-      return quant::Run<QuantFormat::kQ4_1>(s, d, *pool, *act);
-    case QuantFormat::kQ5_0:
-      return quant::Run<QuantFormat::kQ5_0>(s, d, *pool, *act);
-    case QuantFormat::kQ5_1:
-      return quant::Run<QuantFormat::kQ5_1>(s, d, *pool, *act);
-    case QuantFormat::kQ8_0:
-      return quant::Run<QuantFormat::kQ8_0>(s, d, *pool, *act);
-    case QuantFormat::kQ2_K:
-      return quant::Run<QuantFormat::kQ2_K>(s, d, *pool, *act);
-    case QuantFormat::kQ3_K:
-      return quant::Run<QuantFormat::kQ3_K>(s, d, *pool, *act);
-    case QuantFormat::kQ4_K:
-      return quant::Run<QuantFormat::kQ4_K>(s, d, *pool, *act);
-    case QuantFormat::kQ5_K:
-      return quant::Run<QuantFormat::kQ5_K>(s, d, *pool, *act);
-    case QuantFormat::kQ6_K:
-      return quant::Run<QuantFormat::kQ6_K>(s, d, *pool, *act);
-    case QuantFormat::kIQ4_NL:
-      return quant::Run<QuantFormat::kIQ4_NL>(s, d, *pool, *act);
-    case QuantFormat::kIQ4_XS:
-      return quant::Run<QuantFormat::kIQ4_XS>(s, d, *pool, *act);
-    case QuantFormat::kMXFP4:
-      return quant::Run<QuantFormat::kMXFP4>(s, d, *pool, *act);
-  }
+void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, const ExpertEncoding* e,
+                        size_t d, ThreadPool* pool, const ExpertActivation* act) {
+  quant::Groups geo;
+  geo.d = d;
+  geo.g = static_cast<size_t>(e->group_neurons);
+  geo.group_bytes = geo.g * e->record_bytes;
+  geo.row_bytes = DTypeBytes(e->gate_up, static_cast<int64_t>(d));
+  geo.down_row_bytes = DTypeBytes(e->down, e->group_neurons);
+  quant::Run(std::span<const ExpertJob>(jobs, num_jobs), geo,
+             quant::GateUpOf(*QuantFormatOf(e->gate_up)), quant::DownOf(*QuantFormatOf(e->down)),
+             *pool, *act);
 }
 
 // Decodes `blocks` blocks with this target's decoder (for tests: the SIMD decoders must give
@@ -979,19 +994,29 @@ void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& p
   HWY_DYNAMIC_DISPATCH(QuantLinearImpl)(&o, x, static_cast<size_t>(n), &pool);
 }
 
-void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
+void QuantExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& e, int64_t d_model,
                     ThreadPool& pool, const ExpertActivation& act) {
-  Check(IsBlockQuantized(dtype), "QuantExpertFfn: ", DTypeName(dtype), " is not a block format");
-  const int64_t group = DTypeBlockElems(dtype);
-  Check(d_model > 0 && d_model % group == 0, "ExpertFfn: ", DTypeName(dtype), " d_model ", d_model,
-        " is not a multiple of ", group);
+  Check(IsBlockQuantized(e.gate_up) && IsBlockQuantized(e.down), "QuantExpertFfn: ",
+        DTypeName(e.gate_up), " gate/up and ", DTypeName(e.down),
+        " down are not both block formats");
+  const int64_t group = e.group_neurons;
+  const int64_t gate_up_block = DTypeBlockElems(e.gate_up), down_block = DTypeBlockElems(e.down);
+  Check(group > 0 && group % gate_up_block == 0 && group % down_block == 0, "ExpertFfn: ",
+        "a record group of ", group, " neurons is not whole ", DTypeName(e.gate_up), " and ",
+        DTypeName(e.down), " blocks");
+  Check(e.record_bytes >= e.NaturalRecordBytes(d_model), "ExpertFfn: records of ",
+        e.record_bytes, " bytes cannot hold ", DTypeName(e.gate_up), "/", DTypeName(e.down),
+        " rows of ", d_model);
+  Check(d_model > 0 && d_model % gate_up_block == 0, "ExpertFfn: ", DTypeName(e.gate_up),
+        " d_model ", d_model, " is not a multiple of ", gate_up_block);
   for (const ExpertJob& job : jobs) {
-    Check(job.neuron_count % group == 0, "ExpertFfn: ", DTypeName(dtype), " job of ",
-          job.neuron_count, " neurons is not whole record groups of ", group);
+    Check(job.neuron_count % group == 0, "ExpertFfn: ", DTypeName(e.gate_up), "/",
+          DTypeName(e.down), " job of ", job.neuron_count,
+          " neurons is not whole record groups of ", group);
   }
   if (jobs.empty()) return;
   HWY_DYNAMIC_DISPATCH(QuantExpertFfnImpl)
-  (jobs.data(), jobs.size(), dtype, static_cast<size_t>(d_model), &pool, &act);
+  (jobs.data(), jobs.size(), &e, static_cast<size_t>(d_model), &pool, &act);
 }
 
 void DecodeQuantBlocks(DType dtype, const std::byte* blocks, int64_t count, float* out) {

@@ -16,9 +16,10 @@ class ThreadPool;
 namespace moex::kernels {
 
 // ExpertFfn on record groups (model/expert_layout.h): every job's records start at a group
-// and its neuron_count is a multiple of the block size; d_model is a multiple of it too.
-void QuantExpertFfn(std::span<const ExpertJob> jobs, DType dtype, int64_t d_model,
-                    ThreadPool& pool, const ExpertActivation& act = {});
+// and its neuron_count is a multiple of the group; d_model is a multiple of both block sizes.
+// Gate/up and down may be different block formats.
+void QuantExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& encoding,
+                    int64_t d_model, ThreadPool& pool, const ExpertActivation& act = {});
 
 // Linear (ops.h) for one output whose weights are in a block format other than q8_0: each
 // row's dot with each token through the same block dot products as the expert kernels

@@ -118,31 +118,38 @@ void CopyString(char* dst, size_t cap, const std::string& s) {
 
 void PackInto(const WeightSource& source, const ModelConfig& c, const PackOptions& o,
               const std::string& tmp) {
-  const DType dtype = RoutedExpertDType(source, c);
+  const std::vector<ExpertShape> shapes = RoutedExpertShapes(source, c);
+  const ExpertShape& shape = shapes.front();  // The geometry every MoE layer shares.
   const int64_t d = c.hidden_size;
   const int64_t f = c.moe_intermediate_size;
   // Block formats pack record groups of whole blocks (expert_layout.h); checked here so a
   // bad shape fails before the partial file is created.
-  const int64_t group = DTypeBlockElems(dtype);
-  Check(d % group == 0 && f % group == 0, "expert store: ", DTypeName(dtype),
+  const int64_t group = shape.GroupNeurons();
+  Check(d % group == 0 && f % group == 0, "expert store: ", shape.DTypeLabel(),
         " routed experts need hidden_size and moe_intermediate_size to be multiples of ", group,
         " to be packed neuron-major (d = ", d, ", F = ", f, ")");
   std::vector<int> moe_layers;
   for (int l = 0; l < c.num_layers; ++l)
     if (c.IsMoeLayer(l)) moe_layers.push_back(l);
+  Check(moe_layers.size() <= kMaxStoreMoeLayers, "expert store: ", moe_layers.size(),
+        " MoE layers, the store format holds at most ", kMaxStoreMoeLayers);
 
   StoreHeader h{};
   std::memcpy(h.magic, kExpertStoreMagic, sizeof h.magic);
   h.version = kExpertStoreVersion;
   h.header_bytes = kStoreHeaderBytes;
   CopyString(h.arch, sizeof h.arch, ArchName(c.arch));
-  h.dtype = static_cast<uint32_t>(dtype);
+  h.group_neurons = static_cast<uint32_t>(group);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    h.layer_dtypes[2 * i] = static_cast<uint8_t>(shapes[i].gate_up);
+    h.layer_dtypes[2 * i + 1] = static_cast<uint8_t>(shapes[i].down);
+  }
   h.num_layers = static_cast<uint32_t>(c.num_layers);
   h.num_moe_layers = static_cast<uint32_t>(moe_layers.size());
   h.num_experts = static_cast<uint32_t>(c.num_experts);
   h.hidden_size = static_cast<uint32_t>(d);
   h.neurons = static_cast<uint32_t>(f);
-  h.record_bytes = static_cast<uint32_t>(3 * DTypeBytes(dtype, d));
+  h.record_bytes = static_cast<uint32_t>(shape.RecordBytes());
   h.block_neurons =
       StoreBlockNeurons(h.record_bytes, h.neurons, static_cast<uint32_t>(group));
   const uint64_t expert_bytes = static_cast<uint64_t>(h.record_bytes) * h.neurons;
@@ -178,9 +185,12 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
       const TensorView& g = source.Get(RoutedExpertTensorName(c.arch, l, e, 0), {f, d});
       const TensorView& u = source.Get(RoutedExpertTensorName(c.arch, l, e, 1), {f, d});
       const TensorView& dn = source.Get(RoutedExpertTensorName(c.arch, l, e, 2), {d, f});
-      Check(g.dtype == dtype && u.dtype == dtype && dn.dtype == dtype, "expert tensors of layer ",
-            l, " expert ", e, " in ", source.Describe(), " are not all ", DTypeName(dtype));
-      PackExpertNeuronMajor(g, u, dn, ExpertShape{dtype, d, f}, buf.get());
+      const ExpertShape& layer_shape = shapes[m];
+      Check(g.dtype == layer_shape.gate_up && u.dtype == layer_shape.gate_up &&
+                dn.dtype == layer_shape.down,
+            "expert tensors of layer ", l, " expert ", e, " in ", source.Describe(), " are not ",
+            layer_shape.DTypeLabel(), " (gate-up/down) as the layer's first expert's");
+      PackExpertNeuronMajor(g, u, dn, layer_shape, buf.get());
       for (uint32_t b = 0; b < blocks; ++b) {
         const uint64_t begin = b * block_bytes;
         sums[b] = StoreChecksum(
@@ -222,10 +232,16 @@ std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which) 
   return TensorNamesFor(c).Expert(layer, expert, kWhich[which]);
 }
 
-DType RoutedExpertDType(const WeightSource& source, const ModelConfig& c) {
-  for (int l = 0; l < c.num_layers; ++l)
-    if (c.IsMoeLayer(l)) return source.Get(RoutedExpertTensorName(c.arch, l, 0, 0)).dtype;
-  Fail("model in ", source.Describe(), " has no MoE layers");
+std::vector<ExpertShape> RoutedExpertShapes(const WeightSource& source, const ModelConfig& c) {
+  std::vector<ExpertShape> shapes;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.IsMoeLayer(l)) continue;
+    shapes.push_back(ExpertShape{source.Get(RoutedExpertTensorName(c.arch, l, 0, 0)).dtype,
+                                 source.Get(RoutedExpertTensorName(c.arch, l, 0, 2)).dtype,
+                                 c.hidden_size, c.moe_intermediate_size});
+  }
+  Check(!shapes.empty(), "model in ", source.Describe(), " has no MoE layers");
+  return PadToCommonShape(std::move(shapes));
 }
 
 std::string CheckpointFingerprint(const std::string& model_dir) {
@@ -318,7 +334,7 @@ std::string WhyNotUsable(const WeightSource& source, const ModelConfig& config,
   try {
     ExpertStore store = ExpertStore::Open(path);
     const std::string why =
-        StoreMismatch(store, config, RoutedExpertDType(source, config), options.source_id);
+        StoreMismatch(store, config, RoutedExpertShapes(source, config), options.source_id);
     return why.empty() ? "" : "expert store " + path + " is stale: " + why;
   } catch (const Error& e) {
     return e.what();
@@ -329,6 +345,15 @@ std::string WhyNotUsable(const WeightSource& source, const ModelConfig& config,
 
 std::string StoreMismatch(const ExpertStore& store, const ModelConfig& c, DType dtype,
                           const std::string& source_id) {
+  std::vector<ExpertShape> shapes;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.IsMoeLayer(l))
+      shapes.push_back(ExpertShape::Uniform(dtype, c.hidden_size, c.moe_intermediate_size));
+  return StoreMismatch(store, c, shapes, source_id);
+}
+
+std::string StoreMismatch(const ExpertStore& store, const ModelConfig& c,
+                          const std::vector<ExpertShape>& shapes, const std::string& source_id) {
   const StoreHeader& h = store.header();
   if (std::string(h.source_id, strnlen(h.source_id, sizeof h.source_id)) != source_id)
     return "it was packed from a different checkpoint (or the checkpoint changed since)";
@@ -339,11 +364,16 @@ std::string StoreMismatch(const ExpertStore& store, const ModelConfig& c, DType 
       h.hidden_size != static_cast<uint32_t>(c.hidden_size) ||
       h.neurons != static_cast<uint32_t>(c.moe_intermediate_size))
     return "its shape differs from the model's";
-  if (h.dtype != static_cast<uint32_t>(dtype)) return "its dtype differs from the checkpoint's";
   int moe = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     if (!c.IsMoeLayer(l)) continue;
-    if (store.MoeIndex(l) != moe) return "its MoE layers differ from the model's";
+    if (store.MoeIndex(l) != moe || static_cast<size_t>(moe) >= shapes.size())
+      return "its MoE layers differ from the model's";
+    const ExpertShape& s = shapes[static_cast<size_t>(moe)];
+    if (store.gate_up_dtype(l) != s.gate_up || store.down_dtype(l) != s.down)
+      return "its dtype differs from the checkpoint's (layer " + std::to_string(l) + ": " +
+             DTypeName(store.gate_up_dtype(l)) + "/" + DTypeName(store.down_dtype(l)) +
+             " packed, " + s.DTypeLabel() + " in the checkpoint)";
     ++moe;
   }
   if (moe != static_cast<int>(h.num_moe_layers)) return "its MoE layers differ from the model's";

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "io/expert_store.h"
 #include "io/weight_source.h"
+#include "model/expert_layout.h"
 #include "model/model_config.h"
 
 namespace moex {
@@ -37,6 +39,9 @@ std::string ExpertStoreCacheDir();
 
 // Empty when `store` was packed from `source_id` for this model shape and dtype; otherwise a
 // sentence saying what differs.
+std::string StoreMismatch(const ExpertStore& store, const ModelConfig& config,
+                          const std::vector<ExpertShape>& shapes, const std::string& source_id);
+// The same for a model whose every routed expert is in `dtype`.
 std::string StoreMismatch(const ExpertStore& store, const ModelConfig& config, DType dtype,
                           const std::string& source_id);
 
@@ -63,7 +68,9 @@ std::string WhyExpertStoreUnusable(const WeightSource& source, const ModelConfig
 // Records that a read found corrupt data, so the next OpenOrPackExpertStore rebuilds.
 void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why);
 
-// The dtype the store will hold: that of the first routed expert's gate tensor.
-DType RoutedExpertDType(const WeightSource& source, const ModelConfig& config);
+// What the store will hold, one per MoE layer: the gate and down dtypes of the layer's first
+// expert, padded to one geometry (PadToCommonShape).
+std::vector<ExpertShape> RoutedExpertShapes(const WeightSource& source,
+                                            const ModelConfig& config);
 
 }  // namespace moex

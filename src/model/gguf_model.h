@@ -53,6 +53,9 @@ struct GgufWriteOptions {
   // their rows are not). Other matrices fall back to Q8_0, or F32 when their rows are not
   // a multiple of 32. Unset keeps the source dtypes.
   std::optional<DType> quantize;
+  // With quantize = q4_K: llama-quantize's Q4_K_M mix, q6_K for the output matrix and for
+  // attn_v and ffn_down (routed experts included) on the layers its use_more_bits picks.
+  bool q4_k_m = false;
   std::string name = "moex";
   uint32_t alignment = 32;
 };

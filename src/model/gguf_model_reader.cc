@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/name_list.h"
+#include "core/quant_format.h"
 #include "core/logging.h"
 #include "io/gguf_format.h"
 #include "model/gguf_deepseek2.h"
@@ -89,25 +90,56 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   std::unordered_map<std::string, std::string> layer_map;
   for (const auto& p : names.layer) layer_map[p.gguf] = p.hf;
   const bool permutes = GgufPermutesQK(config.arch);
-  // Routed experts keep their blocks when every expert tensor has the same block format
-  // (the expert store and kernels take one dtype per model); a mix is dequantised to f32.
+  // Routed experts keep the file's encoding when the kernels can run it as it is: one type
+  // for every expert tensor, or block formats throughout with gate and up alike in each
+  // layer (Q4_K_M's q4_K gate/up beside q6_K or q4_K down: model/expert_layout.h). Anything
+  // else (a block format beside f16, gate and up differing) is dequantised to f32.
   std::set<uint32_t> expert_types;
+  std::map<std::string, uint32_t> gate_up_types;  // "layer.gate" / "layer.up" -> type.
   for (const GgufTensorInfo& info : f.tensor_infos()) {
     const std::vector<std::string_view> parts = Split(info.name);
     // Weights only: gpt-oss's expert biases (_exps .bias) are f32 vectors per expert.
     if (parts.size() >= 4 && parts[0] == "blk" && parts.back() == "weight" &&
         (std::find(kExpsStems.begin(), kExpsStems.end(), parts[2]) != kExpsStems.end() ||
          (parts.size() == 5 && std::find(kLegacyExpertStems.begin(), kLegacyExpertStems.end(),
-                                         parts[2]) != kLegacyExpertStems.end())))
+                                         parts[2]) != kLegacyExpertStems.end()))) {
       expert_types.insert(info.ggml_type);
+      const std::string_view stem = parts[2];
+      if (stem.find("down") == std::string_view::npos)
+        gate_up_types[std::string(parts[1]) + (stem.find("gate") != std::string_view::npos
+                                                   ? ".gate"
+                                                   : ".up")] = info.ggml_type;
+    }
   }
-  const bool keep_expert_blocks = expert_types.size() == 1;
+  bool all_blocks = true, gate_up_alike = true;
+  int64_t group = 1;  // The record group: the largest block size (expert_layout.h).
+  for (uint32_t t : expert_types) {
+    const std::optional<QuantFormat> q = QuantFormatOfGgmlType(t);
+    const std::optional<DType> dt = q ? std::optional<DType>(DTypeOf(*q)) : DTypeOfGgmlType(t);
+    all_blocks = all_blocks && dt && IsBlockQuantized(*dt);
+    if (dt) group = std::max<int64_t>(group, DTypeBlockElems(*dt));
+  }
+  for (const auto& [key, type] : gate_up_types) {
+    if (key.ends_with(".gate")) {
+      const auto up = gate_up_types.find(key.substr(0, key.size() - 5) + ".up");
+      gate_up_alike = gate_up_alike && (up == gate_up_types.end() || up->second == type);
+    }
+  }
+  const bool groups_fit =
+      config.moe_intermediate_size % group == 0 && config.hidden_size % group == 0;
+  const bool keep_expert_blocks =
+      expert_types.size() == 1 ||
+      (all_blocks && gate_up_alike && groups_fit && !expert_types.empty());
   const auto expert_tensor = [&](const std::string& name) {
     return keep_expert_blocks ? f.FindQuantizedTensor(name) : f.FindTensor(name);
   };
-  if (expert_types.size() > 1)
+  if (!keep_expert_blocks && expert_types.size() > 1)
     Log(LogLevel::kInfo, f.path(), ": routed experts mix ", expert_types.size(),
-        " tensor types; their block formats are dequantised to f32");
+        " tensor types the kernels cannot run together",
+        !all_blocks     ? " (block formats beside f32/f16/bf16)"
+        : !gate_up_alike ? " (gate and up differ)"
+                         : " (their largest block does not divide d and F)",
+        "; they are dequantised to f32");
   std::map<int, std::array<const TensorView*, 2>> split_kv_b;  // MLA: attn_k_b, attn_v_b.
 
   for (const GgufTensorInfo& info : f.tensor_infos()) {

@@ -240,6 +240,27 @@ DType OutputDType(const std::string& stem, const TensorView& t, const GgufWriteO
   return ForceF32(stem, t, o) ? DType::kF32 : t.dtype;
 }
 
+// llama-quantize's Q4_K_M keeps more bits (q6_K) where quantisation hurts most: the output
+// matrix, and attn_v and ffn_down (routed experts too) on the first and last eighth of the
+// layers and every third layer between (its use_more_bits).
+bool Q4KMUsesMoreBits(const std::string& gguf_stem, int layer, int num_layers) {
+  if (gguf_stem == "output") return true;
+  if (gguf_stem != "attn_v" && gguf_stem != "ffn_down" && gguf_stem != "ffn_down_exps")
+    return false;
+  if (layer < 0 || layer >= num_layers) return false;
+  const int eighth = num_layers / 8;
+  return layer < eighth || layer >= 7 * num_layers / 8 || (layer - eighth) % 3 == 2;
+}
+
+// The block format a quantised tensor takes: options.quantize, or q6_K where the Q4_K_M mix
+// asks for it.
+GgufWriteOptions WithMix(const GgufWriteOptions& o, const std::string& gguf_stem, int layer,
+                         int num_layers) {
+  GgufWriteOptions out = o;
+  if (o.q4_k_m && Q4KMUsesMoreBits(gguf_stem, layer, num_layers)) out.quantize = DType::kQ6_K;
+  return out;
+}
+
 // DeepSeek-V2/V3 (and GLM-4.5) tensors without a one-to-one GGUF name: kv_b_proj (split
 // into attn_k_b and attn_v_b, as llama.cpp's converter stores it), the gate's correction
 // bias (exp_probs_b.bias, f32) and MTP layers (not written). True when `name` was handled.
@@ -306,13 +327,15 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   Check(!options.quantize || IsBlockQuantized(*options.quantize),
         "gguf: can only quantise to a block format (q8_0, q4_K, ...), not ",
         DTypeName(options.quantize.value_or(DType::kF32)));
+  Check(!options.q4_k_m || options.quantize == DType::kQ4_K,
+        "gguf: the Q4_K_M mix quantises to q4_K (and q6_K)");
   // Ordered by (layer, name); whole-model tensors go first (embedding) or last (output).
   std::map<std::pair<int, std::string>, Plan> plans;
   std::map<std::pair<int, int>, std::vector<const TensorView*>> experts;  // (layer, matrix)
 
   auto add_plan = [&](int order, const std::string& stem, const std::string& gguf_name,
                       const TensorView& t, int permute_heads) {
-    const DType out = OutputDType(stem, t, options);
+    const DType out = OutputDType(stem, t, WithMix(options, stem, order, config.num_layers));
     plans[{order, gguf_name}] = {gguf_name, t.shape,
                                  MakeRowCopy({&t}, out, permute_heads, false, t.name)};
   };
@@ -394,15 +417,16 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
         "blk." + std::to_string(layer) + "." + kExpsStems[mat] + ".weight";
     std::vector<int64_t> shape = {static_cast<int64_t>(group.size()), group[0]->shape[0],
                                   group[0]->shape[1]};
-    const DType out = options.quantize.value_or(group[0]->dtype);
-    // The engine needs every routed expert in one dtype, so no per-tensor fallback here.
+    const DType out =
+        WithMix(options, kExpsStems[mat], layer, config.num_layers).quantize.value_or(group[0]->dtype);
+    // Routed experts must stay in blocks (expert_layout.h), so no per-tensor fallback here.
     const int block = DTypeBlockElems(out);
     Check(group[0]->cols() % block == 0, hf.Describe(), ": cannot store routed expert tensor ",
           group[0]->name, " as ", DTypeName(out), ": its rows have ", group[0]->cols(),
           " elements, not a multiple of ", block, " (", DTypeName(out),
           " experts need hidden_size and moe_intermediate_size to be multiples of ", block,
           "; random-model: try --size small)");
-    expert_dtype = out;
+    expert_dtype = options.q4_k_m ? DType::kQ4_K : out;  // general.file_type: Q4_K_M.
     plans[{layer, gguf_name}] = {gguf_name, shape, MakeRowCopy(group, out, 0, false, what)};
   }
 

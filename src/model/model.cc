@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
@@ -66,12 +67,26 @@ void Model::ExpertTensors(int layer, int expert, const TensorView** gate, const 
   *gate = &weights->Get(names.Expert(layer, expert, ExpertMatrix::kGate));
   *up = &weights->Get(names.Expert(layer, expert, ExpertMatrix::kUp));
   *down = &weights->Get(names.Expert(layer, expert, ExpertMatrix::kDown));
-  CheckExpertTensors(**gate, **up, **down, expert_shape);
+  CheckExpertTensors(**gate, **up, **down, layers.at(static_cast<size_t>(layer)).expert_shape);
 }
 
 size_t Model::TotalExpertBytes() const {
   return expert_shape.ExpertBytes() * static_cast<size_t>(config.num_experts) *
          static_cast<size_t>(NumMoeLayers());
+}
+
+std::string Model::ExpertDTypeLabel() const {
+  std::vector<std::string> labels;
+  for (const LayerWeights& L : layers) {
+    if (!L.is_moe) continue;
+    const std::string label = L.expert_shape.DTypeLabel();
+    if (std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+  }
+  if (labels.empty()) return "none";
+  if (labels.size() == 1) return labels[0];
+  std::string all = "mixed ";
+  for (size_t i = 0; i < labels.size(); ++i) all += (i ? ", " : "") + labels[i];
+  return all;
 }
 
 int Model::NumMoeLayers() const {
@@ -107,7 +122,6 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   if (layer_norm) model->final_norm_bias = LoadF32(w, n.final_norm_bias, d);
   if (c.lm_head_bias) model->lm_head_bias = LoadF32(w, n.lm_head_bias, c.vocab_size);
 
-  bool expert_dtype_known = false;
   model->layers.resize(static_cast<size_t>(c.num_layers));
   for (int i = 0; i < c.num_layers; ++i) {
     LayerWeights& L = model->layers[static_cast<size_t>(i)];
@@ -165,12 +179,13 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
             ") but its config gives them no size (shared_expert_intermediate_size / "
             "n_shared_experts is 0)");
     }
-    // Every expert must exist with the same shape and dtype: checked now, not mid-request.
+    // Every expert must exist with the same shape and dtypes as the layer's first: checked
+    // now, not mid-request.
     for (int e = 0; e < c.num_experts; ++e) {
       const TensorView& gate = w.Get(n.Expert(i, e, ExpertMatrix::kGate));
-      if (!expert_dtype_known) {
-        model->expert_shape = ExpertShape{gate.dtype, d, c.moe_intermediate_size};
-        expert_dtype_known = true;
+      if (e == 0) {
+        const TensorView& down = w.Get(n.Expert(i, e, ExpertMatrix::kDown));
+        L.expert_shape = ExpertShape{gate.dtype, down.dtype, d, c.moe_intermediate_size};
       }
       w.Find(n.Expert(i, e, ExpertMatrix::kUp));
       w.Find(n.Expert(i, e, ExpertMatrix::kDown));
@@ -178,6 +193,16 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       model->ExpertTensors(i, e, &g, &u, &dn);
     }
   }
+  // One record geometry for every MoE layer (expert_layout.h: layers that encode their
+  // experts differently are padded to the widest).
+  std::vector<ExpertShape> shapes;
+  for (const LayerWeights& L : model->layers)
+    if (L.is_moe) shapes.push_back(L.expert_shape);
+  shapes = PadToCommonShape(std::move(shapes));
+  size_t next = 0;
+  for (LayerWeights& L : model->layers)
+    if (L.is_moe) L.expert_shape = shapes[next++];
+  if (!shapes.empty()) model->expert_shape = shapes[0];
   model->unused_tensors = w.Unused();
   return model;
 }

@@ -26,6 +26,7 @@ struct DenseFfn {
 };
 
 struct LayerWeights {
+  ExpertShape expert_shape;  // MoE layers: how the routed experts' records are encoded.
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> attn_norm_bias, ffn_norm_bias;  // LayerNorm only.
   const TensorView* q = nullptr;
@@ -64,7 +65,9 @@ struct Model {
   ModelConfig config;
   TensorNames names;
   std::unique_ptr<WeightSource> weights;
-  ExpertShape expert_shape;  // Every routed expert of this model has this shape.
+  // The record geometry every MoE layer shares (group, record bytes); its dtypes are the
+  // first MoE layer's (LayerWeights::expert_shape has each layer's, expert_layout.h).
+  ExpertShape expert_shape;
   // The source's tensors this architecture never reads (names in the file); a GGUF with
   // any is refused, as llama.cpp would compute with them.
   std::vector<std::string> unused_tensors;
@@ -81,6 +84,9 @@ struct Model {
                      const TensorView** down) const;
   // Bytes of all routed experts (the quantity offload budgets are a share of).
   size_t TotalExpertBytes() const;
+  // The routed experts' dtypes: "q4_K" when one encodes every layer, "q4_K/q6_K" for one
+  // gate-up/down pair, else the distinct pairs ("mixed q4_K, q4_K/q6_K").
+  std::string ExpertDTypeLabel() const;
   int NumMoeLayers() const;
 };
 

@@ -114,6 +114,7 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
   if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
   GgufWriteOptions gguf;
   gguf.quantize = o.gguf_type;
+  gguf.q4_k_m = o.gguf_q4_k_m;
   WriteGgufModel(c, *checkpoint, vocab.get(), o.out, gguf);
 }
 

@@ -52,6 +52,8 @@ struct RandomModelOptions {
   // For "gguf": quantise weight matrices and routed experts to this block format (q8_0,
   // q4_K, mxfp4, ...; see GgufWriteOptions::quantize). The values are drawn in `dtype` first.
   std::optional<DType> gguf_type;
+  // With gguf_type q4_K: llama-quantize's Q4_K_M mix (GgufWriteOptions::q4_k_m).
+  bool gguf_q4_k_m = false;
   uint64_t max_shard_bytes = 4ull << 30;
 };
 

@@ -25,7 +25,7 @@ TraceModel TraceModelOf(const Model& model) {
   m.block_neurons = static_cast<int>(StoreBlockNeurons(
       static_cast<uint64_t>(m.record_bytes), static_cast<uint32_t>(m.expert_neurons),
       static_cast<uint32_t>(model.expert_shape.GroupNeurons())));
-  m.dtype = DTypeName(model.expert_shape.dtype);
+  m.dtype = model.ExpertDTypeLabel();
   return m;
 }
 

@@ -52,27 +52,44 @@ std::string ChunkedTinyModelPath(Arch arch) {
   return WriteOnce(arch, DType::kBF16, 7, kChunkedExpertNeurons);
 }
 
-std::string TinyQuantModelPath(DType type) {
+namespace {
+
+// The olmoe tiny shape widened to whole 256-blocks, written as a quantized GGUF once per
+// process; `q4_k_m` asks for llama-quantize's Q4_K_M mix over `layers` layers.
+std::string WriteQuantOnce(DType type, bool q4_k_m, int layers) {
   static std::mutex mutex;
   static TempDir* root = new TempDir();
-  static std::map<DType, std::string> written;
+  static std::map<std::tuple<DType, bool, int>, std::string> written;
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = written.find(type); it != written.end()) return it->second;
+  const auto key = std::make_tuple(type, q4_k_m, layers);
+  if (auto it = written.find(key); it != written.end()) return it->second;
   RandomModelOptions options;
   options.config = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
   ModelConfig& c = options.config;
   c.hidden_size = 256;
   c.head_dim = 64;
-  c.num_layers = 2;
+  c.num_layers = layers;
   c.moe_intermediate_size = 512;
   options.dtype = DType::kBF16;
   options.seed = 7;
   options.format = "gguf";
   options.gguf_type = type;
-  options.out = *root / (std::string("olmoe-") + DTypeName(type) + ".gguf");
+  options.gguf_q4_k_m = q4_k_m;
+  options.out = *root / (std::string("olmoe-") + (q4_k_m ? "q4_k_m" : DTypeName(type)) + "-" +
+                         std::to_string(layers) + ".gguf");
   WriteRandomModel(options);
-  written[type] = options.out;
+  written[key] = options.out;
   return options.out;
+}
+
+}  // namespace
+
+std::string TinyQuantModelPath(DType type) {
+  return WriteQuantOnce(type, false, 2);
+}
+
+std::string TinyQ4KMModelPath() {
+  return WriteQuantOnce(DType::kQ4_K, true, 3);
 }
 
 void PoisonTensorWithNaN(const std::string& file, const std::string& name) {

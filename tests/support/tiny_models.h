@@ -23,6 +23,9 @@ std::string ChunkedTinyModelPath(Arch arch);
 // Widths are multiples of 256 (hidden 256, 512 neurons per expert) so every format fits,
 // and each expert is two chunks of the expert store.
 std::string TinyQuantModelPath(DType type);
+// The same shape in three layers as llama-quantize's Q4_K_M mix: q4_K experts, with q6_K down
+// projections on the last layer (use_more_bits), so one model mixes two record encodings.
+std::string TinyQ4KMModelPath();
 
 // Overwrites the f32 tensor `name` of a safetensors file with NaN (a model whose logits are
 // not finite).

@@ -5,6 +5,8 @@
 #
 #   bench/llamacpp/deepseek_compare.sh BUILD_DIR LLAMA_BENCH [OUT.jsonl]
 #
+# LLAMA_BENCH: llama.cpp's llama-bench, built by bench/llamacpp/get_llamacpp.sh
+# (DEST/llama.cpp/build/bin/llama-bench).
 # Environment: SIZE (random-model size of deepseek_v2, default small; full is the
 # DeepSeek-V2-Lite shape, 31 GB in bf16), WORK (where the models go, default
 # /tmp/moex-deepseek), PROMPT (default 128), GEN (default 32), THREADS (default 2),

@@ -6,9 +6,8 @@
 #
 #   bench/llamacpp/serve_compare.sh BUILD_DIR LLAMA_SERVER [OUT.jsonl]
 #
-# LLAMA_SERVER: the llama-server binary (build it from the llama.cpp source that npm's
-# node-llama-cpp ships: `git clone bench/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle`,
-# then `cmake -B build -DLLAMA_CURL=OFF && cmake --build build --target llama-server`).
+# LLAMA_SERVER: the llama-server binary, built from the llama.cpp source that npm's
+# node-llama-cpp ships by bench/llamacpp/get_llamacpp.sh (DEST/llama.cpp/build/bin/llama-server).
 # Environment: MODEL (a GGUF; default: a random OLMoE of SIZE written with the gpt-neox
 # vocabulary), SIZE (default small), CLIENTS (default "1 4 16"), REQUESTS (per run, default
 # 32), MAX_TOKENS (default 64), THREADS (default 2), ROUNDS (alternations, default 2; the

@@ -3,27 +3,13 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/gguf_arch_keys.h"
 
 namespace moex::gguf_deepseek2 {
 
 namespace {
 
-constexpr const char* kArch = "deepseek2";
-
-std::string Key(const char* key) {
-  return std::string(kArch) + "." + key;
-}
-
-int IntKey(const GgufFile& f, const char* key, int64_t fallback) {
-  const int64_t v = f.GetInt(Key(key), fallback);
-  Check(v >= 0 && v < (1ll << 31), f.path(), ": GGUF key '", Key(key), "' out of range: ", v);
-  return static_cast<int>(v);
-}
-
-int RequiredInt(const GgufFile& f, const char* key) {
-  Check(f.Find(Key(key)) != nullptr, f.path(), ": deepseek2 GGUF without '", Key(key), "'");
-  return IntKey(f, key, 0);
-}
+constexpr gguf_keys::ArchKeys kKeys{"deepseek2"};
 
 // Element `i` of `values` stored as `dtype` (f32, f16 or bf16) at `out`.
 void Store(float value, DType dtype, std::byte* out) {
@@ -48,32 +34,33 @@ ByteFill ElementFill(DType dtype, std::function<float(int64_t)> at) {
 }  // namespace
 
 void ReadConfig(const GgufFile& f, ModelConfig& c) {
-  const int nextn = IntKey(f, "nextn_predict_layers", 0);
-  Check(nextn < c.num_layers, f.path(), ": ", Key("nextn_predict_layers"), " (", nextn,
+  const int nextn = kKeys.Int(f, "nextn_predict_layers", 0);
+  Check(nextn < c.num_layers, f.path(), ": ", kKeys.Key("nextn_predict_layers"), " (", nextn,
         ") leaves no layers of block_count ", c.num_layers);
   c.num_layers -= nextn;  // llama.cpp's n_layer(): MTP blocks come last.
   c.num_nextn_predict_layers = nextn;
   c.num_kv_heads = c.num_heads;  // head_count_kv is 1: MLA seen as multi-query attention.
 
   Mla m;
-  m.q_lora_rank = IntKey(f, "attention.q_lora_rank", 0);
-  m.kv_lora_rank = RequiredInt(f, "attention.kv_lora_rank");
-  m.qk_rope_head_dim = RequiredInt(f, "rope.dimension_count");
+  m.q_lora_rank = kKeys.Int(f, "attention.q_lora_rank", 0);
+  m.kv_lora_rank = kKeys.RequiredInt(f, "attention.kv_lora_rank");
+  m.qk_rope_head_dim = kKeys.RequiredInt(f, "rope.dimension_count");
   int qk = 0;
-  if (f.Find(Key("attention.key_length_mla")) != nullptr) {
-    qk = IntKey(f, "attention.key_length_mla", 0);
-    m.v_head_dim = RequiredInt(f, "attention.value_length_mla");
+  if (kKeys.Has(f, "attention.key_length_mla")) {
+    qk = kKeys.Int(f, "attention.key_length_mla", 0);
+    m.v_head_dim = kKeys.RequiredInt(f, "attention.value_length_mla");
     // This layout's key_length / value_length describe MLA as multi-query attention over
     // the latent (llama.cpp's meaning): they must say so.
-    const int key = IntKey(f, "attention.key_length", m.kv_lora_rank + m.qk_rope_head_dim);
-    const int value = IntKey(f, "attention.value_length", m.kv_lora_rank);
+    const int key = kKeys.Int(f, "attention.key_length", m.kv_lora_rank + m.qk_rope_head_dim);
+    const int value = kKeys.Int(f, "attention.value_length", m.kv_lora_rank);
     Check(key == m.kv_lora_rank + m.qk_rope_head_dim && value == m.kv_lora_rank, f.path(), ": ",
-          Key("attention.key_length"), " ", key, " / ", Key("attention.value_length"), " ", value,
-          " should be kv_lora_rank + rope.dimension_count (", m.kv_lora_rank + m.qk_rope_head_dim,
-          ") / kv_lora_rank (", m.kv_lora_rank, ") beside key_length_mla");
+          kKeys.Key("attention.key_length"), " ", key, " / ", kKeys.Key("attention.value_length"),
+          " ", value, " should be kv_lora_rank + rope.dimension_count (",
+          m.kv_lora_rank + m.qk_rope_head_dim, ") / kv_lora_rank (", m.kv_lora_rank,
+          ") beside key_length_mla");
   } else {  // Older files: the decompressed head sizes in key_length / value_length.
-    qk = RequiredInt(f, "attention.key_length");
-    m.v_head_dim = RequiredInt(f, "attention.value_length");
+    qk = kKeys.RequiredInt(f, "attention.key_length");
+    m.v_head_dim = kKeys.RequiredInt(f, "attention.value_length");
   }
   m.qk_nope_head_dim = qk - m.qk_rope_head_dim;
   Check(m.qk_nope_head_dim > 0, f.path(), ": deepseek2 key length ", qk,
@@ -81,17 +68,18 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   c.mla = m;
   c.head_dim = m.qk_rope_head_dim;
 
-  c.intermediate_size = IntKey(f, "feed_forward_length", 0);
-  c.first_k_dense_replace = IntKey(f, "leading_dense_block_count", 0);
-  c.shared_expert_intermediate_size = IntKey(f, "expert_shared_count", 0) * c.moe_intermediate_size;
-  c.norm_topk_prob = f.GetBool(Key("expert_weights_norm"), false);
-  const int gating = IntKey(f, "expert_gating_func", 1);
-  Check(gating == 1 || gating == 2, f.path(), ": ", Key("expert_gating_func"), " ", gating,
+  c.intermediate_size = kKeys.Int(f, "feed_forward_length", 0);
+  c.first_k_dense_replace = kKeys.Int(f, "leading_dense_block_count", 0);
+  c.shared_expert_intermediate_size =
+      kKeys.Int(f, "expert_shared_count", 0) * c.moe_intermediate_size;
+  c.norm_topk_prob = f.GetBool(kKeys.Key("expert_weights_norm"), false);
+  const int gating = kKeys.Int(f, "expert_gating_func", 1);
+  Check(gating == 1 || gating == 2, f.path(), ": ", kKeys.Key("expert_gating_func"), " ", gating,
         " is not supported (1 softmax, 2 sigmoid)");
   c.router = RouterKind::kGroupedTopK;
   c.scoring_func = gating == 2 ? ScoringFunc::kSigmoid : ScoringFunc::kSoftmax;
-  c.n_group = std::max(1, IntKey(f, "expert_group_count", 1));
-  c.topk_group = std::max(1, IntKey(f, "expert_group_used_count", c.n_group));
+  c.n_group = std::max(1, kKeys.Int(f, "expert_group_count", 1));
+  c.topk_group = std::max(1, kKeys.Int(f, "expert_group_used_count", c.n_group));
   bool bias = false;
   for (int l = 0; l < c.num_layers && !bias; ++l)
     bias =
@@ -105,28 +93,30 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   }
   c.scale_normalised_weights = c.arch == Arch::kDeepseekV3;
 
-  const std::string rope_type = f.GetString(Key("rope.scaling.type"), "none");
+  const std::string rope_type = f.GetString(kKeys.Key("rope.scaling.type"), "none");
   if (rope_type == "yarn") {
     Yarn y;
-    y.factor = static_cast<float>(f.GetFloat(Key("rope.scaling.factor")));
-    y.original_max_position_embeddings = RequiredInt(f, "rope.scaling.original_context_length");
-    y.beta_fast = static_cast<float>(f.GetFloat(Key("rope.scaling.yarn_beta_fast"), 32.0));
-    y.beta_slow = static_cast<float>(f.GetFloat(Key("rope.scaling.yarn_beta_slow"), 1.0));
+    y.factor = static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.factor")));
+    y.original_max_position_embeddings =
+        kKeys.RequiredInt(f, "rope.scaling.original_context_length");
+    y.beta_fast = static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.yarn_beta_fast"), 32.0));
+    y.beta_slow = static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.yarn_beta_slow"), 1.0));
     // Written by llama.cpp's converter as 0.1 * mscale_all_dim.
     y.mscale_all_dim =
-        static_cast<float>(f.GetFloat(Key("rope.scaling.yarn_log_multiplier"), 0.0) / 0.1);
-    y.mscale = static_cast<float>(f.GetFloat(Key("rope.scaling.yarn_mscale"), y.mscale_all_dim));
+        static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.yarn_log_multiplier"), 0.0) / 0.1);
+    y.mscale =
+        static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.yarn_mscale"), y.mscale_all_dim));
     c.yarn = y;
   } else {
-    Check(rope_type == "none", f.path(), ": ", Key("rope.scaling.type"), " '", rope_type,
+    Check(rope_type == "none", f.path(), ": ", kKeys.Key("rope.scaling.type"), " '", rope_type,
           "' is not supported for deepseek2 (none or yarn)");
     // Without YaRN llama.cpp's frequency scale is 1, which makes these neutral.
-    const double factor = f.GetFloat(Key("rope.scaling.factor"), 1.0);
-    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key("rope.scaling.factor"), " = ",
+    const double factor = f.GetFloat(kKeys.Key("rope.scaling.factor"), 1.0);
+    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", kKeys.Key("rope.scaling.factor"), " = ",
           factor, " without rope.scaling.type yarn is not supported");
     for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_beta_fast",
                             "rope.scaling.yarn_beta_slow", "rope.scaling.original_context_length"})
-      f.Find(Key(key));
+      f.Find(kKeys.Key(key));
   }
 }
 
@@ -153,8 +143,8 @@ std::vector<float> JoinKvB(const TensorView& k_b, const TensorView& v_b, const M
 
 void WriteConfig(const ModelConfig& c, GgufWriter& w) {
   const Mla& m = *c.mla;
-  auto u32 = [&](const char* key, int v) { w.Set(Key(key), GgufValue::U32(v)); };
-  auto f32 = [&](const char* key, float v) { w.Set(Key(key), GgufValue::F32(v)); };
+  auto u32 = [&](const char* key, int v) { kKeys.SetU32(w, key, static_cast<uint32_t>(v)); };
+  auto f32 = [&](const char* key, float v) { kKeys.SetF32(w, key, v); };
   u32("block_count", c.num_layers);  // MTP layers are not written.
   u32("attention.head_count_kv", 1);
   // Written as 0 for a plain q_proj too: llama.cpp requires the key unless it recognises
@@ -169,7 +159,7 @@ void WriteConfig(const ModelConfig& c, GgufWriter& w) {
   u32("leading_dense_block_count", c.first_k_dense_replace);
   u32("expert_shared_count", c.shared_expert_intermediate_size / c.moe_intermediate_size);
   f32("expert_weights_scale", c.routed_scaling_factor);
-  w.Set(Key("expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
+  w.Set(kKeys.Key("expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
   u32("expert_gating_func", c.scoring_func == ScoringFunc::kSigmoid ? 2 : 1);
   if (c.topk_method != TopKMethod::kGreedy) {
     u32("expert_group_count", c.n_group);
@@ -177,7 +167,7 @@ void WriteConfig(const ModelConfig& c, GgufWriter& w) {
   }
   if (c.yarn) {
     const Yarn& y = *c.yarn;
-    w.Set(Key("rope.scaling.type"), GgufValue::String("yarn"));
+    w.Set(kKeys.Key("rope.scaling.type"), GgufValue::String("yarn"));
     f32("rope.scaling.factor", y.factor);
     u32("rope.scaling.original_context_length", y.original_max_position_embeddings);
     f32("rope.scaling.yarn_log_multiplier", 0.1f * y.mscale_all_dim);

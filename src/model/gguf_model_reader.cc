@@ -19,6 +19,7 @@
 #include "core/quant_format.h"
 #include "core/logging.h"
 #include "io/gguf_format.h"
+#include "model/gguf_arch_keys.h"
 #include "model/gguf_deepseek2.h"
 #include "model/gguf_glm4moe.h"
 #include "model/gguf_gpt_oss.h"
@@ -26,11 +27,11 @@
 
 namespace moex {
 
+using gguf_keys::Key;
 using gguf_map::ArchNames;
 using gguf_map::HfExpertName;
 using gguf_map::IsSuffix;
 using gguf_map::kExpsStems;
-using gguf_map::Key;
 using gguf_map::kGlobalNames;
 using gguf_map::kLegacyExpertStems;
 using gguf_map::LayerPrefix;
@@ -310,10 +311,7 @@ int64_t UniformInt(const GgufFile& f, const std::string& key, std::optional<int6
   return values[0];
 }
 
-int ToInt(const GgufFile& f, const std::string& key, int64_t v) {
-  Check(v >= 0 && v < (1ll << 31), f.path(), ": GGUF key '", key, "' out of range: ", v);
-  return static_cast<int>(v);
-}
+using gguf_keys::ToInt;
 
 // A 1-D F32 tensor of `n` values (LongRoPE factors).
 std::vector<float> F32Vector(const GgufFile& f, const std::string& name, int64_t n) {

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf_writer.h"
+#include "model/gguf_arch_keys.h"
 #include "model/gguf_deepseek2.h"
 #include "model/gguf_glm4moe.h"
 #include "model/gguf_gpt_oss.h"
@@ -18,11 +19,11 @@
 
 namespace moex {
 
+using gguf_keys::Key;
 using gguf_map::ArchNames;
 using gguf_map::HfExpertName;
 using gguf_map::IsSuffix;
 using gguf_map::kExpsStems;
-using gguf_map::Key;
 using gguf_map::kGlobalNames;
 using gguf_map::kLegacyExpertStems;
 using gguf_map::LayerPrefix;

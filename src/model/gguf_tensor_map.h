@@ -48,11 +48,6 @@ inline bool IsSuffix(std::string_view s) {
   return s == "weight" || s == "bias";
 }
 
-// A llama.cpp metadata key of an architecture: "{arch}.{key}".
-inline std::string Key(const char* arch, const char* key) {
-  return std::string(arch) + "." + key;
-}
-
 inline std::string LayerPrefix(int layer) {
   return "model.layers." + std::to_string(layer) + ".";
 }

@@ -22,6 +22,7 @@ struct RandomModelCliOptions {
   int layers = 0;
   int rope_original = 0;
   bool no_tokenizer = false;
+  bool hf_mxfp4 = false;
 };
 
 int RunRandomModel(const RandomModelCliOptions& o) {
@@ -45,9 +46,11 @@ int RunRandomModel(const RandomModelCliOptions& o) {
   options.byte_tokenizer = !o.no_tokenizer;
   options.gguf_vocab = o.gguf_vocab;
   if (!o.gguf_type.empty()) options.gguf_type = ParseDType(o.gguf_type);
+  options.hf_mxfp4 = o.hf_mxfp4;
   WriteRandomModel(options);
   std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", "
-            << (o.gguf_type.empty() ? o.dtype : o.gguf_type) << ") to " << o.out << "\n";
+            << (o.gguf_type.empty() ? o.dtype : o.gguf_type)
+            << (o.hf_mxfp4 ? ", mxfp4 experts" : "") << ") to " << o.out << "\n";
   return 0;
 }
 
@@ -72,6 +75,9 @@ Runner AddRandomModelCommand(CLI::App& app) {
                   "q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
                   "iq4_xs or mxfp4: quantise weight matrices and experts (gguf; values drawn "
                   "in --dtype; k-quants, iq4_xs need sizes that are multiples of 256)");
+  cmd->add_flag("--hf-mxfp4", o->hf_mxfp4,
+               "gpt_oss, hf: routed experts in MXFP4 (_blocks/_scales and quantization_config), "
+               "as openai/gpt-oss checkpoints are published; values drawn in --dtype");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
   cmd->add_option("--rope-original", o->rope_original,

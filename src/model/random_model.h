@@ -52,6 +52,10 @@ struct RandomModelOptions {
   // For "gguf": quantise weight matrices and routed experts to this block format (q8_0,
   // q4_K, mxfp4, ...; see GgufWriteOptions::quantize). The values are drawn in `dtype` first.
   std::optional<DType> gguf_type;
+  // gpt_oss, "hf": store the routed experts as the published openai/gpt-oss checkpoints do,
+  // MXFP4 _blocks/_scales with quantization_config (model/gpt_oss_weights.h). The values are
+  // drawn in `dtype` and quantised as --gguf-type mxfp4 would quantise them.
+  bool hf_mxfp4 = false;
   uint64_t max_shard_bytes = 4ull << 30;
 };
 

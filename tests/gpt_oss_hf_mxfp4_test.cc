@@ -42,6 +42,7 @@ TEST(HfMxfp4Block, HandComputedCodesAndExponentDecodeAsTransformersDoes) {
   codes[0] = 0x21;   // Element 0 (low nibble) = 0.5, element 1 (high nibble) = 1.
   codes[7] = 0x9C;   // Element 14 = -2, element 15 = -0.5.
   codes[15] = 0xF7;  // Element 30 = 6, element 31 = -6.
+  ASSERT_EQ(Info(QuantFormat::kMXFP4).block_bytes, kGgmlMxfp4BlockBytes);
   uint8_t block[17];
   HfToGgmlMxfp4Block(codes, 128, block);  // 2^(128 - 127) = 2.
   // GGML packs element j with element j + 16 in byte 1 + j.
@@ -218,6 +219,13 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
         "model.layers.0.mlp.experts.down_proj");
     expect_error(h, "entry 'model.layers.0.mlp.experts.down_proj' names only part of "
                     "model.layers.0.mlp.experts");
+  }
+  {
+    HandCheckpoint h;  // Entries that together name every expert matrix cover the experts.
+    h.config["quantization_config"]["modules_to_not_convert"].push_back("*.experts.gate_up_proj");
+    h.config["quantization_config"]["modules_to_not_convert"].push_back("*.experts.down_proj");
+    expect_error(h, "entry '*.experts.down_proj' covers model.layers.0.mlp.experts, but tensor "
+                    "model.layers.0.mlp.experts.gate_up_proj_blocks stores its experts as MXFP4");
   }
   {
     HandCheckpoint h;

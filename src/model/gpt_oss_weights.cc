@@ -163,9 +163,10 @@ bool GptOssHfWeights::AddMxfp4Experts(const ModelConfig& c, int l) {
   const bool any = hf.FindBytes(gate_up + "_blocks") || hf.FindBytes(gate_up + "_scales") ||
                    hf.FindBytes(down + "_blocks") || hf.FindBytes(down + "_scales");
   const std::optional<HfQuantization>& q = hf.quantization();
-  const std::optional<std::string> skipped = q ? q->NotConverted(module) : std::nullopt;
+  const std::vector<std::string> matrices = {"gate_up_proj", "down_proj"};
+  const std::optional<std::string> skipped = q ? q->NotConverted(module, matrices) : std::nullopt;
   if (q) {
-    const auto part = q->CoversPartOf(module, {"gate_up_proj", "down_proj"});
+    const auto part = q->CoversPartOf(module, matrices);
     Check(!part, where, ": quantization_config.modules_to_not_convert entry '", part.value_or(""),
           "' names only part of ", module, "; moex reads a layer's experts either all MXFP4 or ",
           "all unquantised");
@@ -204,7 +205,7 @@ bool GptOssHfWeights::AddMxfp4Experts(const ModelConfig& c, int l) {
     taken_bytes_.insert(blocks->name);
     taken_bytes_.insert(scales->name);
     const int64_t row_blocks = cols / 32;
-    const size_t out_row = static_cast<size_t>(row_blocks) * 17;
+    const size_t out_row = static_cast<size_t>(row_blocks) * kGgmlMxfp4BlockBytes;
     const auto* codes = reinterpret_cast<const uint8_t*>(blocks->data);
     const auto* exps = reinterpret_cast<const uint8_t*>(scales->data);
     const std::string scales_name = scales->name;
@@ -224,7 +225,8 @@ bool GptOssHfWeights::AddMxfp4Experts(const ModelConfig& c, int l) {
                   Check(exps[k] != 0xff, where, ": MXFP4 tensor ", scales_name, " has exponent ",
                         "0xFF (NaN) at expert ", e, ", row ", src_row - e * rows, ", block ", b);
                   HfToGgmlMxfp4Block(codes + k * kHfMxfp4BlockBytes, exps[k],
-                                     reinterpret_cast<uint8_t*>(out) + i * out_row + b * 17);
+                                     reinterpret_cast<uint8_t*>(out) + i * out_row +
+                                         b * kGgmlMxfp4BlockBytes);
                 }
               }
             });

@@ -13,7 +13,8 @@
 
 namespace moex {
 
-constexpr int kHfMxfp4BlockBytes = 16;  // 32 codes; the exponent is in _scales.
+constexpr int kHfMxfp4BlockBytes = 16;    // 32 codes; the exponent is in _scales.
+constexpr int kGgmlMxfp4BlockBytes = 17;  // Info(QuantFormat::kMXFP4).block_bytes.
 
 // One block: HF's 16 code bytes and exponent -> GGML's 17-byte block.
 void HfToGgmlMxfp4Block(const uint8_t* codes, uint8_t scale, uint8_t* block);

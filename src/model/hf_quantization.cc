@@ -29,7 +29,8 @@ bool GlobMatch(const std::string& pattern, const std::string& text) {
 
 }  // namespace
 
-std::optional<std::string> HfQuantization::NotConverted(const std::string& module) const {
+std::optional<std::string> HfQuantization::NotConverted(
+    const std::string& module, const std::vector<std::string>& children) const {
   for (const std::string& entry : modules_to_not_convert) {
     // The module itself or any enclosing module ("model.layers.3.mlp" covers its experts).
     for (size_t end = 0; end != std::string::npos;) {
@@ -37,12 +38,19 @@ std::optional<std::string> HfQuantization::NotConverted(const std::string& modul
       if (GlobMatch(entry, module.substr(0, end))) return entry;
     }
   }
-  return std::nullopt;
+  std::optional<std::string> last;
+  for (const std::string& child : children) {
+    last = std::nullopt;
+    for (const std::string& entry : modules_to_not_convert)
+      if (GlobMatch(entry, module + "." + child)) last = entry;
+    if (!last) return std::nullopt;
+  }
+  return last;
 }
 
 std::optional<std::string> HfQuantization::CoversPartOf(
     const std::string& module, const std::vector<std::string>& children) const {
-  if (NotConverted(module)) return std::nullopt;
+  if (NotConverted(module, children)) return std::nullopt;
   for (const std::string& entry : modules_to_not_convert)
     for (const std::string& child : children)
       if (GlobMatch(entry, module + "." + child)) return entry;

@@ -20,9 +20,11 @@ struct HfQuantization {
 
   // The entry of modules_to_not_convert that covers `module` (a dotted module name such as
   // "model.layers.3.mlp.experts"), or nullopt. An entry is a pattern where '*' stands for any
-  // characters; it covers the modules it matches and everything inside them.
-  std::optional<std::string> NotConverted(const std::string& module) const;
-  // An entry that names a part of `module` (its child or deeper) but not all of it.
+  // characters; it covers the modules it matches and everything inside them. A module whose
+  // `children` are all covered (by one entry or several) counts as covered too.
+  std::optional<std::string> NotConverted(const std::string& module,
+                                          const std::vector<std::string>& children = {}) const;
+  // An entry that covers some of `module`'s children but, with the others, not all of them.
   std::optional<std::string> CoversPartOf(const std::string& module,
                                           const std::vector<std::string>& children) const;
 };

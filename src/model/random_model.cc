@@ -87,7 +87,7 @@ ByteFill RandomMxfp4Fill(DType dtype, uint64_t tensor_seed, Distribution dist,
                     : dtype == DType::kF16 ? F16ToF32(F32ToF16(v))
                                            : v;
       }
-      uint8_t block[17], codes[kHfMxfp4BlockBytes], scale;
+      uint8_t block[kGgmlMxfp4BlockBytes], codes[kHfMxfp4BlockBytes], scale;
       Quantize(QuantFormat::kMXFP4, values, 32, block);
       GgmlToHfMxfp4Block(block, codes, &scale);
       if (scales)

@@ -1,7 +1,8 @@
 // Logits of the engine against the plain PyTorch forward pass in tools/reference/logits.py
 // (Debian's python3-torch), for the families that script implements: OLMoE, Mixtral,
 // Phi-3.5-MoE, DeepSeek-V2/V3 (tools/reference/deepseek.py), GLM-4.5
-// (tools/reference/glm4_moe.py) and gpt-oss (tools/reference/gpt_oss.py). Skipped, with a
+// (tools/reference/glm4_moe.py) and gpt-oss (tools/reference/gpt_oss.py, also from its
+// published MXFP4 form). Skipped, with a
 // message, where python3-torch is not installed, except under CI (CI=true), where that fails.
 #include <gtest/gtest.h>
 
@@ -170,6 +171,26 @@ TEST(TorchReferenceGptOssTest, LayerTypesTruncatedYarnAndWindowMatchPyTorch) {
   ASSERT_TRUE(model->config.yarn->truncate);
   std::vector<int32_t> ids;
   for (int i = 0; i < 40; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 5) % 512));
+  EXPECT_LT(
+      RelativeError(EngineLogits(*model, ids), TorchLogits(o.out, ids, model->config.vocab_size)),
+      1e-4);
+}
+
+// gpt-oss as openai publishes it: MXFP4 experts (_blocks/_scales), which moex keeps as MXFP4
+// blocks and the reference dequantises on its own, as transformers does.
+TEST(TorchReferenceGptOssTest, HfMxfp4ExpertsMatchPyTorch) {
+  MOEX_REQUIRE_TOOL(TorchMissing());
+  testing::TempDir tmp;
+  RandomModelOptions o;
+  o.config = RandomModelConfig(Arch::kGptOss, ModelSize::kTiny);
+  o.hf_mxfp4 = true;
+  o.seed = 17;
+  o.out = (tmp.path() / "m").string();
+  WriteRandomModel(o);
+  auto model = LoadModel(o.out);
+  ASSERT_EQ(model->expert_shape.dtype, DType::kMXFP4);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 24; ++i) ids.push_back(static_cast<int32_t>((i * 41 + 3) % 512));
   EXPECT_LT(
       RelativeError(EngineLogits(*model, ids), TorchLogits(o.out, ids, model->config.vocab_size)),
       1e-4);

@@ -104,6 +104,31 @@ TEST_F(SafetensorsTest, RoundTripsAllDtypesAndMetadata) {
   EXPECT_EQ((8 + len) % 8, 0u);
 }
 
+// U8 tensors (HF's packed MXFP4 blocks) are bytes kept apart from the weights.
+TEST_F(SafetensorsTest, U8TensorsRoundTripApartFromTheWeights) {
+  const auto blocks = RandomBytes(2 * 3 * 16, 5);
+  const auto f32 = RandomBytes(4 * 2, 6);
+  SafetensorsWriter w;
+  w.AddBytes("w_blocks", {2, 3, 16}, FillFromMemory(blocks.data(), blocks.size()));
+  w.Add("w.f32", DType::kF32, {2}, f32.data());
+  EXPECT_EQ(w.data_bytes(), blocks.size() + f32.size());
+  w.WriteFile(Path("u8.safetensors"));
+  SafetensorsFile f(Path("u8.safetensors"));
+  ASSERT_EQ(f.tensors().size(), 1u);
+  ASSERT_EQ(f.byte_tensors().size(), 1u);
+  EXPECT_EQ(f.Find("w_blocks"), nullptr);
+  EXPECT_EQ(f.FindBytes("w.f32"), nullptr);
+  const ByteTensor* b = f.FindBytes("w_blocks");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->shape, (std::vector<int64_t>{2, 3, 16}));
+  ASSERT_EQ(b->nbytes, blocks.size());
+  EXPECT_EQ(std::memcmp(b->data, blocks.data(), blocks.size()), 0);
+  // A U8 tensor's size is its element count.
+  EXPECT_NE(ParseError(Image(R"({"w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 3]}})", 4))
+                .find("has 3 bytes but U8 [4] needs 4"),
+            std::string::npos);
+}
+
 TEST_F(SafetensorsTest, StreamsLargeTensorsInRowAlignedPieces) {
   const int64_t rows = 3000, cols = 1000;  // 12 MB: more than one fill piece.
   std::vector<std::pair<size_t, size_t>> calls;

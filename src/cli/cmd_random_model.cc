@@ -22,6 +22,7 @@ struct RandomModelCliOptions {
   int layers = 0;
   int rope_original = 0;
   bool no_tokenizer = false;
+  bool hf_mxfp4 = false;
 };
 
 int RunRandomModel(const RandomModelCliOptions& o) {
@@ -50,9 +51,11 @@ int RunRandomModel(const RandomModelCliOptions& o) {
   } else if (!o.gguf_type.empty()) {
     options.gguf_type = ParseDType(o.gguf_type);
   }
+  options.hf_mxfp4 = o.hf_mxfp4;
   WriteRandomModel(options);
   std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", "
-            << (o.gguf_type.empty() ? o.dtype : o.gguf_type) << ") to " << o.out << "\n";
+            << (o.gguf_type.empty() ? o.dtype : o.gguf_type)
+            << (o.hf_mxfp4 ? ", mxfp4 experts" : "") << ") to " << o.out << "\n";
   return 0;
 }
 
@@ -79,6 +82,9 @@ Runner AddRandomModelCommand(CLI::App& app) {
                   "in --dtype; k-quants, iq4_xs need sizes that are multiples of 256); or "
                   "q4_k_m: llama-quantize's Q4_K_M mix (q4_K, q6_K for the output and for "
                   "attn_v and ffn_down on some layers)");
+  cmd->add_flag("--hf-mxfp4", o->hf_mxfp4,
+               "gpt_oss, hf: routed experts in MXFP4 (_blocks/_scales and quantization_config), "
+               "as openai/gpt-oss checkpoints are published; values drawn in --dtype");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
   cmd->add_option("--rope-original", o->rope_original,

@@ -66,6 +66,11 @@ const TensorView* SafetensorsFile::Find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
+const ByteTensor* SafetensorsFile::FindBytes(const std::string& name) const {
+  auto it = byte_index_.find(name);
+  return it == byte_index_.end() ? nullptr : &byte_tensors_[it->second];
+}
+
 void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
   const std::string& f = name_;
   Check(bytes.size() >= 8, f, ": truncated safetensors file (", bytes.size(),
@@ -111,8 +116,9 @@ void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
     TensorView t;
     t.name = name;
     const std::string dtype = dt->get<std::string>();
-    Check(ParseDTypeName(dtype, &t.dtype), f, ": unsupported dtype ", dtype, " for tensor ", name,
-          " (supported: F32, F16, BF16)");
+    const bool bytes = dtype == "U8";
+    Check(bytes || ParseDTypeName(dtype, &t.dtype), f, ": unsupported dtype ", dtype,
+          " for tensor ", name, " (supported: F32, F16, BF16, and U8 for packed blocks)");
     // numel * element size must not overflow; every dimension and product is checked.
     uint64_t numel = 1;
     constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
@@ -129,15 +135,20 @@ void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
           "] with begin > end");
     Check(end <= data_size, f, ": ", where, " data_offsets [", begin, ", ", end,
           "] run past the data section (", data_size, " bytes; truncated file?)");
-    const uint64_t expected = DTypeBytes(t.dtype, static_cast<int64_t>(numel));
+    const uint64_t expected = bytes ? numel : DTypeBytes(t.dtype, static_cast<int64_t>(numel));
     Check(end - begin == expected, f, ": ", where, " has ", end - begin, " bytes but ", dtype, " ",
           ShapeString(t.shape), " needs ", expected);
     t.data = data + begin;
     t.nbytes = static_cast<size_t>(expected);
-    tensors_.push_back(std::move(t));
+    if (bytes)
+      byte_tensors_.push_back({std::move(t.name), std::move(t.shape), t.data, t.nbytes});
+    else
+      tensors_.push_back(std::move(t));
   }
-  // nlohmann's object keeps keys sorted, so tensors_ is already sorted by name.
+  // nlohmann's object keeps keys sorted, so both lists are already sorted by name.
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
+  for (size_t i = 0; i < byte_tensors_.size(); ++i)
+    byte_index_.emplace(byte_tensors_[i].name, i);
 }
 
 }  // namespace moex

@@ -20,6 +20,16 @@ namespace moex {
 // the same limit), so a corrupt length field cannot trigger a huge allocation.
 constexpr size_t kSafetensorsMaxHeaderBytes = 100u << 20;
 
+// A U8 tensor: bytes, not weights (HF's packed MXFP4 blocks and E8M0 scales are U8). Kept
+// apart from the weight tensors, so nothing reads them as numbers by mistake: only a reader
+// that knows their packing (model/gpt_oss_weights.h) asks for them.
+struct ByteTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  size_t nbytes = 0;
+};
+
 class SafetensorsFile {
  public:
   // Maps and validates the file; throws Error naming the path and the problem.
@@ -34,6 +44,9 @@ class SafetensorsFile {
   // Sorted by name. Views point into the mapping and live as long as this object.
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* Find(const std::string& name) const;
+  // The U8 tensors, sorted by name; not in tensors().
+  const std::vector<ByteTensor>& byte_tensors() const { return byte_tensors_; }
+  const ByteTensor* FindBytes(const std::string& name) const;
   // The optional "__metadata__" string map.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return name_; }
@@ -51,10 +64,13 @@ class SafetensorsFile {
   std::optional<MappedFile> file_;
   std::vector<TensorView> tensors_;
   std::unordered_map<std::string, size_t> index_;
+  std::vector<ByteTensor> byte_tensors_;
+  std::unordered_map<std::string, size_t> byte_index_;
   std::map<std::string, std::string> metadata_;
 };
 
-// The safetensors dtype string ("F32", "F16", "BF16") for a dtype; throws for others.
+// The safetensors dtype string ("F32", "F16", "BF16") for a dtype; throws for others (U8
+// tensors are written as bytes: SafetensorsWriter::AddBytes).
 const char* SafetensorsDTypeName(DType dtype);
 
 }  // namespace moex

@@ -18,17 +18,33 @@ void SafetensorsWriter::SetMetadata(const std::string& key, const std::string& v
 
 void SafetensorsWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                             ByteFill fill) {
+  AddPending(name, SafetensorsDTypeName(dtype), shape, 0, dtype, std::move(fill));
+}
+
+void SafetensorsWriter::AddBytes(const std::string& name, const std::vector<int64_t>& shape,
+                                 ByteFill fill) {
+  AddPending(name, "U8", shape, 1, DType::kF32, std::move(fill));
+}
+
+// elem_bytes_or_zero: 1 for U8, 0 to size by elem_dtype.
+void SafetensorsWriter::AddPending(const std::string& name, const char* dtype,
+                                   const std::vector<int64_t>& shape, size_t elem_bytes_or_zero,
+                                   DType elem_dtype, ByteFill fill) {
   Check(!name.empty() && name != "__metadata__", "safetensors: invalid tensor name '", name, "'");
   Check(!names_.contains(name), "safetensors: duplicate tensor '", name, "'");
-  SafetensorsDTypeName(dtype);  // Throws for dtypes safetensors cannot hold.
   int64_t numel = 1;
   for (int64_t d : shape) {
     Check(d >= 0, "safetensors: tensor '", name, "' has negative dimension in ",
           ShapeString(shape));
     numel *= d;
   }
+  const int64_t cols = shape.empty() ? 1 : shape.back();
+  auto bytes = [&](int64_t n) {
+    return elem_bytes_or_zero > 0 ? static_cast<size_t>(n) * elem_bytes_or_zero
+                                  : DTypeBytes(elem_dtype, n);
+  };
   names_[name] = tensors_.size();
-  tensors_.push_back({name, dtype, shape, DTypeBytes(dtype, numel), std::move(fill)});
+  tensors_.push_back({name, dtype, shape, bytes(numel), bytes(cols), std::move(fill)});
 }
 
 void SafetensorsWriter::Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
@@ -51,7 +67,7 @@ void SafetensorsWriter::WriteShard(OutputFile& out,
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   uint64_t offset = 0;
   for (const Pending* t : tensors) {
-    header[t->name] = {{"dtype", SafetensorsDTypeName(t->dtype)},
+    header[t->name] = {{"dtype", t->dtype},
                        {"shape", t->shape},
                        {"data_offsets", {offset, offset + t->nbytes}}};
     offset += t->nbytes;
@@ -63,10 +79,7 @@ void SafetensorsWriter::WriteShard(OutputFile& out,
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(text.size() >> (8 * i));
   out.Write(len, 8);
   out.Write(text.data(), text.size());
-  for (const Pending* t : tensors) {
-    const int64_t cols = t->shape.empty() ? 1 : t->shape.back();
-    out.WriteFilled(t->nbytes, DTypeBytes(t->dtype, cols), t->fill);
-  }
+  for (const Pending* t : tensors) out.WriteFilled(t->nbytes, t->row_bytes, t->fill);
 }
 
 void SafetensorsWriter::WriteFile(const std::string& path) const {

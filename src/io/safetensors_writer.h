@@ -23,6 +23,8 @@ class SafetensorsWriter {
   // Bytes from caller memory, which must stay valid until the write is done.
   void Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
            const void* data);
+  // Declares a U8 tensor (packed blocks: see ByteTensor in io/safetensors.h).
+  void AddBytes(const std::string& name, const std::vector<int64_t>& shape, ByteFill fill);
   // A copy of a view's tensor (e.g. from a WeightSource) under its own name.
   void Add(const TensorView& view) { Add(view.name, view.dtype, view.shape, view.data); }
 
@@ -42,11 +44,14 @@ class SafetensorsWriter {
  private:
   struct Pending {
     std::string name;
-    DType dtype;
+    const char* dtype;  // Safetensors' name.
     std::vector<int64_t> shape;
     size_t nbytes;
+    size_t row_bytes;  // Of the last dimension, the unit `fill` is asked for.
     ByteFill fill;
   };
+  void AddPending(const std::string& name, const char* dtype, const std::vector<int64_t>& shape,
+                  size_t elem_bytes_or_zero, DType elem_dtype, ByteFill fill);
   void WriteShard(OutputFile& out, const std::vector<const Pending*>& tensors) const;
 
   std::vector<Pending> tensors_;

@@ -99,6 +99,7 @@ std::unique_ptr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   ckpt->config_json_ = ReadJsonFile(config_path);
   try {
     ckpt->config_ = ModelConfig::FromHfJson(ckpt->config_json_);
+    ckpt->quantization_ = ParseHfQuantization(ckpt->config_json_, ckpt->config_.arch);
   } catch (const Error& e) {
     Fail(config_path, ": ", e.what());
   }
@@ -126,7 +127,12 @@ void HfCheckpoint::LoadWeights() {
   auto add_file = [&](const std::string& path) -> const SafetensorsFile& {
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     for (const TensorView& t : files_.back()->tensors()) {
-      const bool inserted = tensors_.emplace(t.name, &t).second;
+      const bool inserted = tensors_.emplace(t.name, &t).second && !byte_tensors_.contains(t.name);
+      Check(inserted, dir_, ": tensor '", t.name, "' appears in more than one file (again in ",
+            path, ")");
+    }
+    for (const ByteTensor& t : files_.back()->byte_tensors()) {
+      const bool inserted = byte_tensors_.emplace(t.name, &t).second && !tensors_.contains(t.name);
       Check(inserted, dir_, ": tensor '", t.name, "' appears in more than one file (again in ",
             path, ")");
     }
@@ -157,7 +163,8 @@ void HfCheckpoint::LoadWeights() {
   }
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     const std::string shard = it.value().get<std::string>();
-    Check(shards[shard]->Find(it.key()) != nullptr, index_path, " lists tensor '", it.key(),
+    Check(shards[shard]->Find(it.key()) != nullptr || shards[shard]->FindBytes(it.key()) != nullptr,
+          index_path, " lists tensor '", it.key(),
           "' in ", shard, ", but that shard does not contain it");
   }
 }
@@ -165,6 +172,18 @@ void HfCheckpoint::LoadWeights() {
 const TensorView* HfCheckpoint::Find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : it->second;
+}
+
+const ByteTensor* HfCheckpoint::FindBytes(const std::string& name) const {
+  auto it = byte_tensors_.find(name);
+  return it == byte_tensors_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> HfCheckpoint::Unmapped() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : byte_tensors_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::vector<std::string> HfCheckpoint::Names() const {

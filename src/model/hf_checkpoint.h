@@ -12,6 +12,7 @@
 
 #include "io/safetensors.h"
 #include "io/weight_source.h"
+#include "model/hf_quantization.h"
 #include "model/model_config.h"
 
 namespace moex {
@@ -35,8 +36,8 @@ struct GenerationConfig {
 
 class HfCheckpoint : public WeightSource {
  public:
-  // Throws Error for a missing directory or config.json, bad JSON, an unsupported model,
-  // a missing shard, a tensor listed in the index but absent from its shard, or any
+  // Throws Error for a missing directory or config.json, bad JSON, an unsupported model or
+  // quantization_config, a missing shard, a tensor listed in the index but absent from its shard, or any
   // invalid safetensors file.
   static std::unique_ptr<HfCheckpoint> Open(const std::string& dir);
 
@@ -45,6 +46,8 @@ class HfCheckpoint : public WeightSource {
   const nlohmann::json& config_json() const { return config_json_; }
   bool has_generation_config() const { return has_generation_config_; }
   const GenerationConfig& generation_config() const { return generation_; }
+  // config.json's quantization_config (gpt-oss's MXFP4 experts); nullopt without one.
+  const std::optional<HfQuantization>& quantization() const { return quantization_; }
   // The safetensors files in load order.
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
 
@@ -55,6 +58,10 @@ class HfCheckpoint : public WeightSource {
     for (const auto& f : files_)
       if (f->ReleasePages(tensor)) return;
   }
+  // U8 tensors (packed blocks) are not weights: they have no name in Names() and are listed
+  // here, unless a reader that unpacks them (WrapGptOssHfWeights) takes them over.
+  std::vector<std::string> Unmapped() const override;
+  const ByteTensor* FindBytes(const std::string& name) const;
 
  private:
   HfCheckpoint() = default;
@@ -67,6 +74,8 @@ class HfCheckpoint : public WeightSource {
   GenerationConfig generation_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::unordered_map<std::string, const TensorView*> tensors_;
+  std::unordered_map<std::string, const ByteTensor*> byte_tensors_;
+  std::optional<HfQuantization> quantization_;
 };
 
 // Reads and parses a JSON file; throws Error naming the path on I/O or syntax errors.

@@ -1,6 +1,7 @@
 #include "model/random_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 #include "text/byte_tokenizer_json.h"
 #include "io/gguf_file.h"
 #include "model/hf_checkpoint.h"
@@ -17,6 +19,7 @@
 #include "io/safetensors_writer.h"
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
+#include "model/hf_mxfp4.h"
 #include "model/tensor_names.h"
 
 namespace moex {
@@ -42,21 +45,55 @@ struct Distribution {
   float spread = 0.0f;
 };
 
+// Value i of a tensor as drawn, before it is stored in `dtype`.
+float RandomValue(uint64_t tensor_seed, Distribution dist, size_t i) {
+  const uint64_t r = SplitMix(tensor_seed + i);
+  const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+  return dist.center + dist.spread * (2.0f * u - 1.0f);
+}
+
 ByteFill RandomFill(DType dtype, uint64_t tensor_seed, Distribution dist) {
   return [=](size_t offset, std::span<std::byte> out) {
     const size_t elem = DTypeBytes(dtype, 1);
     const size_t first = offset / elem;
     const size_t count = out.size() / elem;
     for (size_t i = 0; i < count; ++i) {
-      const uint64_t r = SplitMix(tensor_seed + first + i);
-      const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-      const float v = dist.center + dist.spread * (2.0f * u - 1.0f);
+      const float v = RandomValue(tensor_seed, dist, first + i);
       if (dtype == DType::kF32) {
         std::memcpy(out.data() + i * 4, &v, 4);
       } else {
         const uint16_t h = dtype == DType::kBF16 ? F32ToBF16(v) : F32ToF16(v);
         std::memcpy(out.data() + i * 2, &h, 2);
       }
+    }
+  };
+}
+
+// HF's MXFP4 form (model/hf_mxfp4.h) of a fused expert tensor [E, K, R] drawn in `dtype` as
+// RandomFill would: [E, R, K/32] blocks of 32 values along K, quantised with moex's MXFP4
+// encoder (as a GGUF of the same weights would be), as the _blocks tensor or the _scales.
+ByteFill RandomMxfp4Fill(DType dtype, uint64_t tensor_seed, Distribution dist,
+                         std::array<int64_t, 3> ekr, bool scales) {
+  return [=](size_t offset, std::span<std::byte> out) {
+    const int64_t K = ekr[1], R = ekr[2], row_blocks = K / 32;
+    const size_t unit = scales ? 1 : kHfMxfp4BlockBytes;
+    for (size_t i = 0; i < out.size() / unit; ++i) {
+      const auto q = static_cast<int64_t>(offset / unit + i);
+      const int64_t e = q / (R * row_blocks), r = q / row_blocks % R, b = q % row_blocks;
+      float values[32];
+      for (int64_t t = 0; t < 32; ++t) {
+        const float v = RandomValue(tensor_seed, dist, static_cast<size_t>((e * K + 32 * b + t) * R + r));
+        values[t] = dtype == DType::kBF16  ? BF16ToF32(F32ToBF16(v))
+                    : dtype == DType::kF16 ? F16ToF32(F32ToF16(v))
+                                           : v;
+      }
+      uint8_t block[kGgmlMxfp4BlockBytes], codes[kHfMxfp4BlockBytes], scale;
+      Quantize(QuantFormat::kMXFP4, values, 32, block);
+      GgmlToHfMxfp4Block(block, codes, &scale);
+      if (scales)
+        out[i] = static_cast<std::byte>(scale);
+      else
+        std::memcpy(out.data() + i * unit, codes, unit);
     }
   };
 }
@@ -86,6 +123,13 @@ void WriteHfCheckpoint(const ModelConfig& c, const SafetensorsWriter& writer,
   config["torch_dtype"] = o.dtype == DType::kBF16  ? "bfloat16"
                           : o.dtype == DType::kF16 ? "float16"
                                                    : "float32";
+  // As openai/gpt-oss publishes it: everything but the routed experts stays unquantised.
+  if (o.hf_mxfp4)
+    config["quantization_config"] = {
+        {"quant_method", "mxfp4"},
+        {"modules_to_not_convert",
+         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+          "lm_head"}}};
   WriteJson(fs::path(dir) / "config.json", config);
   nlohmann::json gen = {{"do_sample", false}};
   if (c.bos_token_id >= 0) gen["bos_token_id"] = c.bos_token_id;
@@ -108,8 +152,10 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
     }
   } cleanup{temp};
   WriteHfCheckpoint(c, writer, o, temp);
-  std::unique_ptr<WeightSource> checkpoint = HfCheckpoint::Open(temp);
-  if (c.arch == Arch::kGptOss) checkpoint = WrapGptOssHfWeights(std::move(checkpoint), c);
+  auto hf = HfCheckpoint::Open(temp);
+  std::unique_ptr<WeightSource> checkpoint =
+      c.arch == Arch::kGptOss ? WrapGptOssHfWeights(std::move(hf), c)
+                              : std::unique_ptr<WeightSource>(std::move(hf));
   std::unique_ptr<GgufFile> vocab;
   if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
   GgufWriteOptions gguf;
@@ -288,6 +334,12 @@ void WriteRandomModel(const RandomModelOptions& o) {
   Check(!o.gguf_type || o.format == "gguf", "random-model: --gguf-type needs --format gguf");
   Check(!o.gguf_type || IsBlockQuantized(*o.gguf_type), "random-model: --gguf-type must be ",
         "a block format such as q8_0, q4_K or mxfp4 (use --dtype for f32, f16 or bf16)");
+  Check(!o.hf_mxfp4 || c.arch == Arch::kGptOss, "random-model: --hf-mxfp4 applies to gpt_oss");
+  Check(!o.hf_mxfp4 || o.format == "hf", "random-model: --hf-mxfp4 writes an HF checkpoint; ",
+        "for an MXFP4 GGUF use --format gguf --gguf-type mxfp4");
+  Check(!o.hf_mxfp4 || (c.hidden_size % 32 == 0 && c.moe_intermediate_size % 32 == 0),
+        "random-model: --hf-mxfp4 needs hidden_size and moe_intermediate_size to be multiples "
+        "of 32");
 
   SafetensorsWriter writer;
   const TensorNames n = TensorNamesFor(c);
@@ -355,12 +407,20 @@ void WriteRandomModel(const RandomModelOptions& o) {
     if (c.router_bias) bias(layer(l, n.router_linear_bias), c.num_experts);
     if (c.arch == Arch::kGptOss) {
       // HF's fused layout (model/gpt_oss_weights.h): x @ W orientation, gate/up interleaved.
+      // With hf_mxfp4, the same draws quantised (HF's MXFP4 form: Linear orientation).
       const int64_t E = c.num_experts, F = c.moe_intermediate_size;
-      add(layer(l, "mlp.experts.gate_up_proj"), {E, d, 2 * F},
-          {0.0f, std::sqrt(3.0f / static_cast<float>(d))});
+      auto fused = [&](const std::string& name, int64_t K, int64_t R) {
+        const Distribution dist{0.0f, std::sqrt(3.0f / static_cast<float>(K))};
+        if (!o.hf_mxfp4) return add(name, {E, K, R}, dist);
+        const uint64_t seed = HashName(name, o.seed);
+        writer.AddBytes(name + "_blocks", {E, R, K / 32, kHfMxfp4BlockBytes},
+                        RandomMxfp4Fill(o.dtype, seed, dist, {E, K, R}, false));
+        writer.AddBytes(name + "_scales", {E, R, K / 32},
+                        RandomMxfp4Fill(o.dtype, seed, dist, {E, K, R}, true));
+      };
+      fused(layer(l, "mlp.experts.gate_up_proj"), d, 2 * F);
       add(layer(l, "mlp.experts.gate_up_proj_bias"), {E, 2 * F}, {0.0f, 0.2f});
-      add(layer(l, "mlp.experts.down_proj"), {E, F, d},
-          {0.0f, std::sqrt(3.0f / static_cast<float>(F))});
+      fused(layer(l, "mlp.experts.down_proj"), F, d);
       add(layer(l, "mlp.experts.down_proj_bias"), {E, d}, {0.0f, 0.2f});
       continue;
     }

@@ -54,6 +54,10 @@ struct RandomModelOptions {
   std::optional<DType> gguf_type;
   // With gguf_type q4_K: llama-quantize's Q4_K_M mix (GgufWriteOptions::q4_k_m).
   bool gguf_q4_k_m = false;
+  // gpt_oss, "hf": store the routed experts as the published openai/gpt-oss checkpoints do,
+  // MXFP4 _blocks/_scales with quantization_config (model/gpt_oss_weights.h). The values are
+  // drawn in `dtype` and quantised as --gguf-type mxfp4 would quantise them.
+  bool hf_mxfp4 = false;
   uint64_t max_shard_bytes = 4ull << 30;
 };
 

@@ -12,6 +12,11 @@ logits.py.
   experts:   fused gate_up_proj [E, d, 2F] (x @ W + b, gate = even columns, up = odd),
              gate = min(gate, limit), up = clamp(up, -limit, limit),
              (up + 1) * gate * sigmoid(1.702 gate) @ down_proj [E, F, d] + down_proj_bias.
+  MXFP4:     the published checkpoints (quantization_config.quant_method "mxfp4") store
+             gate_up_proj / down_proj as U8 X_blocks [E, rows, cols/32, 16] and X_scales
+             [E, rows, cols/32] in Linear orientation; dequantised here as transformers'
+             integrations/mxfp4 does: the low nibble of byte j is element 2j, the high nibble
+             element 2j + 1, an e2m1 code times 2^(scale - 127), then transposed to x @ W.
 Everything in float32 (BF16/F16 weights are upcast exactly).
 """
 import math
@@ -129,7 +134,39 @@ def moe(h, W, p, cfg):
     return out
 
 
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+def dequantize_mxfp4(blocks, scales):
+    """[E, rows, n, 16] uint8 codes, [E, rows, n] uint8 exponents -> [E, cols, rows] float32."""
+    E, rows, n, nb = blocks.shape
+    if nb != 16 or tuple(scales.shape) != (E, rows, n):
+        raise ValueError(f"MXFP4 blocks {tuple(blocks.shape)} and scales {tuple(scales.shape)}")
+    codes = blocks.to(torch.long)
+    values = torch.empty(E, rows, n, 32, dtype=torch.float32)
+    lut = torch.tensor(E2M1, dtype=torch.float32)
+    values[..., 0::2] = lut[codes & 0xF]
+    values[..., 1::2] = lut[codes >> 4]
+    scale = torch.pow(torch.tensor(2.0, dtype=torch.float64), scales.to(torch.float64) - 127)
+    values = (values.to(torch.float64) * scale[..., None]).to(torch.float32)  # Exact.
+    return values.reshape(E, rows, n * 32).transpose(1, 2).contiguous()
+
+
+def unpack_mxfp4_experts(W, cfg):
+    """Replaces every X_blocks / X_scales pair by the dequantised X (x @ W orientation)."""
+    q = cfg.get("quantization_config")
+    if not q:
+        return W
+    if q.get("quant_method") != "mxfp4":
+        raise ValueError(f"unsupported quant_method {q.get('quant_method')}")
+    for name in [k for k in W if k.endswith("_blocks")]:
+        stem = name[: -len("_blocks")]
+        W[stem] = dequantize_mxfp4(W.pop(name), W.pop(stem + "_scales"))
+    return W
+
+
 def forward(W, cfg, ids):
+    W = unpack_mxfp4_experts(dict(W), cfg)
     T = len(ids)
     eps = cfg.get("rms_norm_eps", 1e-5)
     x = W["model.embed_tokens.weight"][torch.tensor(ids, dtype=torch.long)]

@@ -1,6 +1,7 @@
 """Self-check: the reference forward (logits.py) against the training model's exact
 (dropless, float32) forward, for a tiny random OLMoE exported via tools/train/export.py, and
-for a tiny random Mixtral (the training model with q/k norm removed and top-k renormalised).
+for a tiny random Mixtral (the training model with q/k norm removed and top-k renormalised),
+and gpt_oss.py's MXFP4 dequantisation on a hand-computed block.
 
   /usr/bin/python3 tools/reference/test_reference.py
 """
@@ -110,6 +111,16 @@ def main():
         err = np.abs(got - want).max()
         print(f"mixtral: max |ref - train| = {err:.2e}")
         ok &= err < 1e-4
+    # gpt-oss's MXFP4 experts: a hand-computed block (both nibbles, exponent 128 = times 2).
+    import gpt_oss  # noqa: E402
+    codes = torch.zeros(1, 1, 1, 16, dtype=torch.uint8)
+    codes[0, 0, 0, 0], codes[0, 0, 0, 7], codes[0, 0, 0, 15] = 0x21, 0x9C, 0xF7
+    got = gpt_oss.dequantize_mxfp4(codes, torch.full((1, 1, 1), 128, dtype=torch.uint8))
+    want = torch.zeros(1, 32, 1)
+    want[0, [0, 1, 14, 15, 30, 31], 0] = torch.tensor([1.0, 2.0, -4.0, -1.0, 12.0, -12.0])
+    mx_ok = torch.equal(got, want)
+    print(f"mxfp4 hand block: {'ok' if mx_ok else 'WRONG'}")
+    ok &= mx_ok
     print("OK" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 

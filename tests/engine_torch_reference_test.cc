@@ -188,7 +188,7 @@ TEST(TorchReferenceGptOssTest, HfMxfp4ExpertsMatchPyTorch) {
   o.out = (tmp.path() / "m").string();
   WriteRandomModel(o);
   auto model = LoadModel(o.out);
-  ASSERT_EQ(model->expert_shape.dtype, DType::kMXFP4);
+  ASSERT_EQ(model->expert_shape.gate_up, DType::kMXFP4);
   std::vector<int32_t> ids;
   for (int i = 0; i < 24; ++i) ids.push_back(static_cast<int32_t>((i * 41 + 3) % 512));
   EXPECT_LT(

@@ -298,8 +298,8 @@ TEST(GptOssHfMxfp4, RandomModelQuantisesTheExpertsAsTheMxfp4GgufDoes) {
   testing::TempDir temp;
   auto hf = LoadModel(RandomGptOss(temp, "hf", true));
   auto gguf = LoadModel(RandomGptOss(temp, "m.gguf", false, DType::kMXFP4));
-  ASSERT_EQ(hf->expert_shape.dtype, DType::kMXFP4);
-  ASSERT_EQ(gguf->expert_shape.dtype, DType::kMXFP4);
+  ASSERT_EQ(hf->expert_shape.gate_up, DType::kMXFP4);
+  ASSERT_EQ(gguf->expert_shape.gate_up, DType::kMXFP4);
   for (int l = 0; l < hf->config.num_layers; ++l) {
     for (int e = 0; e < hf->config.num_experts; ++e) {
       const TensorView *hg, *hu, *hd, *gg, *gu, *gd;
@@ -321,7 +321,7 @@ TEST(GptOssHfMxfp4, SameWeightsAsMxfp4GgufGiveBitIdenticalLogitsAndOffloadLossle
   const std::string path = temp / "m.gguf";
   WriteGgufModel(hf->config, *hf->weights, nullptr, path);
   auto gguf = LoadModel(path);
-  ASSERT_EQ(gguf->expert_shape.dtype, DType::kMXFP4);
+  ASSERT_EQ(gguf->expert_shape.gate_up, DType::kMXFP4);
   ResidentMoeExecutor hf_exec(*hf), gguf_exec(*gguf);
   const std::vector<float> logits = testing::PrefillLogits(*hf, hf_exec, kIds);
   EXPECT_EQ(testing::PrefillLogits(*gguf, gguf_exec, kIds), logits);

@@ -3,8 +3,6 @@
 // budget and policy, and the host cache never exceeds its budget.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -91,13 +89,8 @@ TEST(QuantOffloadLosslessTest, Q4KMMixBitIdenticalToResidentForEveryBudget) {
   ResidentMoeExecutor resident(*model);
   const std::vector<float> logits = testing::PrefillLogits(*model, resident, ids);
   const std::vector<double> ref = testing::ReferenceLogits(model->config, *model->weights, ids);
-  ASSERT_EQ(logits.size(), ref.size());
-  double scale = 1, err = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, std::abs(ref[i]));
-    err = std::max(err, std::abs(ref[i] - logits[i]));
-  }
-  EXPECT_LT(err, 1e-4 * scale) << "max |logit| " << scale;
+  const testing::LogitGap gap = testing::CompareLogits(logits, ref);
+  EXPECT_LT(gap.max_err, 1e-4 * gap.scale) << gap.max_err << " of " << gap.scale;
   ExpectLosslessAtEveryBudget(path, "q4_k_m", {"lru", "nextgate"});
 }
 

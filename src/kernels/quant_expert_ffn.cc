@@ -768,26 +768,20 @@ using DownFn = void (*)(const Groups&, const ExpertJob&, const float*, size_t, s
   X(kQ4_0) X(kQ4_1) X(kQ5_0) X(kQ5_1) X(kQ8_0) X(kQ2_K) X(kQ3_K) X(kQ4_K) X(kQ5_K) X(kQ6_K) \
   X(kIQ4_NL) X(kIQ4_XS) X(kMXFP4)
 
-GateUpFn GateUpOf(QuantFormat f) {
+// The gate/up and down kernels of a format.
+struct FormatKernels {
+  GateUpFn gate_up;
+  DownFn down;
+};
+FormatKernels KernelsOf(QuantFormat f) {
   switch (f) {
 #define MOEX_CASE(F)    \
   case QuantFormat::F: \
-    return &GateUp<QuantFormat::F>;
+    return {&GateUp<QuantFormat::F>, &Down<QuantFormat::F>};
     MOEX_QUANT_FORMATS(MOEX_CASE)
 #undef MOEX_CASE
   }
-  return nullptr;
-}
-
-DownFn DownOf(QuantFormat f) {
-  switch (f) {
-#define MOEX_CASE(F)    \
-  case QuantFormat::F: \
-    return &Down<QuantFormat::F>;
-    MOEX_QUANT_FORMATS(MOEX_CASE)
-#undef MOEX_CASE
-  }
-  return nullptr;
+  return {nullptr, nullptr};
 }
 
 void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn,
@@ -923,19 +917,7 @@ void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool
 #define MOEX_LINEAR_CASE(F) \
   case QuantFormat::F:      \
     return quant::Linear<QuantFormat::F>(*o, x, n, *pool);
-    MOEX_LINEAR_CASE(kQ4_0)
-    MOEX_LINEAR_CASE(kQ4_1)
-    MOEX_LINEAR_CASE(kQ5_0)
-    MOEX_LINEAR_CASE(kQ5_1)
-    MOEX_LINEAR_CASE(kQ8_0)
-    MOEX_LINEAR_CASE(kQ2_K)
-    MOEX_LINEAR_CASE(kQ3_K)
-    MOEX_LINEAR_CASE(kQ4_K)
-    MOEX_LINEAR_CASE(kQ5_K)
-    MOEX_LINEAR_CASE(kQ6_K)
-    MOEX_LINEAR_CASE(kIQ4_NL)
-    MOEX_LINEAR_CASE(kIQ4_XS)
-    MOEX_LINEAR_CASE(kMXFP4)
+    MOEX_QUANT_FORMATS(MOEX_LINEAR_CASE)
 #undef MOEX_LINEAR_CASE
   }
 }
@@ -949,8 +931,8 @@ void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, const ExpertEnco
   geo.row_bytes = DTypeBytes(e->gate_up, static_cast<int64_t>(d));
   geo.down_row_bytes = DTypeBytes(e->down, e->group_neurons);
   quant::Run(std::span<const ExpertJob>(jobs, num_jobs), geo,
-             quant::GateUpOf(*QuantFormatOf(e->gate_up)), quant::DownOf(*QuantFormatOf(e->down)),
-             *pool, *act);
+             quant::KernelsOf(*QuantFormatOf(e->gate_up)).gate_up,
+             quant::KernelsOf(*QuantFormatOf(e->down)).down, *pool, *act);
 }
 
 // Decodes `blocks` blocks with this target's decoder (for tests: the SIMD decoders must give
@@ -960,19 +942,7 @@ void DecodeBlocksImpl(DType dtype, const uint8_t* b, size_t blocks, float* out) 
 #define MOEX_DECODE_CASE(F) \
   case QuantFormat::F:      \
     return quant::DecodeBlocks<QuantFormat::F>(b, blocks, out);
-    MOEX_DECODE_CASE(kQ4_0)
-    MOEX_DECODE_CASE(kQ4_1)
-    MOEX_DECODE_CASE(kQ5_0)
-    MOEX_DECODE_CASE(kQ5_1)
-    MOEX_DECODE_CASE(kQ8_0)
-    MOEX_DECODE_CASE(kQ2_K)
-    MOEX_DECODE_CASE(kQ3_K)
-    MOEX_DECODE_CASE(kQ4_K)
-    MOEX_DECODE_CASE(kQ5_K)
-    MOEX_DECODE_CASE(kQ6_K)
-    MOEX_DECODE_CASE(kIQ4_NL)
-    MOEX_DECODE_CASE(kIQ4_XS)
-    MOEX_DECODE_CASE(kMXFP4)
+    MOEX_QUANT_FORMATS(MOEX_DECODE_CASE)
 #undef MOEX_DECODE_CASE
   }
 }

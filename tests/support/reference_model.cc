@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -686,6 +687,17 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
     logits.insert(logits.end(), lt.begin(), lt.end());
   }
   return logits;
+}
+
+LogitGap CompareLogits(const std::vector<float>& got, const std::vector<double>& ref) {
+  LogitGap gap;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    gap.scale = std::max(gap.scale, std::abs(ref[i]));
+    const double g = i < got.size() ? got[i] : std::numeric_limits<double>::infinity();
+    gap.max_err = std::max(gap.max_err, std::abs(ref[i] - g));
+  }
+  if (got.size() != ref.size()) gap.max_err = std::numeric_limits<double>::infinity();
+  return gap;
 }
 
 }  // namespace moex::testing

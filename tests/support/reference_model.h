@@ -19,6 +19,14 @@ std::vector<double> ReferenceLogits(const ModelConfig& config, const WeightSourc
                                     const std::vector<int32_t>& tokens,
                                     const std::vector<int64_t>& passes = {});
 
+// How far engine logits are from the reference: the largest absolute difference, and the
+// logit scale (the largest |reference| logit, at least 1) tolerances are relative to.
+struct LogitGap {
+  double max_err = 0;
+  double scale = 1;
+};
+LogitGap CompareLogits(const std::vector<float>& got, const std::vector<double>& ref);
+
 // Sparsemixer top-2 routing (HF `sparsemixer`, eval mode) in double precision, written out
 // from its definition: returns {i1, i2} and their weights.
 void ReferenceSparseMixer(const std::vector<double>& scores, double jitter_eps, int ids[2],

@@ -393,14 +393,8 @@ TEST(GptOssGgufMxfp4, ExpertsStayMxfp4MatchTheReferenceAndOffloadLosslessly) {
   const testing::LogitGap gap = testing::CompareLogits(logits, ref);
   EXPECT_LT(gap.max_err, 1e-4 * gap.scale) << gap.max_err << " of " << gap.scale;
   for (const char* budget : {"5%", "50%"}) {
-    SCOPED_TRACE(budget);
-    OffloadOptions off;
-    off.store_path = temp / "experts.moex";
-    off.host_budget = budget;
-    off.policy = "lru";
-    off.progress = false;
-    OffloadMoeExecutor offload(*model, off);
-    EXPECT_EQ(testing::PrefillLogits(*model, offload, kIds), logits);
+    const std::string store = temp / "experts.moex";
+    EXPECT_EQ(testing::OffloadedPrefillLogits(*model, kIds, store, budget), logits) << budget;
   }
 }
 

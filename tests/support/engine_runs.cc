@@ -48,4 +48,16 @@ void RecordLearningTrace(const Model& model, const std::string& path) {
   writer.Finish();
 }
 
+std::vector<float> OffloadedPrefillLogits(const Model& model, const std::vector<int32_t>& ids,
+                                          const std::string& store_path, const char* budget,
+                                          const char* policy) {
+  OffloadOptions o;
+  o.store_path = store_path;
+  o.host_budget = budget;
+  o.policy = policy;
+  o.progress = false;
+  OffloadMoeExecutor offload(model, o);
+  return PrefillLogits(model, offload, ids);
+}
+
 }  // namespace moex::testing

@@ -15,6 +15,10 @@ namespace moex::testing {
 // Logits of every position of `ids`, one forward pass.
 std::vector<float> PrefillLogits(const Model& model, MoeExecutor& executor,
                                  const std::vector<int32_t>& ids);
+// PrefillLogits of `model` offloaded to the store at `store_path` with `policy` at `budget`.
+std::vector<float> OffloadedPrefillLogits(const Model& model, const std::vector<int32_t>& ids,
+                                          const std::string& store_path, const char* budget,
+                                          const char* policy = "lru");
 // Greedy tokens of two requests generated together (10 and 7 tokens).
 std::vector<std::vector<int32_t>> GreedyTokens(const Model& model, MoeExecutor& executor);
 

@@ -46,7 +46,7 @@ TEST(HfMxfp4Block, HandComputedCodesAndExponentDecodeAsTransformersDoes) {
   uint8_t block[17];
   HfToGgmlMxfp4Block(codes, 128, block);  // 2^(128 - 127) = 2.
   // GGML packs element j with element j + 16 in byte 1 + j.
-  const uint8_t expected_block[17] = {128, 0x01, 0x02, 0, 0, 0, 0, 0, 0,
+  const uint8_t expected_block[17] = {128, 0x01, 0x02, 0, 0, 0, 0,    0,   0,
                                       0,   0,    0,    0, 0, 0, 0x7C, 0xF9};
   EXPECT_TRUE(std::equal(block, block + 17, expected_block));
   float y[32];
@@ -87,11 +87,10 @@ struct HandCheckpoint {
   std::string extra_u8;  // Another U8 tensor to write.
 
   HandCheckpoint() {
-    config["quantization_config"] = {
-        {"quant_method", "mxfp4"},
-        {"modules_to_not_convert",
-         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-          "lm_head"}}};
+    config["quantization_config"] = {{"quant_method", "mxfp4"},
+                                     {"modules_to_not_convert",
+                                      {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                       "model.embed_tokens", "lm_head"}}};
     // Expert 1: gate row 1 = gate_up row 2, its second block (columns 32..63), exponent 128.
     const int64_t gu_row_blocks = d / 32;
     const int64_t gate_block = (1 * 2 * F + 2) * gu_row_blocks + 1;
@@ -151,7 +150,8 @@ TEST(GptOssHfMxfp4, HandComputedBlocksAreDeinterleavedIntoGateUpAndDown) {
   const TensorView& up = w->Get(n.Expert(0, 1, ExpertMatrix::kUp), {h.F, h.d});
   const TensorView& down = w->Get(n.Expert(0, 1, ExpertMatrix::kDown), {h.d, h.F});
   for (const TensorView* t : {&gate, &up, &down}) EXPECT_EQ(t->dtype, DType::kMXFP4) << t->name;
-  std::vector<float> want_gate(h.F * h.d, 0.0f), want_up(h.F * h.d, 0.0f), want_down(h.d * h.F, 0.0f);
+  std::vector<float> want_gate(h.F * h.d, 0.0f), want_up(h.F * h.d, 0.0f),
+      want_down(h.d * h.F, 0.0f);
   want_gate[1 * h.d + 32] = 1.0f;
   want_gate[1 * h.d + 33] = 2.0f;
   want_up[1 * h.d + 30] = 1.5f;
@@ -187,14 +187,16 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
   {
     HandCheckpoint h;
     h.write_gu_scales = false;
-    expect_error(h, "MXFP4 tensor model.layers.0.mlp.experts.gate_up_proj_blocks has no "
-                    "model.layers.0.mlp.experts.gate_up_proj_scales");
+    expect_error(h,
+                 "MXFP4 tensor model.layers.0.mlp.experts.gate_up_proj_blocks has no "
+                 "model.layers.0.mlp.experts.gate_up_proj_scales");
   }
   {
     HandCheckpoint h;
     h.gu_blocks_shape = {h.E, 2 * h.F, h.d / 16, 8};
-    expect_error(h, "MXFP4 tensor model.layers.0.mlp.experts.gate_up_proj_blocks has shape "
-                    "[8, 64, 4, 8], expected [8, 64, 2, 16]");
+    expect_error(h,
+                 "MXFP4 tensor model.layers.0.mlp.experts.gate_up_proj_blocks has shape "
+                 "[8, 64, 4, 8], expected [8, 64, 2, 16]");
   }
   {
     HandCheckpoint h;
@@ -203,10 +205,12 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
   }
   {
     HandCheckpoint h;
-    h.config["quantization_config"]["modules_to_not_convert"].push_back("model.layers.*.mlp.experts");
-    expect_error(h, "modules_to_not_convert entry 'model.layers.*.mlp.experts' covers "
-                    "model.layers.0.mlp.experts, but tensor "
-                    "model.layers.0.mlp.experts.gate_up_proj_blocks stores its experts as MXFP4");
+    h.config["quantization_config"]["modules_to_not_convert"].push_back(
+        "model.layers.*.mlp.experts");
+    expect_error(h,
+                 "modules_to_not_convert entry 'model.layers.*.mlp.experts' covers "
+                 "model.layers.0.mlp.experts, but tensor "
+                 "model.layers.0.mlp.experts.gate_up_proj_blocks stores its experts as MXFP4");
   }
   {
     HandCheckpoint h;
@@ -217,15 +221,17 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
     HandCheckpoint h;
     h.config["quantization_config"]["modules_to_not_convert"].push_back(
         "model.layers.0.mlp.experts.down_proj");
-    expect_error(h, "entry 'model.layers.0.mlp.experts.down_proj' names only part of "
-                    "model.layers.0.mlp.experts");
+    expect_error(h,
+                 "entry 'model.layers.0.mlp.experts.down_proj' names only part of "
+                 "model.layers.0.mlp.experts");
   }
   {
     HandCheckpoint h;  // Entries that together name every expert matrix cover the experts.
     h.config["quantization_config"]["modules_to_not_convert"].push_back("*.experts.gate_up_proj");
     h.config["quantization_config"]["modules_to_not_convert"].push_back("*.experts.down_proj");
-    expect_error(h, "entry '*.experts.down_proj' covers model.layers.0.mlp.experts, but tensor "
-                    "model.layers.0.mlp.experts.gate_up_proj_blocks stores its experts as MXFP4");
+    expect_error(h,
+                 "entry '*.experts.down_proj' covers model.layers.0.mlp.experts, but tensor "
+                 "model.layers.0.mlp.experts.gate_up_proj_blocks stores its experts as MXFP4");
   }
   {
     HandCheckpoint h;
@@ -235,8 +241,9 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
   {
     HandCheckpoint h;
     h.config.erase("quantization_config");
-    expect_error(h, "tensor model.layers.0.mlp.experts.gate_up_proj_blocks holds MXFP4 experts, "
-                    "but config.json has no quantization_config");
+    expect_error(h,
+                 "tensor model.layers.0.mlp.experts.gate_up_proj_blocks holds MXFP4 experts, "
+                 "but config.json has no quantization_config");
   }
   {
     HandCheckpoint h;
@@ -246,16 +253,19 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
   {
     HandCheckpoint h;  // NaN exponent in up row 1's block: found when the expert is read.
     h.gu_scales[(1 * 2 * h.F + 3) * (h.d / 32)] = 0xff;
-    expect_error(h, "MXFP4 tensor model.layers.0.mlp.experts.gate_up_proj_scales has exponent "
-                    "0xFF (NaN) at expert 1, row 3, block 0", true);
+    expect_error(h,
+                 "MXFP4 tensor model.layers.0.mlp.experts.gate_up_proj_scales has exponent "
+                 "0xFF (NaN) at expert 1, row 3, block 0",
+                 true);
   }
   {
     HandCheckpoint h;  // quantization_config is gpt-oss's only.
     const nlohmann::json q = h.config["quantization_config"];
     h.config = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny).ToHfJson();
     h.config["quantization_config"] = q;
-    expect_error(h, "quantization_config (quant_method 'mxfp4') is supported for gpt_oss only, "
-                    "not olmoe");
+    expect_error(h,
+                 "quantization_config (quant_method 'mxfp4') is supported for gpt_oss only, "
+                 "not olmoe");
   }
 }
 

@@ -74,8 +74,11 @@ struct Expert {
 // group and record size (padding included).
 Expert MakeExpert(const ExpertShape& shape, uint32_t seed) {
   const int64_t d = shape.hidden_size, f = shape.neurons;
-  Expert e{shape, MakeMatrix(shape.gate_up, f, d, seed), MakeMatrix(shape.gate_up, f, d, seed + 1),
-           MakeMatrix(shape.down, d, f, seed + 2), {}};
+  Expert e{shape,
+           MakeMatrix(shape.gate_up, f, d, seed),
+           MakeMatrix(shape.gate_up, f, d, seed + 1),
+           MakeMatrix(shape.down, d, f, seed + 2),
+           {}};
   e.packed.resize(e.shape.ExpertBytes());
   PackExpertNeuronMajor(View("gate", shape.gate_up, {f, d}, e.gate),
                         View("up", shape.gate_up, {f, d}, e.up),
@@ -101,9 +104,11 @@ std::vector<float> RunExpert(const Expert& e, int64_t a, int64_t b, const std::v
 // record padded by 20 bytes as in a model whose other layers are wider.
 std::vector<ExpertShape> MixedShapes(int64_t d, int64_t f) {
   std::vector<ExpertShape> out;
-  for (const auto& [gate_up, down] :
-       {std::pair{DType::kQ4_K, DType::kQ6_K}, {DType::kQ8_0, DType::kQ4_K},
-        {DType::kQ4_K, DType::kQ8_0}, {DType::kMXFP4, DType::kQ5_K}, {DType::kQ5_0, DType::kQ4_0}}) {
+  for (const auto& [gate_up, down] : {std::pair{DType::kQ4_K, DType::kQ6_K},
+                                      {DType::kQ8_0, DType::kQ4_K},
+                                      {DType::kQ4_K, DType::kQ8_0},
+                                      {DType::kMXFP4, DType::kQ5_K},
+                                      {DType::kQ5_0, DType::kQ4_0}}) {
     ExpertShape s{gate_up, down, d, f};
     s.record_bytes = s.NaturalRecordBytes() + 20;
     out.push_back(s);
@@ -162,9 +167,8 @@ TEST(QuantExpertPackTest, MixedTypesPackIntoPaddedRecordGroups) {
         ASSERT_EQ(std::memcmp(grp + (g + i) * row, &e.up.bytes[src], row), 0) << "up " << k * g + i;
       }
       for (int64_t j = 0; j < d; ++j) {
-        ASSERT_EQ(std::memcmp(grp + 2 * g * row + j * run, &e.down.bytes[j * down_row + k * run],
-                              run),
-                  0)
+        ASSERT_EQ(
+            std::memcmp(grp + 2 * g * row + j * run, &e.down.bytes[j * down_row + k * run], run), 0)
             << "down row " << j << " group " << k;
       }
       for (size_t b = used; b < group_bytes; ++b) ASSERT_EQ(grp[b], std::byte{0}) << b;
@@ -174,9 +178,10 @@ TEST(QuantExpertPackTest, MixedTypesPackIntoPaddedRecordGroups) {
 
 TEST(QuantExpertPackTest, LayersArePaddedToTheWidestRecord) {
   // OLMoE's d = 2048 in Q4_K_M: q4_K rows of 1152 bytes, q6_K rows of 1680.
-  const std::vector<ExpertShape> padded = PadToCommonShape(
-      {ExpertShape::Uniform(DType::kQ4_K, 2048, 1024), {DType::kQ4_K, DType::kQ6_K, 2048, 1024},
-       {DType::kQ8_0, DType::kQ8_0, 2048, 1024}});
+  const std::vector<ExpertShape> padded =
+      PadToCommonShape({ExpertShape::Uniform(DType::kQ4_K, 2048, 1024),
+                        {DType::kQ4_K, DType::kQ6_K, 2048, 1024},
+                        {DType::kQ8_0, DType::kQ8_0, 2048, 1024}});
   for (const ExpertShape& s : padded) {
     EXPECT_EQ(s.GroupNeurons(), 256);
     EXPECT_EQ(s.RecordBytes(), 2u * 2176 + 2176);  // q8_0 is the widest: 64 blocks of 34 bytes.
@@ -189,7 +194,8 @@ TEST(QuantExpertPackTest, LayersArePaddedToTheWidestRecord) {
 
 TEST(QuantExpertPackTest, ShapesThatAreNotWholeBlocksAreRefused) {
   const Matrix m = MakeMatrix(DType::kQ4_K, 256, 256, 1);
-  const ExpertShape shape = ExpertShape::Uniform(DType::kQ4_K, 256, 128);  // 128 neurons: half a q4_K block.
+  const ExpertShape shape =
+      ExpertShape::Uniform(DType::kQ4_K, 256, 128);  // 128 neurons: half a q4_K block.
   std::vector<std::byte> out(1 << 20);
   try {
     PackExpertNeuronMajor(View("g", DType::kQ4_K, {128, 256}, m),
@@ -327,9 +333,9 @@ TEST(QuantExpertKernelTest, MixedTypesMatchTheReferenceAndAreInvariant) {
           ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads;
         }
         if (n > 1) {
-          const std::vector<float> last = RunExpert(
-              e, 0, f, std::vector<float>(x.end() - d, x.end()), 1,
-              std::vector<float>(y0.end() - d, y0.end()));
+          const std::vector<float> last =
+              RunExpert(e, 0, f, std::vector<float>(x.end() - d, x.end()), 1,
+                        std::vector<float>(y0.end() - d, y0.end()));
           ASSERT_EQ(std::memcmp(last.data(), &whole[(n - 1) * d], d * sizeof(float)), 0);
         }
       }

@@ -99,7 +99,8 @@ int RunBench(const BenchOptions& o) {
   size_t expert_bytes = 0;
   for (const LayerWeights& L : model.layers)
     if (L.is_moe)
-      expert_bytes += L.expert_shape.NaturalRecordBytes() * static_cast<size_t>(L.expert_shape.neurons);
+      expert_bytes +=
+          L.expert_shape.NaturalRecordBytes() * static_cast<size_t>(L.expert_shape.neurons);
   expert_bytes /= static_cast<size_t>(std::max(1, model.NumMoeLayers()));
   const double experts_per_step =
       t.decode_steps > 0 ? static_cast<double>(counter.LastForwards(t.decode_steps)) /

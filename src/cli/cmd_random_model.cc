@@ -83,8 +83,8 @@ Runner AddRandomModelCommand(CLI::App& app) {
                   "q4_k_m: llama-quantize's Q4_K_M mix (q4_K, q6_K for the output and for "
                   "attn_v and ffn_down on some layers)");
   cmd->add_flag("--hf-mxfp4", o->hf_mxfp4,
-               "gpt_oss, hf: routed experts in MXFP4 (_blocks/_scales and quantization_config), "
-               "as openai/gpt-oss checkpoints are published; values drawn in --dtype");
+                "gpt_oss, hf: routed experts in MXFP4 (_blocks/_scales and quantization_config), "
+                "as openai/gpt-oss checkpoints are published; values drawn in --dtype");
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
   cmd->add_option("--rope-original", o->rope_original,

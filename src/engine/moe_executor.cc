@@ -7,9 +7,9 @@
 #include "core/logging.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
-#include "model/expert_store_packer.h"
-#include "kernels/ops.h"
 #include "engine/layer_runner.h"
+#include "kernels/ops.h"
+#include "model/expert_store_packer.h"
 
 namespace moex {
 

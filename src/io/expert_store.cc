@@ -99,10 +99,10 @@ ExpertStore ExpertStore::Open(const std::string& path) {
     Check(blocked ? group % DTypeBlockElems(gu) == 0 && group % DTypeBlockElems(dn) == 0 &&
                         h.hidden_size % DTypeBlockElems(gu) == 0
                   : gu == dn && !IsBlockQuantized(gu) && group == 1,
-          "expert store ", path, " has MoE layer #", i, " in ", DTypeName(gu), "/",
-          DTypeName(dn), ", which records of groups of ", group, " cannot hold");
-    widest = std::max<uint64_t>(widest, 2 * DTypeBytes(gu, h.hidden_size) +
-                                            DTypeBytes(dn, h.hidden_size));
+          "expert store ", path, " has MoE layer #", i, " in ", DTypeName(gu), "/", DTypeName(dn),
+          ", which records of groups of ", group, " cannot hold");
+    widest = std::max<uint64_t>(widest,
+                                2 * DTypeBytes(gu, h.hidden_size) + DTypeBytes(dn, h.hidden_size));
   }
   Check(h.num_moe_layers == 0 || h.record_bytes == widest, "expert store ", path,
         " has records of ", h.record_bytes, " bytes, but its widest layer's take ", widest);

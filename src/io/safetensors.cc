@@ -147,8 +147,7 @@ void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
   }
   // nlohmann's object keeps keys sorted, so both lists are already sorted by name.
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
-  for (size_t i = 0; i < byte_tensors_.size(); ++i)
-    byte_index_.emplace(byte_tensors_[i].name, i);
+  for (size_t i = 0; i < byte_tensors_.size(); ++i) byte_index_.emplace(byte_tensors_[i].name, i);
 }
 
 }  // namespace moex

@@ -67,9 +67,8 @@ void SafetensorsWriter::WriteShard(OutputFile& out,
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   uint64_t offset = 0;
   for (const Pending* t : tensors) {
-    header[t->name] = {{"dtype", t->dtype},
-                       {"shape", t->shape},
-                       {"data_offsets", {offset, offset + t->nbytes}}};
+    header[t->name] = {
+        {"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->nbytes}}};
     offset += t->nbytes;
   }
   std::string text = header.dump();

@@ -619,11 +619,11 @@ HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n,
 constexpr size_t kDownRows = 16;
 
 template <QuantFormat F>
-constexpr size_t kBlockOf = F == QuantFormat::kQ2_K || F == QuantFormat::kQ3_K ||
-                                    F == QuantFormat::kQ4_K || F == QuantFormat::kQ5_K ||
-                                    F == QuantFormat::kQ6_K || F == QuantFormat::kIQ4_XS
-                                ? 256
-                                : 32;
+constexpr size_t kBlockOf =
+    F == QuantFormat::kQ2_K || F == QuantFormat::kQ3_K || F == QuantFormat::kQ4_K ||
+            F == QuantFormat::kQ5_K || F == QuantFormat::kQ6_K || F == QuantFormat::kIQ4_XS
+        ? 256
+        : 32;
 
 // Per-thread scratch, two independent buffers.
 template <int kWhich>
@@ -637,10 +637,10 @@ float* Scratch(size_t floats) {
 // then d down rows of G neurons each (G / block size blocks per row), padded to
 // group_bytes. With one format throughout, G is its block size and a down row one block.
 struct Groups {
-  size_t d = 0;            // d_model.
-  size_t g = 0;            // Neurons per group.
-  size_t group_bytes = 0;  // G * record bytes, padding included.
-  size_t row_bytes = 0;    // One gate (or up) row: d weights.
+  size_t d = 0;               // d_model.
+  size_t g = 0;               // Neurons per group.
+  size_t group_bytes = 0;     // G * record bytes, padding included.
+  size_t row_bytes = 0;       // One gate (or up) row: d weights.
   size_t down_row_bytes = 0;  // One down row's G weights.
   const uint8_t* Group(const ExpertJob& job, size_t group) const {
     return reinterpret_cast<const uint8_t*>(job.records) + group * group_bytes;
@@ -708,8 +708,8 @@ void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job
 // Down in format F, rows [c0, c1) of a job over all its m / G groups, in neuron order:
 // y[t, j] += dot(down row j's G weights of the group, h[t, group]), one addition per group.
 template <QuantFormat F>
-void Down(const Groups& geo, const ExpertJob& job, const float* h, size_t ldh, size_t m,
-          size_t c0, size_t c1) {
+void Down(const Groups& geo, const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
+          size_t c1) {
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, g = geo.g, n = static_cast<size_t>(job.n);
   const size_t row_blocks = g / kBlock;
@@ -759,14 +759,15 @@ void Down(const Groups& geo, const ExpertJob& job, const float* h, size_t ldh, s
   }
 }
 
-using GateUpFn = void (*)(const Groups&, const ExpertActivation&, const ExpertJob&, size_t,
-                          size_t, float*, size_t);
+using GateUpFn = void (*)(const Groups&, const ExpertActivation&, const ExpertJob&, size_t, size_t,
+                          float*, size_t);
 using DownFn = void (*)(const Groups&, const ExpertJob&, const float*, size_t, size_t, size_t,
                         size_t);
 
-#define MOEX_QUANT_FORMATS(X) \
-  X(kQ4_0) X(kQ4_1) X(kQ5_0) X(kQ5_1) X(kQ8_0) X(kQ2_K) X(kQ3_K) X(kQ4_K) X(kQ5_K) X(kQ6_K) \
-  X(kIQ4_NL) X(kIQ4_XS) X(kMXFP4)
+#define MOEX_QUANT_FORMATS(X)                                                                 \
+  X(kQ4_0)                                                                                    \
+  X(kQ4_1) X(kQ5_0) X(kQ5_1) X(kQ8_0) X(kQ2_K) X(kQ3_K) X(kQ4_K) X(kQ5_K) X(kQ6_K) X(kIQ4_NL) \
+      X(kIQ4_XS) X(kMXFP4)
 
 // The gate/up and down kernels of a format.
 struct FormatKernels {
@@ -775,7 +776,7 @@ struct FormatKernels {
 };
 FormatKernels KernelsOf(QuantFormat f) {
   switch (f) {
-#define MOEX_CASE(F)    \
+#define MOEX_CASE(F)   \
   case QuantFormat::F: \
     return {&GateUp<QuantFormat::F>, &Down<QuantFormat::F>};
     MOEX_QUANT_FORMATS(MOEX_CASE)
@@ -784,8 +785,8 @@ FormatKernels KernelsOf(QuantFormat f) {
   return {nullptr, nullptr};
 }
 
-void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn,
-         DownFn down_fn, ThreadPool& pool, const ExpertActivation& act) {
+void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn, DownFn down_fn,
+         ThreadPool& pool, const ExpertActivation& act) {
   const size_t d = geo.d;
   const size_t num_jobs = jobs.size();
   // h per job: [n][m] floats.
@@ -922,8 +923,8 @@ void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool
   }
 }
 
-void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, const ExpertEncoding* e,
-                        size_t d, ThreadPool* pool, const ExpertActivation* act) {
+void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, const ExpertEncoding* e, size_t d,
+                        ThreadPool* pool, const ExpertActivation* act) {
   quant::Groups geo;
   geo.d = d;
   geo.g = static_cast<size_t>(e->group_neurons);
@@ -966,17 +967,16 @@ void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& p
 
 void QuantExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& e, int64_t d_model,
                     ThreadPool& pool, const ExpertActivation& act) {
-  Check(IsBlockQuantized(e.gate_up) && IsBlockQuantized(e.down), "QuantExpertFfn: ",
-        DTypeName(e.gate_up), " gate/up and ", DTypeName(e.down),
+  Check(IsBlockQuantized(e.gate_up) && IsBlockQuantized(e.down),
+        "QuantExpertFfn: ", DTypeName(e.gate_up), " gate/up and ", DTypeName(e.down),
         " down are not both block formats");
   const int64_t group = e.group_neurons;
   const int64_t gate_up_block = DTypeBlockElems(e.gate_up), down_block = DTypeBlockElems(e.down);
-  Check(group > 0 && group % gate_up_block == 0 && group % down_block == 0, "ExpertFfn: ",
-        "a record group of ", group, " neurons is not whole ", DTypeName(e.gate_up), " and ",
-        DTypeName(e.down), " blocks");
-  Check(e.record_bytes >= e.NaturalRecordBytes(d_model), "ExpertFfn: records of ",
-        e.record_bytes, " bytes cannot hold ", DTypeName(e.gate_up), "/", DTypeName(e.down),
-        " rows of ", d_model);
+  Check(group > 0 && group % gate_up_block == 0 && group % down_block == 0,
+        "ExpertFfn: ", "a record group of ", group, " neurons is not whole ", DTypeName(e.gate_up),
+        " and ", DTypeName(e.down), " blocks");
+  Check(e.record_bytes >= e.NaturalRecordBytes(d_model), "ExpertFfn: records of ", e.record_bytes,
+        " bytes cannot hold ", DTypeName(e.gate_up), "/", DTypeName(e.down), " rows of ", d_model);
   Check(d_model > 0 && d_model % gate_up_block == 0, "ExpertFfn: ", DTypeName(e.gate_up),
         " d_model ", d_model, " is not a multiple of ", gate_up_block);
   for (const ExpertJob& job : jobs) {

@@ -38,8 +38,7 @@ void PackBlockGroups(const TensorView& gate, const TensorView& up, const TensorV
 }  // namespace
 
 std::string ExpertShape::DTypeLabel() const {
-  return OneDType() ? DTypeName(gate_up)
-                    : std::string(DTypeName(gate_up)) + "/" + DTypeName(down);
+  return OneDType() ? DTypeName(gate_up) : std::string(DTypeName(gate_up)) + "/" + DTypeName(down);
 }
 
 std::vector<ExpertShape> PadToCommonShape(std::vector<ExpertShape> layers) {
@@ -89,8 +88,7 @@ void CheckExpertTensors(const TensorView& gate, const TensorView& up, const Tens
     const int64_t row_block = shape.NaturalGroupNeurons();
     Check(shape.hidden_size % row_block == 0, name,
           " experts need hidden_size (d) to be a multiple of ", row_block,
-          " to be packed neuron-major, but d = ", shape.hidden_size, " (tensor '", gate.name,
-          "')");
+          " to be packed neuron-major, but d = ", shape.hidden_size, " (tensor '", gate.name, "')");
     Check(shape.neurons % g == 0, name, " expert tensor '", down.name, "' has rows of ",
           shape.neurons, " neurons, which is not a multiple of ", g, " (the record group)");
     for (const TensorView* t : {&gate, &up, &down}) {
@@ -98,8 +96,7 @@ void CheckExpertTensors(const TensorView& gate, const TensorView& up, const Tens
             t->nbytes, " bytes, not the ", DTypeBytes(t->dtype, t->numel()), " of ", t->numel(),
             " ", DTypeName(t->dtype), " weights");
     }
-    Check(g % shape.NaturalGroupNeurons() == 0 &&
-              shape.RecordBytes() >= shape.NaturalRecordBytes(),
+    Check(g % shape.NaturalGroupNeurons() == 0 && shape.RecordBytes() >= shape.NaturalRecordBytes(),
           "expert shape ", name, ": groups of ", g, " neurons with ", shape.RecordBytes(),
           "-byte records cannot hold its blocks");
   } else {

@@ -70,7 +70,6 @@ void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& wh
 
 // What the store will hold, one per MoE layer: the gate and down dtypes of the layer's first
 // expert, padded to one geometry (PadToCommonShape).
-std::vector<ExpertShape> RoutedExpertShapes(const WeightSource& source,
-                                            const ModelConfig& config);
+std::vector<ExpertShape> RoutedExpertShapes(const WeightSource& source, const ModelConfig& config);
 
 }  // namespace moex

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/logging.h"
 #include "core/name_list.h"
 #include "core/quant_format.h"
-#include "core/logging.h"
 #include "io/gguf_format.h"
 #include "model/gguf_arch_keys.h"
 #include "model/gguf_deepseek2.h"
@@ -107,9 +107,9 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       expert_types.insert(info.ggml_type);
       const std::string_view stem = parts[2];
       if (stem.find("down") == std::string_view::npos)
-        gate_up_types[std::string(parts[1]) + (stem.find("gate") != std::string_view::npos
-                                                   ? ".gate"
-                                                   : ".up")] = info.ggml_type;
+        gate_up_types[std::string(parts[1]) +
+                      (stem.find("gate") != std::string_view::npos ? ".gate" : ".up")] =
+            info.ggml_type;
     }
   }
   bool all_blocks = true, gate_up_alike = true;
@@ -128,16 +128,15 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   }
   const bool groups_fit =
       config.moe_intermediate_size % group == 0 && config.hidden_size % group == 0;
-  const bool keep_expert_blocks =
-      expert_types.size() == 1 ||
-      (all_blocks && gate_up_alike && groups_fit && !expert_types.empty());
+  const bool keep_expert_blocks = expert_types.size() == 1 || (all_blocks && gate_up_alike &&
+                                                               groups_fit && !expert_types.empty());
   const auto expert_tensor = [&](const std::string& name) {
     return keep_expert_blocks ? f.FindQuantizedTensor(name) : f.FindTensor(name);
   };
   if (!keep_expert_blocks && expert_types.size() > 1)
     Log(LogLevel::kInfo, f.path(), ": routed experts mix ", expert_types.size(),
         " tensor types the kernels cannot run together",
-        !all_blocks     ? " (block formats beside f32/f16/bf16)"
+        !all_blocks      ? " (block formats beside f32/f16/bf16)"
         : !gate_up_alike ? " (gate and up differ)"
                          : " (their largest block does not divide d and F)",
         "; they are dequantised to f32");

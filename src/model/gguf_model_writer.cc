@@ -418,8 +418,8 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
         "blk." + std::to_string(layer) + "." + kExpsStems[mat] + ".weight";
     std::vector<int64_t> shape = {static_cast<int64_t>(group.size()), group[0]->shape[0],
                                   group[0]->shape[1]};
-    const DType out =
-        WithMix(options, kExpsStems[mat], layer, config.num_layers).quantize.value_or(group[0]->dtype);
+    const DType out = WithMix(options, kExpsStems[mat], layer, config.num_layers)
+                          .quantize.value_or(group[0]->dtype);
     // Routed experts must stay in blocks (expert_layout.h), so no per-tensor fallback here.
     const int block = DTypeBlockElems(out);
     Check(group[0]->cols() % block == 0, hf.Describe(), ": cannot store routed expert tensor ",

@@ -191,12 +191,14 @@ bool GptOssHfWeights::AddMxfp4Experts(const ModelConfig& c, int l) {
         " stores its experts as MXFP4");
   const int64_t E = c.num_experts, d = c.hidden_size, F = c.moe_intermediate_size;
   Check(d % 32 == 0 && F % 32 == 0, where, ": tensor ", first, " holds MXFP4 experts in blocks ",
-        "of 32, but hidden_size ", d, " and intermediate_size ", F, " are not both multiples of 32");
+        "of 32, but hidden_size ", d, " and intermediate_size ", F,
+        " are not both multiples of 32");
   const TensorNames n = TensorNamesFor(c);
   for (const auto& part : {std::tuple{gate_up, 2 * F, d}, std::tuple{down, d, F}}) {
     const std::string& stem = std::get<0>(part);
     const int64_t rows = std::get<1>(part), cols = std::get<2>(part);
-    const ByteTensor* blocks = Packed(hf, stem + "_blocks", {E, rows, cols / 32, kHfMxfp4BlockBytes});
+    const ByteTensor* blocks =
+        Packed(hf, stem + "_blocks", {E, rows, cols / 32, kHfMxfp4BlockBytes});
     const ByteTensor* scales = Packed(hf, stem + "_scales", {E, rows, cols / 32});
     Check(blocks != nullptr || scales != nullptr, where, ": tensor ", first, " holds layer ", l,
           "'s experts as MXFP4, but ", stem, "_blocks and ", stem, "_scales are missing");
@@ -213,8 +215,9 @@ bool GptOssHfWeights::AddMxfp4Experts(const ModelConfig& c, int l) {
       // gate_up: gate = even rows, up = odd rows (parity); down: every row (stride 1).
       const bool fused = stem == gate_up;
       for (int parity = 0; parity < (fused ? 2 : 1); ++parity) {
-        const ExpertMatrix m = !fused ? ExpertMatrix::kDown
-                               : parity == 0 ? ExpertMatrix::kGate : ExpertMatrix::kUp;
+        const ExpertMatrix m = !fused        ? ExpertMatrix::kDown
+                               : parity == 0 ? ExpertMatrix::kGate
+                                             : ExpertMatrix::kUp;
         const int64_t out_rows = fused ? F : d;
         Add(n.Expert(l, static_cast<int>(e), m), DType::kMXFP4, {out_rows, cols}, blocks->name,
             [=](std::byte* out) {
@@ -224,9 +227,9 @@ bool GptOssHfWeights::AddMxfp4Experts(const ModelConfig& c, int l) {
                   const int64_t k = src_row * row_blocks + b;
                   Check(exps[k] != 0xff, where, ": MXFP4 tensor ", scales_name, " has exponent ",
                         "0xFF (NaN) at expert ", e, ", row ", src_row - e * rows, ", block ", b);
-                  HfToGgmlMxfp4Block(codes + k * kHfMxfp4BlockBytes, exps[k],
-                                     reinterpret_cast<uint8_t*>(out) + i * out_row +
-                                         b * kGgmlMxfp4BlockBytes);
+                  HfToGgmlMxfp4Block(
+                      codes + k * kHfMxfp4BlockBytes, exps[k],
+                      reinterpret_cast<uint8_t*>(out) + i * out_row + b * kGgmlMxfp4BlockBytes);
                 }
               }
             });

@@ -164,8 +164,8 @@ void HfCheckpoint::LoadWeights() {
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     const std::string shard = it.value().get<std::string>();
     Check(shards[shard]->Find(it.key()) != nullptr || shards[shard]->FindBytes(it.key()) != nullptr,
-          index_path, " lists tensor '", it.key(),
-          "' in ", shard, ", but that shard does not contain it");
+          index_path, " lists tensor '", it.key(), "' in ", shard,
+          ", but that shard does not contain it");
   }
 }
 

@@ -37,8 +37,8 @@ struct GenerationConfig {
 class HfCheckpoint : public WeightSource {
  public:
   // Throws Error for a missing directory or config.json, bad JSON, an unsupported model or
-  // quantization_config, a missing shard, a tensor listed in the index but absent from its shard, or any
-  // invalid safetensors file.
+  // quantization_config, a missing shard, a tensor listed in the index but absent from its shard,
+  // or any invalid safetensors file.
   static std::unique_ptr<HfCheckpoint> Open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }

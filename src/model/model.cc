@@ -224,9 +224,9 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
   }
   auto checkpoint = HfCheckpoint::Open(path);
   ModelConfig config = checkpoint->config();
-  std::unique_ptr<WeightSource> source =
-      config.arch == Arch::kGptOss ? WrapGptOssHfWeights(std::move(checkpoint), config)
-                                   : std::unique_ptr<WeightSource>(std::move(checkpoint));
+  std::unique_ptr<WeightSource> source = config.arch == Arch::kGptOss
+                                             ? WrapGptOssHfWeights(std::move(checkpoint), config)
+                                             : std::unique_ptr<WeightSource>(std::move(checkpoint));
   auto model = BuildModel(path, config, std::move(source));
   if (!model->unused_tensors.empty())
     Log(LogLevel::kWarn, path, ": ", model->unused_tensors.size(),

@@ -12,15 +12,15 @@
 
 #include "core/error.h"
 #include "core/quant_format.h"
-#include "text/byte_tokenizer_json.h"
 #include "io/gguf_file.h"
-#include "model/hf_checkpoint.h"
-#include "text/tokenizer.h"
 #include "io/safetensors_writer.h"
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
+#include "model/hf_checkpoint.h"
 #include "model/hf_mxfp4.h"
 #include "model/tensor_names.h"
+#include "text/byte_tokenizer_json.h"
+#include "text/tokenizer.h"
 
 namespace moex {
 
@@ -82,7 +82,8 @@ ByteFill RandomMxfp4Fill(DType dtype, uint64_t tensor_seed, Distribution dist,
       const int64_t e = q / (R * row_blocks), r = q / row_blocks % R, b = q % row_blocks;
       float values[32];
       for (int64_t t = 0; t < 32; ++t) {
-        const float v = RandomValue(tensor_seed, dist, static_cast<size_t>((e * K + 32 * b + t) * R + r));
+        const float v =
+            RandomValue(tensor_seed, dist, static_cast<size_t>((e * K + 32 * b + t) * R + r));
         values[t] = dtype == DType::kBF16  ? BF16ToF32(F32ToBF16(v))
                     : dtype == DType::kF16 ? F16ToF32(F32ToF16(v))
                                            : v;
@@ -125,11 +126,10 @@ void WriteHfCheckpoint(const ModelConfig& c, const SafetensorsWriter& writer,
                                                    : "float32";
   // As openai/gpt-oss publishes it: everything but the routed experts stays unquantised.
   if (o.hf_mxfp4)
-    config["quantization_config"] = {
-        {"quant_method", "mxfp4"},
-        {"modules_to_not_convert",
-         {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-          "lm_head"}}};
+    config["quantization_config"] = {{"quant_method", "mxfp4"},
+                                     {"modules_to_not_convert",
+                                      {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                       "model.embed_tokens", "lm_head"}}};
   WriteJson(fs::path(dir) / "config.json", config);
   nlohmann::json gen = {{"do_sample", false}};
   if (c.bos_token_id >= 0) gen["bos_token_id"] = c.bos_token_id;
@@ -153,9 +153,9 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
   } cleanup{temp};
   WriteHfCheckpoint(c, writer, o, temp);
   auto hf = HfCheckpoint::Open(temp);
-  std::unique_ptr<WeightSource> checkpoint =
-      c.arch == Arch::kGptOss ? WrapGptOssHfWeights(std::move(hf), c)
-                              : std::unique_ptr<WeightSource>(std::move(hf));
+  std::unique_ptr<WeightSource> checkpoint = c.arch == Arch::kGptOss
+                                                 ? WrapGptOssHfWeights(std::move(hf), c)
+                                                 : std::unique_ptr<WeightSource>(std::move(hf));
   std::unique_ptr<GgufFile> vocab;
   if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
   GgufWriteOptions gguf;

@@ -1,6 +1,8 @@
 // ExpertFfn for routed experts in GGML block formats (q8_0, q4_K, q6_K, mxfp4, ...), on the
 // record groups of model/expert_layout.h, reading the checkpoint's blocks directly (no f32
-// copy of the weights). Activations stay f32 (docs/kernels.md, "Quantized experts": the
+// copy of the weights). Gate/up and down may be different formats (Q4_K_M's q4_K with q6_K):
+// each format has a gate/up and a down kernel, and a job runs the pair its layer names
+// (ExpertEncoding). Activations stay f32 (docs/kernels.md, "Quantized experts": the
 // accuracy of f32 activations against llama.cpp-style q8 activations, and why).
 //
 // A block is decoded to f32 in an L1-resident buffer (SIMD decoders for q8_0, q4_0, mxfp4,

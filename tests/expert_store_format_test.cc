@@ -211,6 +211,16 @@ TEST_F(ExpertStoreTest, ImpossibleHeaderValuesAreRefused) {
               h.record_bytes += 2;
             }).find("widest layer's take"),
             std::string::npos);
+  // Per-layer dtypes (version 4): an unknown one, and a block format the bf16 store's
+  // one-neuron groups cannot hold.
+  EXPECT_NE(open_edited([](StoreHeader& h, std::vector<char>&) { h.layer_dtypes[1] = 200; })
+                .find("invalid dtype for MoE layer #0"),
+            std::string::npos);
+  EXPECT_NE(open_edited([](StoreHeader& h, std::vector<char>&) {
+              h.layer_dtypes[2] = static_cast<uint8_t>(DType::kQ4_K);
+              h.layer_dtypes[3] = static_cast<uint8_t>(DType::kQ4_K);
+            }).find("has MoE layer #1 in q4_K/q4_K"),
+            std::string::npos);
 }
 
 TEST_F(ExpertStoreTest, StaleSourceIsRebuilt) {

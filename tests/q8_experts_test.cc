@@ -222,5 +222,24 @@ TEST(Q8ModelTest, WriterRefusesExpertsThatAreNotWholeBlocks) {
   EXPECT_THROW(WriteRandomModel(hf), Error);
 }
 
+// The Q4_K_M mix is a choice between q4_K and q6_K: asked of another type it is refused.
+TEST(Q8ModelTest, WriterRefusesTheQ4KMMixForAnotherType) {
+  testing::TempDir dir;
+  RandomModelOptions o;
+  o.config = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
+  o.format = "gguf";
+  o.gguf_type = DType::kQ8_0;
+  o.gguf_q4_k_m = true;
+  o.out = dir / "mix.gguf";
+  try {
+    WriteRandomModel(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q4_K_M mix quantises to q4_K"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.out));
+}
+
 }  // namespace
 }  // namespace moex

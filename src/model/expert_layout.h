@@ -47,7 +47,7 @@ struct ExpertShape {
   }
   // Two gate/up rows and one neuron's share of the down runs, without padding.
   size_t NaturalRecordBytes() const {
-    return 2 * DTypeBytes(gate_up, hidden_size) + DTypeBytes(down, hidden_size);
+    return kernels::ExpertEncoding{gate_up, down}.NaturalRecordBytes(hidden_size);
   }
   int64_t GroupNeurons() const { return group_neurons > 0 ? group_neurons : NaturalGroupNeurons(); }
   // Bytes per neuron (for block formats the average over a record group, padding included).

@@ -46,8 +46,9 @@ struct ExpertShape {
     return std::max<int64_t>(DTypeBlockElems(gate_up), DTypeBlockElems(down));
   }
   // Two gate/up rows and one neuron's share of the down runs, without padding.
+  // (Written out, not ExpertEncoding's: layers built without the kernels use it too.)
   size_t NaturalRecordBytes() const {
-    return kernels::ExpertEncoding{gate_up, down}.NaturalRecordBytes(hidden_size);
+    return 2 * DTypeBytes(gate_up, hidden_size) + DTypeBytes(down, hidden_size);
   }
   int64_t GroupNeurons() const { return group_neurons > 0 ? group_neurons : NaturalGroupNeurons(); }
   // Bytes per neuron (for block formats the average over a record group, padding included).

@@ -16,6 +16,7 @@
 #include "engine/moe_executor.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
+#include "kernels/activation_precision.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "support/external_tools.h"
@@ -179,6 +180,8 @@ TEST(TorchReferenceGptOssTest, LayerTypesTruncatedYarnAndWindowMatchPyTorch) {
 // gpt-oss as openai publishes it: MXFP4 experts (_blocks/_scales), which moex keeps as MXFP4
 // blocks and the reference dequantises on its own, as transformers does.
 TEST(TorchReferenceGptOssTest, HfMxfp4ExpertsMatchPyTorch) {
+  // The reference is the exact dot of the dequantised weights: f32 activations.
+  const kernels::ScopedActivationPrecision f32_activations(kernels::ActivationPrecision::kF32);
   MOEX_REQUIRE_TOOL(TorchMissing());
   testing::TempDir tmp;
   RandomModelOptions o;

@@ -21,6 +21,7 @@
 #include "core/quant_format.h"
 #include "engine/moe_executor.h"
 #include "io/safetensors_writer.h"
+#include "kernels/activation_precision.h"
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
@@ -324,6 +325,8 @@ TEST(GptOssHfMxfp4, RandomModelQuantisesTheExpertsAsTheMxfp4GgufDoes) {
 }
 
 TEST(GptOssHfMxfp4, SameWeightsAsMxfp4GgufGiveBitIdenticalLogitsAndOffloadLosslessly) {
+  // The reference is the exact dot of the dequantised weights: f32 activations.
+  const kernels::ScopedActivationPrecision f32_activations(kernels::ActivationPrecision::kF32);
   testing::TempDir temp;
   auto hf = LoadModel(RandomGptOss(temp, "hf", true));
   EXPECT_TRUE(hf->unused_tensors.empty()) << hf->unused_tensors.size();

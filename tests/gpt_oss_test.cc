@@ -15,6 +15,7 @@
 #include "engine/rope.h"
 #include "io/gguf_file.h"
 #include "io/gguf_writer.h"
+#include "kernels/activation_precision.h"
 #include "kernels/ops.h"
 #include "model/gguf_model.h"
 #include "model/model.h"
@@ -374,6 +375,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GptOssGguf, ::testing::Values(DType::kBF16, DTy
 // llama.cpp's gpt-oss GGUFs store the experts in MXFP4: moex keeps the blocks (expert store
 // and kernels), matches the reference on the same blocks, and offloads losslessly.
 TEST(GptOssGgufMxfp4, ExpertsStayMxfp4MatchTheReferenceAndOffloadLosslessly) {
+  // The reference is the exact dot of the dequantised weights: f32 activations.
+  const kernels::ScopedActivationPrecision f32_activations(kernels::ActivationPrecision::kF32);
   testing::TempDir temp;
   RandomModelOptions o;
   o.config = RandomModelConfig(Arch::kGptOss, ModelSize::kTiny);

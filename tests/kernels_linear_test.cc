@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/activation_precision.h"
 #include "kernels/ops.h"
 #include "kernels_test_util.h"
 
@@ -92,6 +93,8 @@ void ExpectMatchesReference(DType dtype, const Shape& s, bool with_bias) {
 }
 
 TEST(KernelsLinearTest, MatchesDoubleReferenceAllDTypesAndTargets) {
+  // The reference is the exact dot of the dequantised weights: f32 activations.
+  const ScopedActivationPrecision f32_activations(ActivationPrecision::kF32);
   const Shape any[] = {{1, 1, 1},    {7, 33, 3},     {5, 100, 17}, {33, 64, 64},
                        {13, 257, 5}, {70, 512, 130}, {3, 15, 2},   {9, 1000, 1}};
   const Shape q8[] = {{1, 32, 1},    {7, 32, 3},     {9, 96, 17},
@@ -213,6 +216,8 @@ TEST(KernelsLinearTest, ThreadCountInvariantBitExact) {
 // Q8_0 weights are dequantised exactly before the multiply, so they give the same bits as
 // the f32 matrix of their values (and the same holds for f16 and bf16).
 TEST(KernelsLinearTest, NarrowDTypesEqualTheirF32Values) {
+  // The reference is the exact dot of the dequantised weights: f32 activations.
+  const ScopedActivationPrecision f32_activations(ActivationPrecision::kF32);
   ForEachTarget([&] {
     for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0}) {
       const int64_t out = 19, in = 224;

@@ -1,6 +1,8 @@
 // Routed experts in GGML block formats: packing keeps every block (record groups), the SIMD
 // decoders give core's floats, QuantExpertFfn against a double-precision reference on the
-// dequantised weights, and bit-exact invariance to batch size, thread count and chunking.
+// dequantised weights, and bit-exact invariance to batch size, thread count and chunking,
+// with f32 and with int8 activations (the reference then rounds the activations as the
+// kernels do, so only the float scaling differs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "core/error.h"
 #include "core/quant_format.h"
 #include "core/thread_pool.h"
+#include "kernels/activation_precision.h"
 #include "kernels/ops.h"
 #include "kernels/quant_expert_ffn.h"
 #include "kernels_test_util.h"
@@ -22,6 +25,37 @@ namespace {
 using testing::BitEqual;
 using testing::ForEachTarget;
 using testing::RandomVector;
+
+constexpr ActivationPrecision kBothPrecisions[] = {ActivationPrecision::kF32,
+                                                   ActivationPrecision::kInt8};
+
+// Values rounded as the int8 kernels round activations (QuantizeActivationsInt8's rule,
+// written out again): the dequantised values d * q, each value's step d, and whether it lies
+// within 1e-3 steps of a rounding boundary (where a last-bit difference in a computed input
+// may round it the other way). block 0: unchanged.
+struct RoundedActivations {
+  std::vector<double> values, step;
+  std::vector<bool> near_half;
+};
+RoundedActivations RoundLikeInt8(const float* x, size_t k, size_t block) {
+  RoundedActivations r;
+  r.values.assign(x, x + k);
+  r.step.assign(k, 0.0);
+  r.near_half.assign(k, false);
+  if (block == 0) return r;
+  for (size_t b = 0; b < k; b += block) {
+    float amax = 0;
+    for (size_t i = b; i < b + block; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (size_t i = b; i < b + block; ++i) {
+      const float p = x[i] * id;
+      r.values[i] = static_cast<double>(d) * std::nearbyint(p);
+      r.step[i] = d;
+      r.near_half[i] = std::fabs(std::fabs(p - std::trunc(p)) - 0.5f) < 1e-3f;
+    }
+  }
+  return r;
+}
 
 std::vector<DType> BlockDTypes() {
   std::vector<DType> out;
@@ -227,28 +261,41 @@ TEST(QuantExpertKernelTest, SimdDecodersGiveCoreDequantizeBits) {
 // Tolerance, as for the float kernels (kernels_expert_test.cc): g and u are f32 dots with
 // error <= 1e-4 * sum|w x|, carried into h = silu(g) u, and the down sums add at most
 // 1e-4 * sum|h down|. Only real bugs (O(1) errors) fail; the weights are the dequantised
-// values exactly, so quantisation error is not part of the comparison.
+// values exactly, so quantisation error is not part of the comparison. With int8
+// activations the reference rounds x (in the gate/up format's blocks) and h (in the down
+// format's) as the kernels do; an h value on a rounding boundary may round either way (one
+// step more tolerance for it).
 void ExpectMatchesReference(const Expert& e, const std::vector<float>& x, int64_t n,
                             const std::vector<float>& y0, const std::vector<float>& y) {
   const int64_t d = e.shape.hidden_size, f = e.shape.neurons;
+  const bool int8 = GetActivationPrecision() == ActivationPrecision::kInt8;
+  const size_t x_block = int8 ? static_cast<size_t>(Int8ActivationBlock(e.shape.gate_up)) : 0;
+  const size_t h_block = int8 ? static_cast<size_t>(Int8ActivationBlock(e.shape.down)) : 0;
   for (int64_t t = 0; t < n; ++t) {
     std::vector<double> ref(y0.begin() + t * d, y0.begin() + (t + 1) * d), tol(d, 1e-30);
+    const RoundedActivations xr = RoundLikeInt8(&x[t * d], static_cast<size_t>(d), x_block);
+    std::vector<float> h(static_cast<size_t>(f));
+    std::vector<double> dh(static_cast<size_t>(f));
     for (int64_t i = 0; i < f; ++i) {
       double g = 0, u = 0, gm = 0, um = 0;
       for (int64_t k = 0; k < d; ++k) {
-        const double xv = x[t * d + k];
+        const double xv = xr.values[k];
         g += e.gate.values[i * d + k] * xv;
         u += e.up.values[i * d + k] * xv;
         gm += std::fabs(e.gate.values[i * d + k] * xv);
         um += std::fabs(e.up.values[i * d + k] * xv);
       }
       const double silu = g / (1 + std::exp(-g));
-      const double h = silu * u;
-      const double dh = 1e-4 * (1.1 * std::fabs(u) * gm + std::fabs(silu) * um + std::fabs(h));
+      h[i] = static_cast<float>(silu * u);
+      dh[i] = 1e-4 * (1.1 * std::fabs(u) * gm + std::fabs(silu) * um + std::fabs(silu * u));
+    }
+    const RoundedActivations hr = RoundLikeInt8(h.data(), static_cast<size_t>(f), h_block);
+    for (int64_t i = 0; i < f; ++i) {
+      const double flip = hr.near_half[i] ? hr.step[i] : 0.0;
       for (int64_t o = 0; o < d; ++o) {
         const double w = e.down.values[o * f + i];
-        ref[o] += h * w;
-        tol[o] += (dh + 1e-4 * std::fabs(h)) * std::fabs(w);
+        ref[o] += hr.values[i] * w;
+        tol[o] += (dh[i] + 1e-4 * std::fabs(h[i]) + flip) * std::fabs(w);
       }
     }
     for (int64_t o = 0; o < d; ++o) {
@@ -259,154 +306,237 @@ void ExpectMatchesReference(const Expert& e, const std::vector<float>& x, int64_
 }
 
 TEST(QuantExpertKernelTest, MatchesDoublePrecisionReferenceForEveryFormat) {
-  ForEachTarget([&] {
-    for (DType dtype : BlockDTypes()) {
-      const int64_t g = DTypeBlockElems(dtype);
-      const int64_t d = 256, f = g == 256 ? 512 : 96;
-      const Expert e = MakeExpert(dtype, d, f, 5);
-      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}}) {
-        const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 6);
-        const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 7);
-        ExpectMatchesReference(e, x, n, y0, RunExpert(e, 0, f, x, n, y0));
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    ForEachTarget([&] {
+      for (DType dtype : BlockDTypes()) {
+        const int64_t g = DTypeBlockElems(dtype);
+        const int64_t d = 256, f = g == 256 ? 512 : 96;
+        const Expert e = MakeExpert(dtype, d, f, 5);
+        for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}}) {
+          const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 6);
+          const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 7);
+          ExpectMatchesReference(e, x, n, y0, RunExpert(e, 0, f, x, n, y0));
+        }
       }
-    }
-  });
+    });
+  }
 }
 
 TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
-  ForEachTarget([&] {
-    for (DType dtype : BlockDTypes()) {
-      SCOPED_TRACE(DTypeName(dtype));
-      const int64_t g = DTypeBlockElems(dtype);
-      const int64_t d = 256, f = 4 * g;
-      const Expert e = MakeExpert(dtype, d, f, 9);
-      // 11 tokens take the widen-codes-once path (more than 8); 1, 2 and 5 the register tiles.
-      const int64_t n = 11;
-      const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 10);
-      const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 11);
-      const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
-      // Chunks of whole groups into the same accumulator.
-      for (const std::vector<int64_t>& cuts :
-           {std::vector<int64_t>{0, g, f}, {0, g, 2 * g, 3 * g, f}, {0, 3 * g, f}}) {
-        std::vector<float> y = y0;
-        for (size_t c = 0; c + 1 < cuts.size(); ++c)
-          y = RunExpert(e, cuts[c], cuts[c + 1], x, n, y);
-        ASSERT_TRUE(BitEqual(whole, y)) << cuts.size() - 1 << " chunks";
-      }
-      // Each token alone, and every pair, gives its row of the batch.
-      for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{5}}) {
-        for (int64_t t = 0; t + len <= n; t += len) {
-          const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
-          const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
-          const std::vector<float> part = RunExpert(e, 0, f, xs, len, ys);
-          ASSERT_EQ(std::memcmp(part.data(), &whole[t * d], part.size() * sizeof(float)), 0)
-              << "t=" << t << " len=" << len;
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    ForEachTarget([&] {
+      for (DType dtype : BlockDTypes()) {
+        SCOPED_TRACE(DTypeName(dtype));
+        const int64_t g = DTypeBlockElems(dtype);
+        const int64_t d = 256, f = 4 * g;
+        const Expert e = MakeExpert(dtype, d, f, 9);
+        // 11 tokens take the widen-codes-once path (more than 8); 1, 2 and 5 the register tiles.
+        const int64_t n = 11;
+        const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 10);
+        const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 11);
+        const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
+        // Chunks of whole groups into the same accumulator.
+        for (const std::vector<int64_t>& cuts :
+             {std::vector<int64_t>{0, g, f}, {0, g, 2 * g, 3 * g, f}, {0, 3 * g, f}}) {
+          std::vector<float> y = y0;
+          for (size_t c = 0; c + 1 < cuts.size(); ++c)
+            y = RunExpert(e, cuts[c], cuts[c + 1], x, n, y);
+          ASSERT_TRUE(BitEqual(whole, y)) << cuts.size() - 1 << " chunks";
+        }
+        // Each token alone, and every pair, gives its row of the batch.
+        for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+          for (int64_t t = 0; t + len <= n; t += len) {
+            const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
+            const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
+            const std::vector<float> part = RunExpert(e, 0, f, xs, len, ys);
+            ASSERT_EQ(std::memcmp(part.data(), &whole[t * d], part.size() * sizeof(float)), 0)
+                << "t=" << t << " len=" << len;
+          }
+        }
+        // Thread counts (1 runs whole jobs, more split one big job by neurons and rows).
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads << " threads";
         }
       }
-      // Thread counts (1 runs whole jobs, more split one big job by neurons and rows).
-      for (int threads : {1, 2, 3}) {
-        ThreadPool pool(threads);
-        ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads << " threads";
-      }
-    }
-  });
+    });
+  }
 }
 
 // Mixed formats run the gate/up kernel of one and the down kernel of the other over the
 // shared group: the same reference and the same invariances as one format.
 TEST(QuantExpertKernelTest, MixedTypesMatchTheReferenceAndAreInvariant) {
-  ForEachTarget([&] {
-    for (const ExpertShape& shape : MixedShapes(256, 768)) {
-      SCOPED_TRACE(shape.DTypeLabel());
-      const Expert e = MakeExpert(shape, 31);
-      const int64_t d = 256, f = 768, g = 256;
-      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{11}}) {
-        const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 32);
-        const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 33);
-        const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
-        ExpectMatchesReference(e, x, n, y0, whole);
-        std::vector<float> y = y0;
-        for (int64_t a = 0; a < f; a += g) y = RunExpert(e, a, a + g, x, n, y);
-        ASSERT_TRUE(BitEqual(whole, y)) << "chunks, n=" << n;
-        for (int threads : {1, 3}) {
-          ThreadPool pool(threads);
-          ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads;
-        }
-        if (n > 1) {
-          const std::vector<float> last =
-              RunExpert(e, 0, f, std::vector<float>(x.end() - d, x.end()), 1,
-                        std::vector<float>(y0.end() - d, y0.end()));
-          ASSERT_EQ(std::memcmp(last.data(), &whole[(n - 1) * d], d * sizeof(float)), 0);
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    ForEachTarget([&] {
+      for (const ExpertShape& shape : MixedShapes(256, 768)) {
+        SCOPED_TRACE(shape.DTypeLabel());
+        const Expert e = MakeExpert(shape, 31);
+        const int64_t d = 256, f = 768, g = 256;
+        for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{11}}) {
+          const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 32);
+          const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 33);
+          const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
+          ExpectMatchesReference(e, x, n, y0, whole);
+          std::vector<float> y = y0;
+          for (int64_t a = 0; a < f; a += g) y = RunExpert(e, a, a + g, x, n, y);
+          ASSERT_TRUE(BitEqual(whole, y)) << "chunks, n=" << n;
+          for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads;
+          }
+          if (n > 1) {
+            const std::vector<float> last =
+                RunExpert(e, 0, f, std::vector<float>(x.end() - d, x.end()), 1,
+                          std::vector<float>(y0.end() - d, y0.end()));
+            ASSERT_EQ(std::memcmp(last.data(), &whole[(n - 1) * d], d * sizeof(float)), 0);
+          }
         }
       }
-    }
-  });
+    });
+  }
 }
 
 TEST(QuantExpertKernelTest, SeveralJobsGiveEachJobAloneAtAnyThreadCount) {
-  const DType dtype = DType::kQ4_K;
-  const int64_t d = 256, f = 512;
-  const std::vector<int64_t> tokens = {1, 3, 0, 2};
-  std::vector<Expert> experts;
-  std::vector<std::vector<float>> xs, y0s, alone;
-  for (size_t j = 0; j < tokens.size(); ++j) {
-    experts.push_back(MakeExpert(dtype, d, f, static_cast<uint32_t>(40 + 3 * j)));
-    xs.push_back(RandomVector(static_cast<size_t>(tokens[j] * d), static_cast<uint32_t>(50 + j)));
-    y0s.push_back(RandomVector(static_cast<size_t>(tokens[j] * d), static_cast<uint32_t>(60 + j)));
-    ThreadPool one(1);
-    alone.push_back(RunExpert(experts[j], 0, f, xs[j], tokens[j], y0s[j], one));
-  }
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    std::vector<std::vector<float>> ys = y0s;
-    std::vector<ExpertJob> jobs;
-    for (size_t j = 0; j < tokens.size(); ++j)
-      jobs.push_back({experts[j].group_start(0), f, xs[j].data(), tokens[j], ys[j].data()});
-    ExpertFfn(jobs, dtype, d, pool);
-    for (size_t j = 0; j < tokens.size(); ++j)
-      ASSERT_TRUE(BitEqual(ys[j], alone[j])) << "job " << j << " threads " << threads;
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    const DType dtype = DType::kQ4_K;
+    const int64_t d = 256, f = 512;
+    const std::vector<int64_t> tokens = {1, 3, 0, 2};
+    std::vector<Expert> experts;
+    std::vector<std::vector<float>> xs, y0s, alone;
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      experts.push_back(MakeExpert(dtype, d, f, static_cast<uint32_t>(40 + 3 * j)));
+      xs.push_back(RandomVector(static_cast<size_t>(tokens[j] * d), static_cast<uint32_t>(50 + j)));
+      y0s.push_back(
+          RandomVector(static_cast<size_t>(tokens[j] * d), static_cast<uint32_t>(60 + j)));
+      ThreadPool one(1);
+      alone.push_back(RunExpert(experts[j], 0, f, xs[j], tokens[j], y0s[j], one));
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<float>> ys = y0s;
+      std::vector<ExpertJob> jobs;
+      for (size_t j = 0; j < tokens.size(); ++j)
+        jobs.push_back({experts[j].group_start(0), f, xs[j].data(), tokens[j], ys[j].data()});
+      ExpertFfn(jobs, dtype, d, pool);
+      for (size_t j = 0; j < tokens.size(); ++j)
+        ASSERT_TRUE(BitEqual(ys[j], alone[j])) << "job " << j << " threads " << threads;
+    }
   }
 }
 
 // Linear on block-format weights (dense layers of a quantized GGUF): against the double
-// reference (an f32 dot is within 1e-5 * sum|w x| here), and each token's row is the same
+// reference (an f32 dot is within 1e-5 * sum|w x| here; with int8 activations the integer
+// sums are exact, and only the per-block float scaling rounds), and each token's row is the same
 // bits alone, in tiles, past the 8-token switch, and at any thread count.
 TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
-  ForEachTarget([&] {
-    for (DType dtype : BlockDTypes()) {
-      SCOPED_TRACE(DTypeName(dtype));
-      const int64_t out = 40, in = 512, n = 13;
-      const Matrix w = MakeMatrix(dtype, out, in, 21);
-      const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
-      const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
-      std::vector<float> all(static_cast<size_t>(n * out));
-      Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t o = 0; o < out; ++o) {
-          double ref = bias[o], mag = std::fabs(bias[o]);
-          for (int64_t k = 0; k < in; ++k) {
-            ref += static_cast<double>(w.values[o * in + k]) * x[t * in + k];
-            mag += std::fabs(static_cast<double>(w.values[o * in + k]) * x[t * in + k]);
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    ForEachTarget([&] {
+      for (DType dtype : BlockDTypes()) {
+        SCOPED_TRACE(DTypeName(dtype));
+        const int64_t out = 40, in = 512, n = 13;
+        const Matrix w = MakeMatrix(dtype, out, in, 21);
+        const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
+        const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
+        std::vector<float> all(static_cast<size_t>(n * out));
+        Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
+        const size_t block = precision == ActivationPrecision::kInt8
+                                 ? static_cast<size_t>(Int8ActivationBlock(dtype))
+                                 : 0;
+        for (int64_t t = 0; t < n; ++t) {
+          const RoundedActivations xr = RoundLikeInt8(&x[t * in], static_cast<size_t>(in), block);
+          for (int64_t o = 0; o < out; ++o) {
+            double ref = bias[o], mag = std::fabs(bias[o]);
+            for (int64_t k = 0; k < in; ++k) {
+              ref += static_cast<double>(w.values[o * in + k]) * xr.values[k];
+              mag += std::fabs(static_cast<double>(w.values[o * in + k]) * xr.values[k]);
+            }
+            ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
           }
-          ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
+        }
+        for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+          for (int64_t t = 0; t + len <= n; t += len) {
+            std::vector<float> part(static_cast<size_t>(len * out));
+            Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(),
+                   bias.data());
+            ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
+                << "t=" << t << " len=" << len;
+          }
+        }
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          std::vector<float> y(all.size());
+          Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
+          ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
         }
       }
-      for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
-        for (int64_t t = 0; t + len <= n; t += len) {
-          std::vector<float> part(static_cast<size_t>(len * out));
-          Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(), bias.data());
-          ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
-              << "t=" << t << " len=" << len;
-        }
+    });
+  }
+}
+
+// The SIMD rounding of activations to int8 is the scalar rule on every target: a random
+// block with outliers, an all-zero block, and a block of exact halves (max 127, so x * 127
+// / max = x: 2.5 -> 2, 3.5 -> 4, -2.5 -> -2, half to even).
+TEST(QuantizeActivationsInt8Test, EveryTargetRoundsAsTheScalarRule) {
+  ForEachTarget([&] {
+    for (size_t block : {size_t{32}, size_t{256}}) {
+      SCOPED_TRACE(block);
+      const size_t k = 3 * block;
+      std::vector<float> x = RandomVector(k, 71, 2.0f);
+      for (size_t i = 0; i < block; i += 13) x[i] *= 9;
+      std::fill(x.begin() + static_cast<std::ptrdiff_t>(block),
+                x.begin() + static_cast<std::ptrdiff_t>(2 * block), 0.0f);
+      for (size_t i = 2 * block; i < k; ++i) x[i] = static_cast<float>(i % 7) - 3.5f;
+      x[2 * block] = 127.0f;
+      x[2 * block + 1] = 2.5f;
+      x[2 * block + 2] = -2.5f;
+      std::vector<int8_t> q(k);
+      std::vector<float> d(k / block);
+      std::vector<int16_t> sums(k / 16);
+      QuantizeActivationsInt8(x.data(), static_cast<int64_t>(k), static_cast<int64_t>(block),
+                              q.data(), d.data(), sums.data());
+      const RoundedActivations want = RoundLikeInt8(x.data(), k, block);
+      for (size_t i = 0; i < k; ++i) {
+        ASSERT_EQ(static_cast<double>(d[i / block]) * q[i], want.values[i]) << i;
+        ASSERT_EQ(static_cast<double>(d[i / block]), want.step[i]) << i;
       }
-      for (int threads : {1, 2, 3}) {
-        ThreadPool pool(threads);
-        std::vector<float> y(all.size());
-        Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
-        ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
+      for (size_t j = 0; j < k / 16; ++j) {
+        int sum = 0;
+        for (size_t i = 0; i < 16; ++i) sum += q[16 * j + i];
+        ASSERT_EQ(sums[j], sum) << j;
       }
+      EXPECT_EQ(q[2 * block], 127);
+      EXPECT_EQ(q[2 * block + 1], 2);
+      EXPECT_EQ(q[2 * block + 2], -2);
+      EXPECT_EQ(d[1], 0.0f);
     }
   });
+  std::vector<float> x(40);
+  std::vector<int8_t> q(40);
+  std::vector<float> d(2);
+  std::vector<int16_t> s(3);
+  EXPECT_THROW(QuantizeActivationsInt8(x.data(), 40, 32, q.data(), d.data(), s.data()), Error);
+}
+
+// Every format llama.cpp gives integer dot products gets one here; the rest keep f32
+// activations in int8 mode.
+TEST(QuantizeActivationsInt8Test, FormatsWithIntegerKernels) {
+  for (DType dtype : BlockDTypes()) {
+    const int64_t block = Int8ActivationBlock(dtype);
+    const bool slow = dtype == DType::kQ5_0 || dtype == DType::kQ5_1 || dtype == DType::kQ2_K ||
+                      dtype == DType::kQ3_K;
+    EXPECT_EQ(block, slow ? 0 : DTypeBlockElems(dtype)) << DTypeName(dtype);
+  }
+  EXPECT_EQ(Int8ActivationBlock(DType::kBF16), 0);
 }
 
 TEST(QuantExpertKernelTest, RefusesJobsThatAreNotWholeGroups) {

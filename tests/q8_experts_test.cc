@@ -16,6 +16,7 @@
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
 #include "io/expert_store.h"
+#include "kernels/activation_precision.h"
 #include "kernels/quantize.h"
 #include "model/expert_layout.h"
 #include "model/expert_store_packer.h"
@@ -88,6 +89,8 @@ LogitError Compare(const std::vector<float>& got, const std::vector<double>& ref
 class Q8ReferenceTest : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
+  // The reference is the exact dot of the dequantised weights: f32 activations.
+  const kernels::ScopedActivationPrecision f32_activations(kernels::ActivationPrecision::kF32);
   testing::TempDir dir;
   const ModelConfig config = RandomModelConfig(GetParam(), ModelSize::kTiny);
   auto model = LoadModel(WriteQ8Model(dir, config, "q8.gguf"));

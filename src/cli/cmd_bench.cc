@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
+#include "kernels/activation_precision.h"
 
 namespace moex::cli {
 
@@ -114,6 +115,8 @@ int RunBench(const BenchOptions& o) {
   out["model"] = model.path;
   out["arch"] = ArchName(model.config.arch);
   out["expert_dtype"] = model.ExpertDTypeLabel();
+  out["activations"] =
+      std::string(kernels::ActivationPrecisionName(kernels::GetActivationPrecision()));
   out["threads"] = ThreadPool::Global().size();
   out["batch"] = o.batch;
   out["prompt_tokens"] = o.prompt_tokens;

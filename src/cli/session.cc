@@ -14,6 +14,7 @@
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "io/gguf_file.h"
+#include "kernels/activation_precision.h"
 #include "text/chat_template.h"
 
 namespace moex::cli {
@@ -23,6 +24,11 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
                  "HF checkpoint directory or .gguf file (default: the bundled demo model)");
   cmd.add_option("--threads", o.threads, "compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
+  cmd.add_option("--activations", o.activations,
+                 "activations of block-quantized weights (q4_K, q8_0, ...): int8 (integer dot "
+                 "products, as llama.cpp) or f32 (exact dot of the dequantised weights)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"int8", "f32"}));
   cmd.add_option("--host-budget", o.host_budget,
                  "offload experts: host cache budget, bytes (4GiB) or share of expert bytes "
                  "(25%); default: all experts resident");
@@ -177,6 +183,7 @@ void Session::AddRoutingReplayJson(nlohmann::json& out) const {
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
+  kernels::SetActivationPrecision(*kernels::ParseActivationPrecision(options.activations));
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   const Stopwatch watch;
   auto session = std::make_unique<Session>();

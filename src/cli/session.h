@@ -20,6 +20,8 @@ namespace moex::cli {
 struct ModelOptions {
   std::string model;  // Empty: the bundled demo model.
   int threads = 0;    // 0: MOEX_THREADS or all cores.
+  // --activations: how block-quantized weights meet activations (kernels/activation_precision.h).
+  std::string activations = "int8";
   // Offloading: empty host_budget keeps every expert resident (no expert store).
   std::string host_budget;
   std::string policy = "lru";
@@ -31,7 +33,8 @@ struct ModelOptions {
   uint64_t seed = 0;  // For randomised policies.
 };
 
-// Registers --model, --threads, --host-budget, --policy and --store on a subcommand.
+// Registers --model, --threads, --activations, --host-budget, --policy and --store on a
+// subcommand.
 void AddModelOptions(CLI::App& cmd, ModelOptions& options);
 
 // The bundled demo model's directory (MOEX_MODEL overrides it).

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/activation_precision.h"
 #include "kernels/ops.h"
 #include "kernels/quant_expert_ffn.h"
 
@@ -108,10 +109,12 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
   }
   if (n == 0 || outs.empty()) return;
   // Block formats other than q8_0 go to the block kernels (quant_expert_ffn.cc), one output
-  // at a time; outputs are independent, so splitting a call changes no bits.
+  // at a time, and q8_0 too with int8 activations (its integer dot products); outputs are
+  // independent, so splitting a call changes no bits.
+  const bool int8 = GetActivationPrecision() == ActivationPrecision::kInt8;
   std::vector<LinearOutput> plain;
   for (const LinearOutput& o : outs) {
-    if (IsLinearDType(o.dtype)) {
+    if (IsLinearDType(o.dtype) && !(int8 && o.dtype == DType::kQ8_0)) {
       plain.push_back(o);
     } else {
       QuantLinear(o, x, n, pool);

@@ -20,6 +20,7 @@
 #define HWY_TARGET_INCLUDE "kernels/quant_expert_ffn.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/int8_dot-inl.h"
 #include "kernels/simd-inl.h"
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "core/error.h"
 #include "core/quant_format.h"
 #include "core/thread_pool.h"
+#include "kernels/activation_precision.h"
 #include "kernels/ops.h"
 #include "kernels/partition.h"
 #include "kernels/quant_expert_ffn.h"
@@ -664,10 +666,27 @@ HWY_INLINE void Activate(const ExpertJob& job, const ExpertActivation& act, size
 
 // Gate/up in format F for neurons [a, b) of a job: h[t * ldh + i] for t < n.
 template <QuantFormat F>
-void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job, size_t a,
-            size_t b, float* h, size_t ldh) {
+void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job,
+            const int8::Activations* xq, size_t a, size_t b, float* h, size_t ldh) {
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, n = static_cast<size_t>(job.n);
+  if constexpr (int8::Kernel<F>::kEnabled) {
+    if (xq != nullptr) {
+      float* g = Scratch<0>(2 * n);
+      std::vector<int8::Span> x(n);
+      for (size_t t = 0; t < n; ++t) x[t] = xq->Row(t);
+      for (size_t i = a; i < b; ++i) {
+        const uint8_t* base = geo.Group(job, i / geo.g);
+        const size_t in_group = i % geo.g;
+        const uint8_t* rows[2] = {base + in_group * geo.row_bytes,
+                                  base + (geo.g + in_group) * geo.row_bytes};
+        int8::BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), g);
+        Activate(job, act, i, g, n);
+        for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+      }
+      return;
+    }
+  }
   if constexpr (Fused<F>::kEnabled) {
     using Q = Fused<F>;
     const size_t subs = d / Q::kSub;
@@ -710,11 +729,37 @@ void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job
 // Down in format F, rows [c0, c1) of a job over all its m / G groups, in neuron order:
 // y[t, j] += dot(down row j's G weights of the group, h[t, group]), one addition per group.
 template <QuantFormat F>
-void Down(const Groups& geo, const ExpertJob& job, const float* h, size_t ldh, size_t m, size_t c0,
-          size_t c1) {
+void Down(const Groups& geo, const ExpertJob& job, const float* h, const int8::Activations* hq,
+          size_t ldh, size_t m, size_t c0, size_t c1) {
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, g = geo.g, n = static_cast<size_t>(job.n);
   const size_t row_blocks = g / kBlock;
+  if constexpr (int8::Kernel<F>::kEnabled) {
+    if (hq != nullptr) {
+      float* val = Scratch<0>(2 * n);
+      std::vector<int8::Span> hp(n);
+      for (size_t group = 0; group < m / g; ++group) {
+        for (size_t t = 0; t < n; ++t) hp[t] = hq->Row(t).Advance(group * g, hq->block());
+        const uint8_t* down = geo.DownRows(job, group);
+        size_t j = c0;
+        for (; j + 2 <= c1; j += 2) {
+          const uint8_t* rows[2] = {down + j * geo.down_row_bytes,
+                                    down + (j + 1) * geo.down_row_bytes};
+          int8::BlocksDotN<F, 2>(rows, row_blocks, n, hp.data(), val);
+          for (size_t t = 0; t < n; ++t) {
+            job.y[t * d + j] += val[t];
+            job.y[t * d + j + 1] += val[n + t];
+          }
+        }
+        if (j < c1) {
+          const uint8_t* rows[1] = {down + j * geo.down_row_bytes};
+          int8::BlocksDotN<F, 1>(rows, row_blocks, n, hp.data(), val);
+          for (size_t t = 0; t < n; ++t) job.y[t * d + j] += val[t];
+        }
+      }
+      return;
+    }
+  }
   if constexpr (Fused<F>::kEnabled) {
     using Q = Fused<F>;
     const size_t subs = g / Q::kSub;
@@ -761,34 +806,48 @@ void Down(const Groups& geo, const ExpertJob& job, const float* h, size_t ldh, s
   }
 }
 
-using GateUpFn = void (*)(const Groups&, const ExpertActivation&, const ExpertJob&, size_t, size_t,
-                          float*, size_t);
-using DownFn = void (*)(const Groups&, const ExpertJob&, const float*, size_t, size_t, size_t,
-                        size_t);
+using GateUpFn = void (*)(const Groups&, const ExpertActivation&, const ExpertJob&,
+                          const int8::Activations*, size_t, size_t, float*, size_t);
+using DownFn = void (*)(const Groups&, const ExpertJob&, const float*, const int8::Activations*,
+                        size_t, size_t, size_t, size_t);
 
 #define MOEX_QUANT_FORMATS(X)                                                                 \
   X(kQ4_0)                                                                                    \
   X(kQ4_1) X(kQ5_0) X(kQ5_1) X(kQ8_0) X(kQ2_K) X(kQ3_K) X(kQ4_K) X(kQ5_K) X(kQ6_K) X(kIQ4_NL) \
       X(kIQ4_XS) X(kMXFP4)
 
-// The gate/up and down kernels of a format.
+// The block size of a format's int8 activations, 0 when it has no integer kernel.
+template <QuantFormat F>
+constexpr size_t Int8BlockOf() {
+  if constexpr (int8::Kernel<F>::kEnabled) {
+    return int8::Kernel<F>::kAct;
+  } else {
+    return 0;
+  }
+}
+
+// The gate/up and down kernels of a format, and its int8 activation block (0: f32 only).
 struct FormatKernels {
   GateUpFn gate_up;
   DownFn down;
+  size_t int8_block;
 };
 FormatKernels KernelsOf(QuantFormat f) {
   switch (f) {
 #define MOEX_CASE(F)   \
   case QuantFormat::F: \
-    return {&GateUp<QuantFormat::F>, &Down<QuantFormat::F>};
+    return {&GateUp<QuantFormat::F>, &Down<QuantFormat::F>, Int8BlockOf<QuantFormat::F>()};
     MOEX_QUANT_FORMATS(MOEX_CASE)
 #undef MOEX_CASE
   }
-  return {nullptr, nullptr};
+  return {nullptr, nullptr, 0};
 }
 
-void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn, DownFn down_fn,
-         ThreadPool& pool, const ExpertActivation& act) {
+// Runs the jobs with gate/up kernels `up` and down kernels `down`. With int8 activations
+// (and integer kernels for the format), each job's x is quantised once before its gate/up
+// rows and its h once before its down rows.
+void Run(std::span<const ExpertJob> jobs, const Groups& geo, const FormatKernels& up,
+         const FormatKernels& dn, ThreadPool& pool, const ExpertActivation& act) {
   const size_t d = geo.d;
   const size_t num_jobs = jobs.size();
   // h per job: [n][m] floats.
@@ -813,11 +872,31 @@ void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn
   thread_local std::vector<float> h_storage;
   if (h_storage.size() < h_offset[num_jobs]) h_storage.resize(h_offset[num_jobs]);
   float* h = h_storage.data();
+  const bool int8 = GetActivationPrecision() == ActivationPrecision::kInt8;
+  const bool int8_up = int8 && up.int8_block != 0, int8_down = int8 && dn.int8_block != 0;
+  // The caller's buffers (named through references: a lambda naming a thread_local would
+  // reach each worker's own).
+  thread_local std::vector<int8::Activations> xq_storage, hq_storage;
+  std::vector<int8::Activations>& xq = xq_storage;
+  std::vector<int8::Activations>& hq = hq_storage;
+  if (int8_up && xq.size() < num_jobs) xq.resize(num_jobs);
+  if (int8_down && hq.size() < num_jobs) hq.resize(num_jobs);
+  const auto quantize_x = [&](size_t j) {
+    if (int8_up && neurons[j] != 0)
+      xq[j].Quantize(jobs[j].x, static_cast<size_t>(jobs[j].n), d, d, up.int8_block);
+  };
+  const auto quantize_h = [&](size_t j) {
+    if (int8_down && neurons[j] != 0) {
+      hq[j].Quantize(h + h_offset[j], static_cast<size_t>(jobs[j].n), neurons[j], neurons[j],
+                     dn.int8_block);
+    }
+  };
   const auto gate_up = [&](size_t j, size_t a, size_t b) {
-    gate_up_fn(geo, act, jobs[j], a, b, h + h_offset[j], neurons[j]);
+    up.gate_up(geo, act, jobs[j], int8_up ? &xq[j] : nullptr, a, b, h + h_offset[j], neurons[j]);
   };
   const auto down = [&](size_t j, size_t c0, size_t c1) {
-    down_fn(geo, jobs[j], h + h_offset[j], neurons[j], neurons[j], c0, c1);
+    dn.down(geo, jobs[j], h + h_offset[j], int8_down ? &hq[j] : nullptr, neurons[j], neurons[j], c0,
+            c1);
   };
   const size_t workers = static_cast<size_t>(pool.size());
   if (workers == 1 || max_cost * workers * 4 <= total_cost * 5) {
@@ -830,7 +909,9 @@ void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn
       for (size_t i = b; i < e; ++i) {
         const size_t j = order[i];
         if (neurons[j] == 0) continue;
+        quantize_x(j);
         gate_up(j, 0, neurons[j]);
+        quantize_h(j);
         down(j, 0, d);
       }
     };
@@ -841,6 +922,12 @@ void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn
     }
     return;
   }
+  const auto each_job = [&](const auto& fn) {
+    pool.ParallelForDynamic(num_jobs, 1, [&](size_t b, size_t e, int) {
+      for (size_t j = b; j < e; ++j) fn(j);
+    });
+  };
+  if (int8_up) each_job(quantize_x);
   pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
     for (size_t w = b; w < e; ++w) {
       for (const WorkRange& r : PartitionWork(neurons, neuron_cost, 1, w, workers)) {
@@ -848,6 +935,7 @@ void Run(std::span<const ExpertJob> jobs, const Groups& geo, GateUpFn gate_up_fn
       }
     }
   });
+  if (int8_down) each_job(quantize_h);
   pool.ParallelFor(workers, 1, [&](size_t b, size_t e, int) {
     for (size_t w = b; w < e; ++w) {
       for (const WorkRange& r : PartitionWork(columns, column_cost, kDownRows, w, workers)) {
@@ -895,9 +983,50 @@ void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs
   }
 }
 
+// Rows [r0, r1) with int8 activations x (quantised once per call).
+template <QuantFormat F>
+void LinearRowsInt8(const LinearOutput& o, const int8::Activations& xq, size_t n, size_t r0,
+                    size_t r1) {
+  const size_t in = static_cast<size_t>(o.in), out = static_cast<size_t>(o.out);
+  const size_t row_bytes = QuantBytes(F, o.in);
+  constexpr size_t kBlock = kBlockOf<F>;
+  std::vector<int8::Span> x(n);
+  std::vector<float> val(2 * n);
+  for (size_t t = 0; t < n; ++t) x[t] = xq.Row(t);
+  const auto* w = reinterpret_cast<const uint8_t*>(o.w);
+  const auto put = [&](size_t r, const float* v) {
+    for (size_t t = 0; t < n; ++t) o.y[t * out + r] = v[t] + (o.bias ? o.bias[r] : 0.0f);
+  };
+  size_t r = r0;
+  for (; r + 2 <= r1; r += 2) {
+    const uint8_t* rows[2] = {w + r * row_bytes, w + (r + 1) * row_bytes};
+    int8::BlocksDotN<F, 2>(rows, in / kBlock, n, x.data(), val.data());
+    put(r, val.data());
+    put(r + 1, val.data() + n);
+  }
+  if (r < r1) {
+    const uint8_t* rows[1] = {w + r * row_bytes};
+    int8::BlocksDotN<F, 1>(rows, in / kBlock, n, x.data(), val.data());
+    put(r, val.data());
+  }
+}
+
 template <QuantFormat F>
 void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
   const size_t in = static_cast<size_t>(o.in);
+  const size_t rows = static_cast<size_t>(o.out);
+  // Rows in grains of ~64k multiply-adds; every row is computed the same way whoever runs it.
+  const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
+  if constexpr (int8::Kernel<F>::kEnabled) {
+    if (GetActivationPrecision() == ActivationPrecision::kInt8) {
+      thread_local int8::Activations xq_storage;
+      int8::Activations& xq = xq_storage;  // The caller's, for the workers (see Run).
+      xq.Quantize(x, n, in, in, int8::Kernel<F>::kAct);
+      pool.ParallelForDynamic(rows, grain,
+                              [&](size_t b, size_t e, int) { LinearRowsInt8<F>(o, xq, n, b, e); });
+      return;
+    }
+  }
   std::vector<float> xs_all;
   if constexpr (Fused<F>::kEnabled) {
     xs_all.resize(n * (in / Fused<F>::kSub));
@@ -906,9 +1035,6 @@ void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
         SubSums(x + t * in, in, Fused<F>::kSub, xs_all.data() + t * (in / Fused<F>::kSub));
     }
   }
-  const size_t rows = static_cast<size_t>(o.out);
-  // Rows in grains of ~64k multiply-adds; every row is computed the same way whoever runs it.
-  const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
   pool.ParallelForDynamic(
       rows, grain, [&](size_t b, size_t e, int) { LinearRows<F>(o, x, n, xs_all.data(), b, e); });
 }
@@ -934,8 +1060,8 @@ void QuantExpertFfnImpl(const ExpertJob* jobs, size_t num_jobs, const ExpertEnco
   geo.row_bytes = DTypeBytes(e->gate_up, static_cast<int64_t>(d));
   geo.down_row_bytes = DTypeBytes(e->down, e->group_neurons);
   quant::Run(std::span<const ExpertJob>(jobs, num_jobs), geo,
-             quant::KernelsOf(*QuantFormatOf(e->gate_up)).gate_up,
-             quant::KernelsOf(*QuantFormatOf(e->down)).down, *pool, *act);
+             quant::KernelsOf(*QuantFormatOf(e->gate_up)),
+             quant::KernelsOf(*QuantFormatOf(e->down)), *pool, *act);
 }
 
 // Decodes `blocks` blocks with this target's decoder (for tests: the SIMD decoders must give
@@ -950,6 +1076,15 @@ void DecodeBlocksImpl(DType dtype, const uint8_t* b, size_t blocks, float* out) 
   }
 }
 
+size_t Int8BlockImpl(DType dtype) {
+  return quant::KernelsOf(*QuantFormatOf(dtype)).int8_block;
+}
+
+void QuantizeInt8Impl(const float* x, size_t k, size_t block, int8_t* q, float* d, int16_t* s) {
+  for (size_t b = 0; b < k / block; ++b)
+    int8::QuantizeBlock(x + b * block, block, q + b * block, d + b, s + b * (block / 16));
+}
+
 }  // namespace moex::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -959,6 +1094,21 @@ namespace moex::kernels {
 HWY_EXPORT(QuantExpertFfnImpl);
 HWY_EXPORT(DecodeBlocksImpl);
 HWY_EXPORT(QuantLinearImpl);
+HWY_EXPORT(Int8BlockImpl);
+HWY_EXPORT(QuantizeInt8Impl);
+
+int64_t Int8ActivationBlock(DType dtype) {
+  if (!IsBlockQuantized(dtype)) return 0;
+  return static_cast<int64_t>(HWY_DYNAMIC_DISPATCH(Int8BlockImpl)(dtype));
+}
+
+void QuantizeActivationsInt8(const float* x, int64_t k, int64_t block, int8_t* q, float* d,
+                             int16_t* s) {
+  Check((block == 32 || block == 256) && k % block == 0, "QuantizeActivationsInt8: ", k,
+        " values are not whole blocks of ", block);
+  HWY_DYNAMIC_DISPATCH(QuantizeInt8Impl)
+  (x, static_cast<size_t>(k), static_cast<size_t>(block), q, d, s);
+}
 
 void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool) {
   Check(IsBlockQuantized(o.dtype) && o.in % DTypeBlockElems(o.dtype) == 0,

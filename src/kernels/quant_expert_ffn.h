@@ -26,6 +26,19 @@ void QuantExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& encod
 // (batch and thread invariant). `in` is a multiple of the block size.
 void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool);
 
+// With ActivationPrecision::kInt8 (kernels/activation_precision.h), the activations that
+// meet weights of `dtype` are rounded to int8 in blocks of this many values (256 for the
+// 256-weight formats, 32 for the others); 0 when the format has no integer kernel and keeps
+// f32 activations (q5_0, q5_1, q2_K, q3_K; and every non-block dtype).
+int64_t Int8ActivationBlock(DType dtype);
+
+// The run-time target's int8 activation rounding of k values (a multiple of `block`, 32 or
+// 256): per block, d = max|x| / 127 and q = round-half-even(x * (127 / max|x|)) in f32 (all
+// zero for an all-zero block), and the sums of q per 16 in s. For tests: the kernels
+// quantise their inputs this way.
+void QuantizeActivationsInt8(const float* x, int64_t k, int64_t block, int8_t* q, float* d,
+                             int16_t* s);
+
 // The run-time target's block decoder: `count` weights (whole blocks) to f32. Gives exactly
 // core Dequantize's floats (tested), so the kernels compute on llama.cpp's values.
 void DecodeQuantBlocks(DType dtype, const std::byte* blocks, int64_t count, float* out);

@@ -1,0 +1,456 @@
+// Integer dot products of GGML blocks with int8 activations (ActivationPrecision::kInt8,
+// kernels/activation_precision.h), as llama.cpp computes them: the activations are rounded
+// to int8 per block of A values with one f32 scale, each block's codes are multiplied with
+// them in 8-bit lanes (maddubs: unsigned codes × signed activations, pairwise into int16,
+// then into int32 lanes), and floats appear once per activation block. Reading a block
+// costs a few integer instructions per 32 weights instead of widening every weight to f32.
+//
+// Activation blocks: A = 256 for the 256-weight formats (q4_K, q5_K, q6_K, iq4_xs; as
+// llama.cpp's q8_K) and A = 32 for the 32-weight ones (q8_0, q4_0, q4_1, iq4_nl, mxfp4; as
+// its q8_0, with an f32 scale instead of f16). Per block: d = max|x| / 127,
+// q = round-half-even(x · (127 / max|x|)), and the int16 sums of q per 16 (the formats whose
+// codes carry an offset or a minimum use them). The result is the exact dot of the
+// dequantised weights with the dequantised activations d·q, up to the float rounding of the
+// per-block scaling (tested against a double-precision reference of that).
+//
+// Determinism: the integer sums are exact, and each (row, token) pair gets the same float
+// operations in the same order whatever the tile of rows and tokens it is computed in, so
+// the batch, thread and chunk invariances of quant_expert_ffn.cc hold in this mode too.
+//
+// The x86 intrinsics are the AVX2 ones (every compiled target has them: AVX2 and AVX3).
+// Included once per Highway target, hence the toggle guard.
+#if defined(MOEX_KERNELS_INT8_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MOEX_KERNELS_INT8_DOT_INL_H_
+#undef MOEX_KERNELS_INT8_DOT_INL_H_
+#else
+#define MOEX_KERNELS_INT8_DOT_INL_H_
+#endif
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/quant_format.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moex::kernels::HWY_NAMESPACE::int8 {
+
+// One token's int8 activations from some block on: codes, one scale per A codes, and the
+// sums of the codes per 16.
+struct Span {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int16_t* s = nullptr;
+  // The same activations `elems` codes further on (a multiple of A).
+  Span Advance(size_t elems, size_t a) const { return {q + elems, d + elems / a, s + elems / 16}; }
+};
+
+// Rows of n tokens × k activations quantised in blocks of a (k a multiple of a).
+class Activations {
+ public:
+  void Quantize(const float* x, size_t n, size_t ldx, size_t k, size_t a);
+  Span Row(size_t t) const {
+    return {q_.data() + t * k_, d_.data() + t * (k_ / a_), s_.data() + t * (k_ / 16)};
+  }
+  size_t block() const { return a_; }
+
+ private:
+  size_t k_ = 0, a_ = 32;
+  std::vector<int8_t> q_;
+  std::vector<float> d_;
+  std::vector<int16_t> s_;
+};
+
+// Quantises one block of a (a multiple of 32) values: the exact arithmetic the scalar
+// reference in tests repeats (max |x|, 127 / max, products rounded half to even).
+HWY_INLINE void QuantizeBlock(const float* x, size_t a, int8_t* q, float* d, int16_t* s) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mx = _mm256_setzero_ps();
+  for (size_t i = 0; i < a; i += 8)
+    mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  float lanes[8];
+  _mm256_storeu_ps(lanes, mx);
+  float amax = 0;
+  for (float v : lanes) amax = v > amax ? v : amax;
+  *d = amax / 127.0f;
+  const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (size_t i = 0; i < a; i += 32) {
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), id));
+    const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), id));
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), id));
+    const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), id));
+    // packs works per 128-bit lane; the permutation puts the 32 codes back in order.
+    const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), _mm256_permutevar8x32_epi32(w, order));
+  }
+  for (size_t j = 0; j < a / 16; ++j) {
+    int sum = 0;
+    for (size_t i = 0; i < 16; ++i) sum += q[16 * j + i];
+    s[j] = static_cast<int16_t>(sum);
+  }
+}
+
+inline void Activations::Quantize(const float* x, size_t n, size_t ldx, size_t k, size_t a) {
+  k_ = k;
+  a_ = a;
+  if (q_.size() < n * k) q_.resize(n * k);
+  if (d_.size() < n * k / a) d_.resize(n * k / a);
+  if (s_.size() < n * k / 16) s_.resize(n * k / 16);
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t b = 0; b < k / a; ++b) {
+      QuantizeBlock(x + t * ldx + b * a, a, q_.data() + t * k + b * a, d_.data() + t * (k / a) + b,
+                    s_.data() + t * (k / 16) + b * (a / 16));
+    }
+  }
+}
+
+HWY_INLINE float HalfAt(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return _cvtsh_ss(bits);
+}
+
+HWY_INLINE __m256i Load32(const void* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+HWY_INLINE __m256i Nibbles(__m256i v) {
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+HWY_INLINE __m256i HighNibbles(__m256i v) {
+  return Nibbles(_mm256_srli_epi16(v, 4));
+}
+
+// 16 bytes of nibbles as the 32 codes [low nibbles | high nibbles] (the 32-weight formats'
+// order: byte j holds weights j and j + 16).
+HWY_INLINE __m256i Nibbles16(const uint8_t* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), _mm_and_si128(raw, mask));
+}
+// A 16-entry int8 codebook looked up by the nibbles of 16 bytes, in the same order.
+HWY_INLINE __m256i Lookup16(const int8_t* table, const uint8_t* p) {
+  const __m256i t =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  return _mm256_shuffle_epi8(t, Nibbles16(p));
+}
+
+// Unsigned codes u (0..127) times int8 activations q: 16 int16 pair sums (no saturation
+// for the code ranges used here).
+HWY_INLINE __m256i MulU(__m256i u, __m256i q) {
+  return _mm256_maddubs_epi16(u, q);
+}
+// Signed codes w times q, through |w| and q with w's sign (|w| <= 128, so no saturation).
+HWY_INLINE __m256i MulS(__m256i w, __m256i q) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
+}
+HWY_INLINE __m256i Widen(__m256i pairs) {
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+// Sum of the 8 lanes in a fixed order.
+HWY_INLINE float HSum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+template <QuantFormat F>
+struct Kernel {
+  static constexpr bool kEnabled = false;
+};
+
+// A format's Tile<R, T>(b, x, acc, corr) adds one block of R rows (b[r]) times T tokens
+// (x[t] at the block's first activation) to acc[r * T + t] (vector) and corr[r * T + t]
+// (scalar); out = HSum(acc) + corr.
+
+// q8_0: d (f16), 32 int8 codes.
+template <>
+struct Kernel<QuantFormat::kQ8_0> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlock = 32, kBytes = 34, kAct = 32;
+  template <size_t R, size_t T>
+  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+    for (size_t r = 0; r < R; ++r) {
+      const float d = HalfAt(b[r]);
+      const __m256i w = Load32(b[r] + 2);
+      for (size_t t = 0; t < T; ++t) {
+        const __m256i p = Widen(MulS(w, Load32(x[t].q)));
+        acc[r * T + t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x[t].d[0]), acc[r * T + t]);
+      }
+    }
+  }
+};
+
+// The 32-weight nibble formats: w = d·(c - 8) (q4_0), d·c + m (q4_1), d·book[c] (iq4_nl),
+// 2^(e-128)·fp4x2[c] (mxfp4). `Codes` gives 32 unsigned codes (kSigned false) or signed
+// values; `Scale` the block's scale; `Offset` what multiplies the sum of the activations.
+template <class Q>
+struct Nibble32Kernel {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlock = 32, kAct = 32;
+  template <size_t R, size_t T>
+  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float* corr) {
+    for (size_t r = 0; r < R; ++r) {
+      const float d = Q::Scale(b[r]);
+      const __m256i c = Q::Codes(b[r]);
+      for (size_t t = 0; t < T; ++t) {
+        const __m256i qx = Load32(x[t].q);
+        const __m256i p = Widen(Q::kSigned ? MulS(c, qx) : MulU(c, qx));
+        const float dx = x[t].d[0];
+        acc[r * T + t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * dx), acc[r * T + t]);
+        if constexpr (Q::kHasOffset) {
+          corr[r * T + t] += Q::Offset(b[r]) * dx * static_cast<float>(x[t].s[0] + x[t].s[1]);
+        }
+      }
+    }
+  }
+};
+
+struct Q4_0Codes {
+  static constexpr size_t kBytes = 18;
+  static constexpr bool kSigned = false, kHasOffset = true;
+  static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t* b) { return -8.0f * HalfAt(b); }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) { return Nibbles16(b + 2); }
+};
+struct Q4_1Codes {
+  static constexpr size_t kBytes = 20;
+  static constexpr bool kSigned = false, kHasOffset = true;
+  static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t* b) { return HalfAt(b + 2); }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) { return Nibbles16(b + 4); }
+};
+alignas(16) inline constexpr int8_t kIq4Book[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                    1,    13,   25,  38,  53,  69,  89,  113};
+alignas(16) inline constexpr int8_t kFp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                       0, -1, -2, -3, -4, -6, -8, -12};
+struct Iq4NlCodes {
+  static constexpr size_t kBytes = 18;
+  static constexpr bool kSigned = true, kHasOffset = false;
+  static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) { return Lookup16(kIq4Book, b + 2); }
+};
+struct Mxfp4Codes {
+  static constexpr size_t kBytes = 17;
+  static constexpr bool kSigned = true, kHasOffset = false;
+  // 2^(e - 128): the E8M0 scale of the doubled FP4 values, normal for e >= 2.
+  static HWY_INLINE float Scale(const uint8_t* b) {
+    const uint32_t bits =
+        b[0] >= 2 ? static_cast<uint32_t>(b[0] - 1) << 23 : 0x00400000u >> (2 - b[0]);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) { return Lookup16(kFp4Doubled, b + 1); }
+};
+template <>
+struct Kernel<QuantFormat::kQ4_0> : Nibble32Kernel<Q4_0Codes> {
+  static constexpr size_t kBytes = Q4_0Codes::kBytes;
+};
+template <>
+struct Kernel<QuantFormat::kQ4_1> : Nibble32Kernel<Q4_1Codes> {
+  static constexpr size_t kBytes = Q4_1Codes::kBytes;
+};
+template <>
+struct Kernel<QuantFormat::kIQ4_NL> : Nibble32Kernel<Iq4NlCodes> {
+  static constexpr size_t kBytes = Iq4NlCodes::kBytes;
+};
+template <>
+struct Kernel<QuantFormat::kMXFP4> : Nibble32Kernel<Mxfp4Codes> {
+  static constexpr size_t kBytes = Mxfp4Codes::kBytes;
+};
+
+// Q4_K's and Q5_K's 6-bit scales and minimums of the 8 sub-blocks.
+HWY_INLINE void ScalesMinsK4(const uint8_t* packed, int16_t* sc, int16_t* mn) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = packed[j] & 63;
+    mn[j] = packed[j + 4] & 63;
+    sc[j + 4] = static_cast<int16_t>((packed[j + 8] & 0xf) | ((packed[j] >> 6) << 4));
+    mn[j + 4] = static_cast<int16_t>((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
+  }
+}
+
+// Q4_K (kBits 4) and Q5_K (kBits 5): w = d·sc_s·c - dmin·m_s per sub-block s of 32. The
+// integer sums are scaled by sc_s in int32 (one activation scale per 256), the minimums
+// meet the activations' sums per 16.
+template <int kBits>
+struct KernelK45 {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlock = 256, kBytes = kBits == 4 ? 144 : 176, kAct = 256;
+  template <size_t R, size_t T>
+  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+    for (size_t r = 0; r < R; ++r) {
+      int16_t sc[8], mn[8];
+      ScalesMinsK4(b[r] + 4, sc, mn);
+      const float d = HalfAt(b[r]), dmin = HalfAt(b[r] + 2);
+      const __m256i mins =
+          _mm256_setr_epi16(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3], mn[4], mn[4],
+                            mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]);
+      const uint8_t* q = b[r] + (kBits == 4 ? 16 : 48);
+      __m256i high = kBits == 5 ? Load32(b[r] + 16) : _mm256_setzero_si256();
+      __m256i isum[T];
+      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+      for (size_t j = 0; j < 4; ++j) {  // Sub-blocks 2j (low nibbles) and 2j + 1 (high).
+        const __m256i raw = Load32(q + 32 * j);
+        __m256i lo = Nibbles(raw), hi = HighNibbles(raw);
+        if constexpr (kBits == 5) {
+          const __m256i bit = _mm256_set1_epi8(0x10);
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(high, 4), bit));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(high, 3), bit));
+          high = _mm256_srli_epi16(high, 2);
+        }
+        const __m256i s_lo = _mm256_set1_epi16(sc[2 * j]), s_hi = _mm256_set1_epi16(sc[2 * j + 1]);
+        for (size_t t = 0; t < T; ++t) {
+          const __m256i a = _mm256_madd_epi16(MulU(lo, Load32(x[t].q + 64 * j)), s_lo);
+          const __m256i c = _mm256_madd_epi16(MulU(hi, Load32(x[t].q + 64 * j + 32)), s_hi);
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
+        }
+      }
+      for (size_t t = 0; t < T; ++t) {
+        const float dx = x[t].d[0];
+        const __m256i m = _mm256_madd_epi16(mins, Load32(x[t].s));
+        __m256 v =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[r * T + t]);
+        acc[r * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(-(dmin * dx)), v);
+      }
+    }
+  }
+};
+template <>
+struct Kernel<QuantFormat::kQ4_K> : KernelK45<4> {};
+template <>
+struct Kernel<QuantFormat::kQ5_K> : KernelK45<5> {};
+
+// Q6_K: w = d·sc_s·(c - 32) per sub-block s of 16 (int8 sc), 6-bit codes split into ql
+// (low 4 bits) and qh (2 high bits): in half h, quarter p, weight l < 32 has ql byte
+// l + 32(p & 1) (low nibble for p < 2) and qh byte l's bits 2p, 2p + 1; its sub-block is
+// 8h + 2p + l / 16.
+template <>
+struct Kernel<QuantFormat::kQ6_K> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlock = 256, kBytes = 210, kAct = 256;
+  template <size_t R, size_t T>
+  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+    for (size_t r = 0; r < R; ++r) {
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b[r] + 192);
+      const float d = HalfAt(b[r] + 208);
+      const __m256i scales =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      __m256i isum[T];
+      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+      const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+      for (size_t h = 0; h < 2; ++h) {
+        const __m256i ql0 = Load32(b[r] + 64 * h), ql1 = Load32(b[r] + 64 * h + 32);
+        const __m256i qh = Load32(b[r] + 128 + 32 * h);
+        const __m256i c[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
+            _mm256_or_si256(HighNibbles(ql0), _mm256_and_si256(qh, m2)),
+            _mm256_or_si256(HighNibbles(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+        for (size_t p = 0; p < 4; ++p) {
+          const size_t k = 4 * h + p;  // Activation run of 32: sub-blocks 2k and 2k + 1.
+          const __m256i s =
+              _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+          for (size_t t = 0; t < T; ++t) {
+            isum[t] = _mm256_add_epi32(isum[t],
+                                       _mm256_madd_epi16(MulU(c[p], Load32(x[t].q + 32 * k)), s));
+          }
+        }
+      }
+      for (size_t t = 0; t < T; ++t) {
+        const float dx = x[t].d[0];
+        const __m256i bias = _mm256_madd_epi16(scales, Load32(x[t].s));
+        __m256 v =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[r * T + t]);
+        acc[r * T + t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(bias), _mm256_set1_ps(-32.0f * (d * dx)), v);
+      }
+    }
+  }
+};
+
+// IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (ls - 32) and iq4 codebook values.
+template <>
+struct Kernel<QuantFormat::kIQ4_XS> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlock = 256, kBytes = 136, kAct = 256;
+  template <size_t R, size_t T>
+  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+    for (size_t r = 0; r < R; ++r) {
+      const float d = HalfAt(b[r]);
+      const unsigned scales_h = static_cast<unsigned>(b[r][2] | (b[r][3] << 8));
+      __m256i isum[T];
+      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+      for (size_t s = 0; s < 8; ++s) {
+        const int ls = ((b[r][4 + s / 2] >> (4 * (s % 2))) & 0xf) |
+                       static_cast<int>(((scales_h >> (2 * s)) & 3) << 4);
+        const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(ls - 32));
+        const __m256i c = Lookup16(kIq4Book, b[r] + 8 + 16 * s);
+        for (size_t t = 0; t < T; ++t) {
+          isum[t] =
+              _mm256_add_epi32(isum[t], _mm256_madd_epi16(MulS(c, Load32(x[t].q + 32 * s)), scale));
+        }
+      }
+      for (size_t t = 0; t < T; ++t) {
+        acc[r * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * x[t].d[0]),
+                                         acc[r * T + t]);
+      }
+    }
+  }
+};
+
+// out[r * ldo + t] = dot(row r, token t) over `blocks` blocks of R rows and T tokens.
+template <QuantFormat F, size_t R, size_t T>
+HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span* x, float* out,
+                          size_t ldo) {
+  using K = Kernel<F>;
+  __m256 acc[R * T];
+  float corr[R * T];
+  for (size_t i = 0; i < R * T; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    corr[i] = 0.0f;
+  }
+  const uint8_t* b[R];
+  Span xs[T];
+  for (size_t k = 0; k < blocks; ++k) {
+    for (size_t r = 0; r < R; ++r) b[r] = rows[r] + k * K::kBytes;
+    for (size_t t = 0; t < T; ++t) xs[t] = x[t].Advance(k * K::kBlock, K::kAct);
+    K::template Tile<R, T>(b, xs, acc, corr);
+  }
+  for (size_t r = 0; r < R; ++r)
+    for (size_t t = 0; t < T; ++t) out[r * ldo + t] = HSum(acc[r * T + t]) + corr[r * T + t];
+}
+
+// The same for n tokens, in tiles of up to 4 (every tile gives a pair the same operations).
+template <QuantFormat F, size_t R>
+HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n, const Span* x,
+                           float* out) {
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4) BlocksDot<F, R, 4>(rows, blocks, x + t, out + t, n);
+  switch (n - t) {
+    case 3:
+      return BlocksDot<F, R, 3>(rows, blocks, x + t, out + t, n);
+    case 2:
+      return BlocksDot<F, R, 2>(rows, blocks, x + t, out + t, n);
+    case 1:
+      return BlocksDot<F, R, 1>(rows, blocks, x + t, out + t, n);
+    default:
+      return;
+  }
+}
+
+}  // namespace moex::kernels::HWY_NAMESPACE::int8
+HWY_AFTER_NAMESPACE();
+
+#endif  // MOEX_KERNELS_INT8_DOT_INL_H_

@@ -175,9 +175,11 @@ struct Kernel<QuantFormat::kQ8_0> {
   static constexpr size_t kBlock = 32, kBytes = 34, kAct = 32;
   template <size_t R, size_t T>
   static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const float d = HalfAt(b[r]);
       const __m256i w = Load32(b[r] + 2);
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const __m256i p = Widen(MulS(w, Load32(x[t].q)));
         acc[r * T + t] =
@@ -196,9 +198,11 @@ struct Nibble32Kernel {
   static constexpr size_t kBlock = 32, kAct = 32;
   template <size_t R, size_t T>
   static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float* corr) {
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const float d = Q::Scale(b[r]);
       const __m256i c = Q::Codes(b[r]);
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const __m256i qx = Load32(x[t].q);
         const __m256i p = Widen(Q::kSigned ? MulS(c, qx) : MulU(c, qx));
@@ -269,14 +273,30 @@ struct Kernel<QuantFormat::kMXFP4> : Nibble32Kernel<Mxfp4Codes> {
   static constexpr size_t kBytes = Mxfp4Codes::kBytes;
 };
 
-// Q4_K's and Q5_K's 6-bit scales and minimums of the 8 sub-blocks.
-HWY_INLINE void ScalesMinsK4(const uint8_t* packed, int16_t* sc, int16_t* mn) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = packed[j] & 63;
-    mn[j] = packed[j + 4] & 63;
-    sc[j + 4] = static_cast<int16_t>((packed[j + 8] & 0xf) | ((packed[j] >> 6) << 4));
-    mn[j + 4] = static_cast<int16_t>((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
-  }
+// The int16 in lane j of each 128-bit half of v, broadcast over that half (pshufb with a
+// constant mask once j is known at compile time).
+HWY_INLINE __m256i BroadcastI16(__m256i v, int lo_j, int hi_j) {
+  const __m256i mask =
+      _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((2 * hi_j + 1) << 8 | 2 * hi_j)),
+                       _mm_set1_epi16(static_cast<int16_t>((2 * lo_j + 1) << 8 | 2 * lo_j)));
+  return _mm256_shuffle_epi8(v, mask);
+}
+
+// Q4_K's and Q5_K's 12 bytes of packed 6-bit scales and minimums, unpacked four at a time in
+// 32-bit words: `scales` gets sc0..sc7 as int16 in both 128-bit halves, `mins` gets m0, m0,
+// m1, m1, ..., m7, m7 (one per 16 activations, as the activation sums).
+HWY_INLINE void ScalesMinsK4(const uint8_t* packed, __m256i* scales, __m256i* mins) {
+  uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, mn_lo = u[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  const __m256i wide =
+      _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                          static_cast<int>(mn_lo), static_cast<int>(mn_hi)));
+  *scales = _mm256_permute2x128_si256(wide, wide, 0x00);
+  const __m128i m = _mm256_extracti128_si256(wide, 1);
+  *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
 }
 
 // Q4_K (kBits 4) and Q5_K (kBits 5): w = d·sc_s·c - dmin·m_s per sub-block s of 32. The
@@ -288,17 +308,17 @@ struct KernelK45 {
   static constexpr size_t kBlock = 256, kBytes = kBits == 4 ? 144 : 176, kAct = 256;
   template <size_t R, size_t T>
   static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
-      int16_t sc[8], mn[8];
-      ScalesMinsK4(b[r] + 4, sc, mn);
+      __m256i scales, mins;
+      ScalesMinsK4(b[r] + 4, &scales, &mins);
       const float d = HalfAt(b[r]), dmin = HalfAt(b[r] + 2);
-      const __m256i mins =
-          _mm256_setr_epi16(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3], mn[4], mn[4],
-                            mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]);
       const uint8_t* q = b[r] + (kBits == 4 ? 16 : 48);
       __m256i high = kBits == 5 ? Load32(b[r] + 16) : _mm256_setzero_si256();
       __m256i isum[T];
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
       for (size_t j = 0; j < 4; ++j) {  // Sub-blocks 2j (low nibbles) and 2j + 1 (high).
         const __m256i raw = Load32(q + 32 * j);
         __m256i lo = Nibbles(raw), hi = HighNibbles(raw);
@@ -308,13 +328,17 @@ struct KernelK45 {
           hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(high, 3), bit));
           high = _mm256_srli_epi16(high, 2);
         }
-        const __m256i s_lo = _mm256_set1_epi16(sc[2 * j]), s_hi = _mm256_set1_epi16(sc[2 * j + 1]);
+        const int lo_j = static_cast<int>(2 * j), hi_j = lo_j + 1;
+        const __m256i s_lo = BroadcastI16(scales, lo_j, lo_j),
+                      s_hi = BroadcastI16(scales, hi_j, hi_j);
+#pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
           const __m256i a = _mm256_madd_epi16(MulU(lo, Load32(x[t].q + 64 * j)), s_lo);
           const __m256i c = _mm256_madd_epi16(MulU(hi, Load32(x[t].q + 64 * j + 32)), s_hi);
           isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
         }
       }
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const float dx = x[t].d[0];
         const __m256i m = _mm256_madd_epi16(mins, Load32(x[t].s));
@@ -340,17 +364,23 @@ struct Kernel<QuantFormat::kQ6_K> {
   static constexpr size_t kBlock = 256, kBytes = 210, kAct = 256;
   template <size_t R, size_t T>
   static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b[r] + 192);
       const float d = HalfAt(b[r] + 208);
+      // sc0..sc7 in the low half, sc8..sc15 in the high half.
       const __m256i scales =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r] + 192)));
       __m256i isum[T];
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
       const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 8
       for (size_t h = 0; h < 2; ++h) {
         const __m256i ql0 = Load32(b[r] + 64 * h), ql1 = Load32(b[r] + 64 * h + 32);
         const __m256i qh = Load32(b[r] + 128 + 32 * h);
+        // This half's scales sc[8h .. 8h + 7] in both 128-bit halves.
+        const __m256i half_scales = h == 0 ? _mm256_permute2x128_si256(scales, scales, 0x00)
+                                           : _mm256_permute2x128_si256(scales, scales, 0x11);
         const __m256i c[4] = {
             _mm256_or_si256(_mm256_and_si256(ql0, m4),
                             _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
@@ -358,16 +388,19 @@ struct Kernel<QuantFormat::kQ6_K> {
                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
             _mm256_or_si256(HighNibbles(ql0), _mm256_and_si256(qh, m2)),
             _mm256_or_si256(HighNibbles(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+#pragma GCC unroll 8
         for (size_t p = 0; p < 4; ++p) {
           const size_t k = 4 * h + p;  // Activation run of 32: sub-blocks 2k and 2k + 1.
           const __m256i s =
-              _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+              BroadcastI16(half_scales, static_cast<int>(2 * p), static_cast<int>(2 * p + 1));
+#pragma GCC unroll 8
           for (size_t t = 0; t < T; ++t) {
             isum[t] = _mm256_add_epi32(isum[t],
                                        _mm256_madd_epi16(MulU(c[p], Load32(x[t].q + 32 * k)), s));
           }
         }
       }
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const float dx = x[t].d[0];
         const __m256i bias = _mm256_madd_epi16(scales, Load32(x[t].s));
@@ -387,21 +420,26 @@ struct Kernel<QuantFormat::kIQ4_XS> {
   static constexpr size_t kBlock = 256, kBytes = 136, kAct = 256;
   template <size_t R, size_t T>
   static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+#pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       const float d = HalfAt(b[r]);
       const unsigned scales_h = static_cast<unsigned>(b[r][2] | (b[r][3] << 8));
       __m256i isum[T];
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
       for (size_t s = 0; s < 8; ++s) {
         const int ls = ((b[r][4 + s / 2] >> (4 * (s % 2))) & 0xf) |
                        static_cast<int>(((scales_h >> (2 * s)) & 3) << 4);
         const __m256i scale = _mm256_set1_epi16(static_cast<int16_t>(ls - 32));
         const __m256i c = Lookup16(kIq4Book, b[r] + 8 + 16 * s);
+#pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
           isum[t] =
               _mm256_add_epi32(isum[t], _mm256_madd_epi16(MulS(c, Load32(x[t].q + 32 * s)), scale));
         }
       }
+#pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         acc[r * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * x[t].d[0]),
                                          acc[r * T + t]);
@@ -410,6 +448,10 @@ struct Kernel<QuantFormat::kIQ4_XS> {
   }
 };
 
+// How far ahead of its loads each row is prefetched (a row's blocks are one forward stream;
+// past a row's end the prefetch reaches the next row, the next one read in Linear and down).
+constexpr size_t kPrefetchBytes = 1024;
+
 // out[r * ldo + t] = dot(row r, token t) over `blocks` blocks of R rows and T tokens.
 template <QuantFormat F, size_t R, size_t T>
 HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span* x, float* out,
@@ -417,6 +459,7 @@ HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span*
   using K = Kernel<F>;
   __m256 acc[R * T];
   float corr[R * T];
+#pragma GCC unroll 8
   for (size_t i = 0; i < R * T; ++i) {
     acc[i] = _mm256_setzero_ps();
     corr[i] = 0.0f;
@@ -424,11 +467,19 @@ HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span*
   const uint8_t* b[R];
   Span xs[T];
   for (size_t k = 0; k < blocks; ++k) {
-    for (size_t r = 0; r < R; ++r) b[r] = rows[r] + k * K::kBytes;
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      b[r] = rows[r] + k * K::kBytes;
+      for (size_t line = 0; line < K::kBytes; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(b[r]) + kPrefetchBytes + line, _MM_HINT_T0);
+    }
+#pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) xs[t] = x[t].Advance(k * K::kBlock, K::kAct);
     K::template Tile<R, T>(b, xs, acc, corr);
   }
+#pragma GCC unroll 8
   for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) out[r * ldo + t] = HSum(acc[r * T + t]) + corr[r * T + t];
 }
 

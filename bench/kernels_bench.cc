@@ -9,7 +9,7 @@
 // --quant: only the bandwidth probe and one-token decode through 8 experts in every GGML
 // block format (q8_0 ... mxfp4, read in their blocks by kernels/quant_expert_ffn.cc), beside
 // f32 (what a dequantised copy streams) and bf16: bytes of weights read per second and the
-// fraction of the measured bandwidth.
+// fraction of the measured bandwidth, with f32 and with int8 activations side by side.
 // Usage: kernels_bench [--json] [--quick] [--quant]
 #include <cblas.h>
 
@@ -30,8 +30,10 @@
 #include "core/dtype.h"
 #include "core/quant_format.h"
 #include "core/thread_pool.h"
+#include "kernels/activation_precision.h"
 #include "kernels/decode_order.h"
 #include "kernels/ops.h"
+#include "kernels/quant_expert_ffn.h"
 #include "kernels/quantize.h"
 #include "membw_probe.h"
 
@@ -234,12 +236,11 @@ nlohmann::json RateJson(const Rate& r) {
 }
 
 // Accuracy of the activation choice: relative RMS error, against a double-precision dot of
-// the dequantised weights, of (a) the kernels' f32-activation Linear and (b) the same dot
-// with the activations rounded to q8_0 first, as llama.cpp's integer dot products see them
-// (its int8 sums are exact, so (b) is what it computes up to the final float scaling).
+// the dequantised weights with the f32 activations, of the kernels' Linear with (a) f32 and
+// (b) int8 activations (ActivationPrecision; formats without integer kernels keep f32).
 // 256 rows of 2048 weights, activations ~ U(-1, 1) with a few 8x outliers per row.
 struct ActivationError {
-  double f32 = 0, q8 = 0;
+  double f32 = 0, int8 = 0;
 };
 ActivationError ActivationErrors(DType t) {
   const int64_t rows = 256, in = kModel;
@@ -251,75 +252,92 @@ ActivationError ActivationErrors(DType t) {
   ConvertToF32(w.data(), t, rows * in, wq.data());
   std::vector<float> x = Random(static_cast<size_t>(in), 12, 1.0f);
   for (int64_t k = 0; k < in; k += 97) x[k] *= 8;
-  std::vector<std::byte> xq8(DTypeBytes(DType::kQ8_0, in));
-  kernels::QuantizeQ8_0(x.data(), in, xq8.data());
-  std::vector<float> x8(static_cast<size_t>(in));
-  ConvertToF32(xq8.data(), DType::kQ8_0, in, x8.data());
-  std::vector<float> y(rows);
-  kernels::Linear(w.data(), t, rows, in, x.data(), 1, y.data());
+  std::vector<float> y32(rows), y8(rows);
+  {
+    const kernels::ScopedActivationPrecision p(kernels::ActivationPrecision::kF32);
+    kernels::Linear(w.data(), t, rows, in, x.data(), 1, y32.data());
+  }
+  {
+    const kernels::ScopedActivationPrecision p(kernels::ActivationPrecision::kInt8);
+    kernels::Linear(w.data(), t, rows, in, x.data(), 1, y8.data());
+  }
   double e32 = 0, e8 = 0, ref2 = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    double ref = 0, q8 = 0;
-    for (int64_t k = 0; k < in; ++k) {
-      ref += static_cast<double>(wq[r * in + k]) * x[k];
-      q8 += static_cast<double>(wq[r * in + k]) * x8[k];
-    }
-    e32 += (y[r] - ref) * (y[r] - ref);
-    e8 += (q8 - ref) * (q8 - ref);
+    double ref = 0;
+    for (int64_t k = 0; k < in; ++k) ref += static_cast<double>(wq[r * in + k]) * x[k];
+    e32 += (y32[r] - ref) * (y32[r] - ref);
+    e8 += (y8[r] - ref) * (y8[r] - ref);
     ref2 += ref * ref;
   }
   return {std::sqrt(e32 / ref2), std::sqrt(e8 / ref2)};
 }
 
 // One-token decode through 8 OLMoE-1B-7B experts (d = 2048, F = 1024) per call in each
-// block format and in f32 / bf16, cycling through at least 384 MB of experts.
+// block format and in f32 / bf16, cycling through at least 384 MB of experts; block formats
+// with f32 and with int8 activations, side by side.
 int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
   const int reps = quick ? 2 : 3;
   std::vector<DType> types = {DType::kF32, DType::kBF16};
   for (QuantFormat f : kAllQuantFormats) types.push_back(DTypeOf(f));
-  std::vector<Decode> decode;
-  for (DType t : types) {
+  const auto run = [&](DType t, kernels::ActivationPrecision precision) {
+    const kernels::ScopedActivationPrecision p(precision);
     const size_t expert_bytes = kernels::ExpertRecordBytes(t, kModel) * kNeurons;
     const size_t want = (quick ? size_t{192} : size_t{384}) << 20;
     const int pool = static_cast<int>((want / expert_bytes + kActive - 1) / kActive * kActive);
-    decode.push_back(DecodeExperts(t, pool, reps, threads));
-  }
+    return DecodeExperts(t, pool, reps, threads);
+  };
+  std::vector<Decode> f32, int8;
   std::vector<ActivationError> errors;
-  for (DType t : types)
+  for (DType t : types) {
+    f32.push_back(run(t, kernels::ActivationPrecision::kF32));
+    const bool has_int8 = kernels::Int8ActivationBlock(t) != 0;
+    int8.push_back(has_int8 ? run(t, kernels::ActivationPrecision::kInt8) : f32.back());
     errors.push_back(IsBlockQuantized(t) ? ActivationErrors(t) : ActivationError{});
+  }
+  const auto ratio = [&](const Decode& d) {
+    return nlohmann::json{{"wall", d.gb_per_s.wall / bw.wall_gb_per_s},
+                          {"cpu_time", d.gb_per_s.cpu / bw.cpu_gb_per_s}};
+  };
   if (json) {
     nlohmann::json out;
     out["simd_target"] = kernels::SimdTargetName();
     out["threads"] = threads;
     out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
-    for (size_t i = 0; i < decode.size(); ++i) {
-      const Decode& d = decode[i];
+    for (size_t i = 0; i < types.size(); ++i) {
       out["quant_decode"][DTypeName(types[i])] = {
-          {"case", d.name},
+          {"case", f32[i].name},
           {"bytes_per_weight", static_cast<double>(DTypeBytes(types[i], 256)) / 256},
-          {"gb_per_s", RateJson(d.gb_per_s)},
-          {"ratio_to_membw",
-           {{"wall", d.gb_per_s.wall / bw.wall_gb_per_s},
-            {"cpu_time", d.gb_per_s.cpu / bw.cpu_gb_per_s}}},
-          {"ms_per_token_8_experts", d.ms_per_call},
-          {"rel_rms_error_f32_activations", errors[i].f32},
-          {"rel_rms_error_q8_activations", errors[i].q8}};
+          {"int8_kernel", kernels::Int8ActivationBlock(types[i]) != 0},
+          {"f32_activations",
+           {{"gb_per_s", RateJson(f32[i].gb_per_s)},
+            {"ratio_to_membw", ratio(f32[i])},
+            {"ms_per_token_8_experts", f32[i].ms_per_call},
+            {"rel_rms_error", errors[i].f32}}},
+          {"int8_activations",
+           {{"gb_per_s", RateJson(int8[i].gb_per_s)},
+            {"ratio_to_membw", ratio(int8[i])},
+            {"ms_per_token_8_experts", int8[i].ms_per_call},
+            {"rel_rms_error", errors[i].int8}}},
+          {"int8_speedup_wall",
+           f32[i].gb_per_s.wall > 0 ? int8[i].gb_per_s.wall / f32[i].gb_per_s.wall : 0.0}};
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
-  std::printf("SIMD target %s, %d threads. Each rate: wall clock | per CPU time.\n",
-              kernels::SimdTargetName().c_str(), threads);
-  std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s\n\n", bw.wall_gb_per_s,
-              bw.cpu_gb_per_s);
-  std::printf("%-8s %7s %17s %15s %11s %21s\n", "experts", "B/wt", "GB/s", "of membw", "ms/8 exp",
-              "dot rel err f32 | q8");
-  for (size_t i = 0; i < decode.size(); ++i) {
-    const Decode& d = decode[i];
-    std::printf("%-8s %7.4f %7.2f | %7.2f %6.0f%% | %4.0f%% %9.3f   %.1e | %.1e\n",
-                DTypeName(types[i]), static_cast<double>(DTypeBytes(types[i], 256)) / 256,
-                d.gb_per_s.wall, d.gb_per_s.cpu, 100 * d.gb_per_s.wall / bw.wall_gb_per_s,
-                100 * d.gb_per_s.cpu / bw.cpu_gb_per_s, d.ms_per_call, errors[i].f32, errors[i].q8);
+  std::printf(
+      "SIMD target %s, %d threads. Rates: wall-clock GB/s of weights read (share of\n"
+      "the streaming bandwidth); f32 | int8 activations, the same run.\n",
+      kernels::SimdTargetName().c_str(), threads);
+  std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s (wall | per CPU time)\n\n",
+              bw.wall_gb_per_s, bw.cpu_gb_per_s);
+  std::printf("%-8s %7s %25s %8s %22s\n", "experts", "B/wt", "GB/s f32 | int8", "int8/f32",
+              "dot rel err f32 | int8");
+  for (size_t i = 0; i < types.size(); ++i) {
+    const double w32 = f32[i].gb_per_s.wall, w8 = int8[i].gb_per_s.wall;
+    std::printf("%-8s %7.4f %6.2f (%3.0f%%) | %6.2f (%3.0f%%) %7.2fx   %.1e | %.1e\n",
+                DTypeName(types[i]), static_cast<double>(DTypeBytes(types[i], 256)) / 256, w32,
+                100 * w32 / bw.wall_gb_per_s, w8, 100 * w8 / bw.wall_gb_per_s, w8 / w32,
+                errors[i].f32, errors[i].int8);
   }
   return 0;
 }

@@ -619,6 +619,9 @@ HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n,
   }
 }
 
+// Neurons whose gate/up dots are activated together (GateUp's int8 path).
+constexpr size_t kActivateNeurons = 64;
+
 // Rows of down blocks decoded at a time (contiguous in a record group).
 constexpr size_t kDownRows = 16;
 
@@ -672,17 +675,32 @@ void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job
   const size_t d = geo.d, n = static_cast<size_t>(job.n);
   if constexpr (int8::Kernel<F>::kEnabled) {
     if (xq != nullptr) {
-      float* g = Scratch<0>(2 * n);
+      // Gate and up dots of up to kActivateNeurons neurons, then their activation at once
+      // (lane-wise, so each neuron's h is what it would be alone).
+      float* g = Scratch<0>(2 * n + 2 * n * kActivateNeurons);
+      float* gu = g + 2 * n;
       std::vector<int8::Span> x(n);
       for (size_t t = 0; t < n; ++t) x[t] = xq->Row(t);
-      for (size_t i = a; i < b; ++i) {
-        const uint8_t* base = geo.Group(job, i / geo.g);
-        const size_t in_group = i % geo.g;
-        const uint8_t* rows[2] = {base + in_group * geo.row_bytes,
-                                  base + (geo.g + in_group) * geo.row_bytes};
-        int8::BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), g);
-        Activate(job, act, i, g, n);
-        for (size_t t = 0; t < n; ++t) h[t * ldh + i] = g[t];
+      for (size_t a0 = a; a0 < b; a0 += kActivateNeurons) {
+        const size_t count = std::min(kActivateNeurons, b - a0);
+        for (size_t i = a0; i < a0 + count; ++i) {
+          const uint8_t* base = geo.Group(job, i / geo.g);
+          const size_t in_group = i % geo.g;
+          const uint8_t* rows[2] = {base + in_group * geo.row_bytes,
+                                    base + (geo.g + in_group) * geo.row_bytes};
+          int8::BlocksDotN<F, 2>(rows, d / kBlock, n, x.data(), g);
+          for (size_t t = 0; t < n; ++t) {
+            gu[t * 2 * count + (i - a0)] = g[t];
+            gu[t * 2 * count + count + (i - a0)] = g[n + t];
+          }
+        }
+        for (size_t t = 0; t < n; ++t) {
+          float* gate = gu + t * 2 * count;
+          GatedActArray(act.limit, act.alpha, gate, gate + count, count,
+                        job.gate_bias ? job.gate_bias + a0 : nullptr,
+                        job.up_bias ? job.up_bias + a0 : nullptr);
+          std::copy(gate, gate + count, h + t * ldh + a0);
+        }
       }
       return;
     }

@@ -483,6 +483,41 @@ TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
   }
 }
 
+// Several outputs of one input in one call (q, k, v of different formats, one without an
+// int8 kernel): with int8 activations they share one rounding of x and one parallel region,
+// and give each output's bits from a call of its own, at any thread count.
+TEST(QuantLinearTest, SeveralOutputsGiveEachOutputAlone) {
+  const int64_t in = 512, n = 5;
+  const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 81);
+  const std::vector<DType> dtypes = {DType::kQ4_K, DType::kQ6_K,  DType::kQ8_0,
+                                     DType::kQ5_0, DType::kMXFP4, DType::kF32};
+  const std::vector<int64_t> rows = {70, 33, 8, 17, 129, 9};
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    std::vector<Matrix> w;
+    std::vector<std::vector<float>> alone, together;
+    std::vector<LinearOutput> outs;
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      w.push_back(MakeMatrix(dtypes[i], rows[i], in, static_cast<uint32_t>(82 + i)));
+      alone.emplace_back(static_cast<size_t>(n * rows[i]));
+      Linear(w[i].bytes.data(), dtypes[i], rows[i], in, x.data(), n, alone[i].data());
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      together.assign(dtypes.size(), {});
+      outs.clear();
+      for (size_t i = 0; i < dtypes.size(); ++i) {
+        together[i].resize(alone[i].size());
+        outs.push_back({w[i].bytes.data(), dtypes[i], rows[i], in, together[i].data(), nullptr});
+      }
+      LinearMulti(outs, x.data(), n, pool);
+      for (size_t i = 0; i < dtypes.size(); ++i)
+        ASSERT_TRUE(BitEqual(alone[i], together[i])) << DTypeName(dtypes[i]) << " " << threads;
+    }
+  }
+}
+
 // The SIMD rounding of activations to int8 is the scalar rule on every target: a random
 // block with outliers, an all-zero block, and a block of exact halves (max 127, so x * 127
 // / max = x: 2.5 -> 2, 3.5 -> 4, -2.5 -> -2, half to even).

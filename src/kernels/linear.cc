@@ -109,17 +109,20 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
   }
   if (n == 0 || outs.empty()) return;
   // Block formats other than q8_0 go to the block kernels (quant_expert_ffn.cc), one output
-  // at a time, and q8_0 too with int8 activations (its integer dot products); outputs are
-  // independent, so splitting a call changes no bits.
+  // at a time; with int8 activations all of them (q8_0 included) in one region with x
+  // rounded once. Outputs are independent, so splitting a call changes no bits.
   const bool int8 = GetActivationPrecision() == ActivationPrecision::kInt8;
-  std::vector<LinearOutput> plain;
+  std::vector<LinearOutput> plain, blocks;
   for (const LinearOutput& o : outs) {
     if (IsLinearDType(o.dtype) && !(int8 && o.dtype == DType::kQ8_0)) {
       plain.push_back(o);
+    } else if (int8) {
+      blocks.push_back(o);
     } else {
       QuantLinear(o, x, n, pool);
     }
   }
+  if (!blocks.empty()) QuantLinearMultiInt8(blocks, x, n, pool);
   if (plain.empty()) return;
   HWY_DYNAMIC_DISPATCH(LinearMultiImpl)(plain.data(), plain.size(), x, static_cast<size_t>(n), &pool);
 }

@@ -1057,6 +1057,72 @@ void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
       rows, grain, [&](size_t b, size_t e, int) { LinearRows<F>(o, x, n, xs_all.data(), b, e); });
 }
 
+using LinearRowsInt8Fn = void (*)(const LinearOutput&, const int8::Activations&, size_t, size_t,
+                                  size_t);
+
+// A format's int8 row kernel, null when it has none.
+LinearRowsInt8Fn LinearRowsInt8Of(QuantFormat f) {
+  switch (f) {
+#define MOEX_CASE(F)                                                                              \
+  case QuantFormat::F:                                                                            \
+    if constexpr (int8::Kernel<QuantFormat::F>::kEnabled) return &LinearRowsInt8<QuantFormat::F>; \
+    return nullptr;
+    MOEX_QUANT_FORMATS(MOEX_CASE)
+#undef MOEX_CASE
+  }
+  return nullptr;
+}
+
+// Several outputs of one input with int8 activations (q, k and v): x quantised once per
+// activation block size, every output's rows in one parallel region. A row's result does
+// not depend on which piece it falls in, so this is the same bits as one call per output.
+// Outputs of formats without an int8 kernel go through Linear<F> (f32 activations) after.
+void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, size_t n,
+                     ThreadPool& pool) {
+  thread_local int8::Activations storage[2];                     // Blocks of 32 and of 256.
+  int8::Activations* quantised[2] = {&storage[0], &storage[1]};  // The caller's (see Run).
+  bool done[2] = {false, false};
+  struct Piece {
+    size_t output, r0, r1;
+  };
+  std::vector<Piece> pieces;
+  std::vector<LinearRowsInt8Fn> fns(count);
+  std::vector<const int8::Activations*> xq(count, nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    const LinearOutput& o = outs[i];
+    const QuantFormat f = *QuantFormatOf(o.dtype);
+    fns[i] = LinearRowsInt8Of(f);
+    if (fns[i] == nullptr || o.out <= 0) continue;
+    const size_t block = KernelsOf(f).int8_block, which = block == 32 ? 0 : 1;
+    const size_t in = static_cast<size_t>(o.in);
+    if (!done[which]) {
+      quantised[which]->Quantize(x, n, in, in, block);
+      done[which] = true;
+    }
+    xq[i] = quantised[which];
+    const size_t rows = static_cast<size_t>(o.out);
+    const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
+    for (size_t r = 0; r < rows; r += grain) pieces.push_back({i, r, std::min(rows, r + grain)});
+  }
+  pool.ParallelForDynamic(pieces.size(), 1, [&](size_t b, size_t e, int) {
+    for (size_t p = b; p < e; ++p) {
+      const Piece& piece = pieces[p];
+      fns[piece.output](outs[piece.output], *xq[piece.output], n, piece.r0, piece.r1);
+    }
+  });
+  for (size_t i = 0; i < count; ++i) {
+    if (fns[i] != nullptr) continue;
+    switch (*QuantFormatOf(outs[i].dtype)) {
+#define MOEX_CASE(F)                             \
+  case QuantFormat::F:                           \
+    Linear<QuantFormat::F>(outs[i], x, n, pool); \
+    break;
+      MOEX_QUANT_FORMATS(MOEX_CASE)
+#undef MOEX_CASE
+    }
+  }
+}
+
 }  // namespace quant
 
 void QuantLinearImpl(const LinearOutput* o, const float* x, size_t n, ThreadPool* pool) {
@@ -1094,6 +1160,11 @@ void DecodeBlocksImpl(DType dtype, const uint8_t* b, size_t blocks, float* out) 
   }
 }
 
+void QuantLinearMultiInt8Impl(const LinearOutput* outs, size_t count, const float* x, size_t n,
+                              ThreadPool* pool) {
+  quant::LinearMultiInt8(outs, count, x, n, *pool);
+}
+
 size_t Int8BlockImpl(DType dtype) {
   return quant::KernelsOf(*QuantFormatOf(dtype)).int8_block;
 }
@@ -1113,6 +1184,18 @@ HWY_EXPORT(QuantExpertFfnImpl);
 HWY_EXPORT(DecodeBlocksImpl);
 HWY_EXPORT(QuantLinearImpl);
 HWY_EXPORT(Int8BlockImpl);
+HWY_EXPORT(QuantLinearMultiInt8Impl);
+
+void QuantLinearMultiInt8(std::span<const LinearOutput> outs, const float* x, int64_t n,
+                          ThreadPool& pool) {
+  for (const LinearOutput& o : outs) {
+    Check(IsBlockQuantized(o.dtype) && o.in % DTypeBlockElems(o.dtype) == 0,
+          "QuantLinear: ", DTypeName(o.dtype), " input width ", o.in, " is not whole blocks");
+  }
+  if (n <= 0 || outs.empty()) return;
+  HWY_DYNAMIC_DISPATCH(QuantLinearMultiInt8Impl)
+  (outs.data(), outs.size(), x, static_cast<size_t>(n), &pool);
+}
 HWY_EXPORT(QuantizeInt8Impl);
 
 int64_t Int8ActivationBlock(DType dtype) {

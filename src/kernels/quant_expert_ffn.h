@@ -26,6 +26,12 @@ void QuantExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& encod
 // (batch and thread invariant). `in` is a multiple of the block size.
 void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool);
 
+// Several block-format outputs of one input x with int8 activations (the q, k and v of a
+// quantized GGUF): x rounded once, all rows in one parallel region; the same bits as one
+// QuantLinear per output. Formats without an int8 kernel run with f32 activations.
+void QuantLinearMultiInt8(std::span<const LinearOutput> outs, const float* x, int64_t n,
+                          ThreadPool& pool);
+
 // With ActivationPrecision::kInt8 (kernels/activation_precision.h), the activations that
 // meet weights of `dtype` are rounded to int8 in blocks of this many values (256 for the
 // 256-weight formats, 32 for the others); 0 when the format has no integer kernel and keeps

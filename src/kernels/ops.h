@@ -1,6 +1,7 @@
 // CPU kernels used by the forward pass. Activations are f32; weights may be f32, f16, bf16
-// or any GGML block format (q8_0, q4_K, mxfp4, ...; quant_expert_ffn.h) and are widened to
-// f32 in registers (f32 accumulation everywhere).
+// or any GGML block format (q8_0, q4_K, mxfp4, ...; quant_expert_ffn.h). Block formats meet
+// activations rounded to int8 (integer dot products) or in f32 (weights widened to f32 in
+// registers), as kernels/activation_precision.h says; everything else is f32 throughout.
 //
 // Determinism contract (the lossless guarantee rests on it):
 //  * Batch invariance: row t of every output is bit-identical whatever the number of rows

@@ -2,12 +2,14 @@
 // record groups of model/expert_layout.h, reading the checkpoint's blocks directly (no f32
 // copy of the weights). Gate/up and down may be different formats (Q4_K_M's q4_K with q6_K):
 // each format has a gate/up and a down kernel, and a job runs the pair its layer names
-// (ExpertEncoding). Activations stay f32 (docs/kernels.md, "Quantized experts": the
-// accuracy of f32 activations against llama.cpp-style q8 activations, and why).
+// (ExpertEncoding). Also Linear on block-format weights (QuantLinear).
 //
-// A block is decoded to f32 in an L1-resident buffer (SIMD decoders for q8_0, q4_0, mxfp4,
-// q4_K, q5_K and q6_K; the scalar decoders of core/quant_dequantize.cc for the others) and
-// dotted with the activations:
+// Two activation precisions (kernels/activation_precision.h, docs/kernels.md):
+//  * int8: integer dot products of int8_dot-inl.h, x and h rounded to int8 once per job;
+//  * f32: a block is decoded to f32 in registers (fused: codes times x, one scale per
+//    sub-block; SIMD decoders for the rest, or core/quant_dequantize.cc's scalar ones into
+//    an L1 buffer) and dotted with the f32 activations.
+// Either way:
 //   gate/up: h[t, i] = silu(dot(gate_i, x_t)) * dot(up_i, x_t), one dot per row over d;
 //   down:    y[t, j] += dot(down block (j, group), h[t, group]) for each record group in
 //            neuron order: one scalar addition per (row, group).

@@ -1,9 +1,10 @@
 // Which Highway targets the kernels are compiled for. Included first by every kernels
 // translation unit so that they all agree on the dispatch set.
 //
-// Kept: AVX3 (AVX-512), AVX2 and the portable scalar baseline. SSSE3/SSE4 add compile time
-// but no speed that matters for a server CPU, so they are left out; a pre-AVX2 CPU falls back
-// to the scalar target. The build's baseline flags stay generic x86-64.
+// Kept: AVX3 (AVX-512) and AVX2. The kernel files are compiled with x86-64-v3 as their
+// baseline (CMakeLists.txt), so no older target is built; SSSE3/SSE4 are disabled here too
+// for any file compiled without that baseline. `moex` refuses a CPU without AVX2 at start
+// (kernels/cpu_requirements.h).
 #pragma once
 
 #ifndef HWY_DISABLED_TARGETS

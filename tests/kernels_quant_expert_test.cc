@@ -567,8 +567,7 @@ TEST(QuantizeActivationsInt8Test, EveryTargetRoundsAsTheScalarRule) {
 TEST(QuantizeActivationsInt8Test, FormatsWithIntegerKernels) {
   for (DType dtype : BlockDTypes()) {
     const int64_t block = Int8ActivationBlock(dtype);
-    const bool slow = dtype == DType::kQ5_0 || dtype == DType::kQ5_1 || dtype == DType::kQ2_K ||
-                      dtype == DType::kQ3_K;
+    const bool slow = dtype == DType::kQ2_K || dtype == DType::kQ3_K;
     EXPECT_EQ(block, slow ? 0 : DTypeBlockElems(dtype)) << DTypeName(dtype);
   }
   EXPECT_EQ(Int8ActivationBlock(DType::kBF16), 0);

@@ -4,10 +4,12 @@
 # group with the same limit. cgroup v1 charges page cache to the group, so llama.cpp's
 # mmapped weights count against the limit just as moex's host cache does. Never run in CI.
 #
-#   bench/llamacpp/offload_compare.sh BUILD_DIR HF_DIR GGUF [GEN_TOKENS=12] [PROMPT_TOKENS=4]
+#   bench/llamacpp/offload_compare.sh BUILD_DIR MODEL GGUF [GEN_TOKENS=12] [PROMPT_TOKENS=4]
 #
-# HF_DIR and GGUF must hold identical weights, e.g. (the HF directory of bench/offload_run.sh
-# was written with seed 1):
+# MODEL is what moex runs: an HF directory with the same weights as GGUF, or GGUF itself
+# (a quantized file, which both engines then read; its expert store, GGUF.experts.moex, is
+# packed first with `moex pack --model GGUF`). With an HF directory, e.g. (the HF directory
+# of bench/offload_run.sh was written with seed 1):
 #   moex random-model --arch olmoe --size full --seed 1 --out DIR
 #   moex random-model --arch olmoe --size full --seed 1 --format gguf \
 #     --gguf-vocab ../shared/data/gguf-vocab/ggml-vocab-gpt-neox.gguf --out DIR.gguf
@@ -16,8 +18,11 @@
 # allowed beyond the budget's share of expert bytes, for dense weights and runtime; default
 # 1.5, so 25 % of OLMoE-1B-7B's 12.9 GB of experts gives a 4.5 GiB limit), POLICY (moex,
 # default lru), TIMEOUT_S (per run, default 900), THREADS (default 2), CGROUP_ROOT
-# (default /sys/fs/cgroup/memory). Needs root (to create memory groups), jq, node >= 20
-# and `npm install` in bench/llamacpp.
+# (default /sys/fs/cgroup/memory), VOCAB (prompt ids are drawn below it when MODEL is a
+# GGUF; default 50304, OLMoE's), LLAMA_BENCH (a llama-bench binary: llama.cpp runs
+# `llama-bench -p PROMPT -n GEN -r 1` instead of node-llama-cpp). Needs root (to create
+# memory groups), jq, and node >= 20 with `npm install` in bench/llamacpp unless
+# LLAMA_BENCH is set.
 #
 # Prints one JSON line per run (limit, peak usage of the group, failcnt, load average before
 # the run, the engine's own JSON) and one summary line per budget with the ratio
@@ -31,7 +36,13 @@ if [[ $# -lt 3 ]]; then
   exit 2
 fi
 BUILD_DIR=$(cd "$1" && pwd)
-HF=$(cd "$2" && pwd)
+if [[ -d $2 ]]; then
+  HF=$(cd "$2" && pwd)
+  STORE=$HF/experts.moex
+else
+  HF=$(realpath "$2")  # A GGUF: moex reads it too.
+  STORE=$HF.experts.moex
+fi
 GGUF=$3
 GEN=${4:-12}
 PROMPT=${5:-4}
@@ -46,19 +57,27 @@ MOEX=$BUILD_DIR/moex
 LOG_DIR=${LOG_DIR:-$(mktemp -d /tmp/offload-compare.XXXXXX)}
 mkdir -p "$LOG_DIR"
 
-for f in "$MOEX" "$HF/config.json" "$HF/experts.moex" "$GGUF"; do
+for f in "$MOEX" "$STORE" "$GGUF"; do
   [[ -e $f ]] || { echo "missing $f (pack the store first: moex pack --model $HF)" >&2; exit 1; }
 done
-[[ -d $HERE/node_modules/node-llama-cpp ]] || {
-  echo "node-llama-cpp missing: run 'npm install' in $HERE" >&2
+if [[ -n ${LLAMA_BENCH:-} ]]; then
+  [[ -x $LLAMA_BENCH ]] || { echo "no llama-bench at $LLAMA_BENCH" >&2; exit 1; }
+elif [[ ! -d $HERE/node_modules/node-llama-cpp ]]; then
+  echo "node-llama-cpp missing: run 'npm install' in $HERE (or set LLAMA_BENCH)" >&2
   exit 1
-}
+fi
 [[ -w $CGROUP_ROOT ]] || { echo "cannot create memory cgroups under $CGROUP_ROOT" >&2; exit 1; }
 
-# Routed expert bytes (bf16): layers x experts x 3 matrices x hidden x intermediate x 2.
-EXPERT_BYTES=$(jq '.num_hidden_layers * .num_experts * 3 * .hidden_size * .intermediate_size * 2' \
-  "$HF/config.json")
-VOCAB=$(jq '.vocab_size' "$HF/config.json")
+if [[ -d $HF ]]; then
+  # Routed expert bytes (bf16): layers x experts x 3 matrices x hidden x intermediate x 2.
+  EXPERT_BYTES=$(jq '.num_hidden_layers * .num_experts * 3 * .hidden_size * .intermediate_size * 2' \
+    "$HF/config.json")
+  VOCAB=$(jq '.vocab_size' "$HF/config.json")
+else
+  # The store holds the experts' blocks as the file does (plus a header of a few KiB).
+  EXPERT_BYTES=$(stat -c %s "$STORE")
+  VOCAB=${VOCAB:-50304}
+fi
 # The prompt bench.mjs uses: a deterministic walk over the vocabulary.
 IDS=$(for ((i = 0; i < PROMPT; ++i)); do echo $((1000 + (i * 7919) % (VOCAB - 1000))); done | paste -sd,)
 
@@ -66,7 +85,7 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 drop_model_cache() {
   local f
-  for f in "$GGUF" "$HF"/*.safetensors "$HF/experts.moex"; do
+  for f in "$GGUF" "$HF"/*.safetensors "$STORE"; do
     dd if="$f" iflag=nocache count=0 status=none 2>/dev/null || true
   done
 }
@@ -120,10 +139,21 @@ for pct in $BUDGETS; do
 
   drop_model_cache
   la=$(loadavg)
-  read -r rc max fail wall < <(cg_run "llama-offload-$pct" "$limit" "$LOG_DIR/llama_$pct.json" \
-    "$LOG_DIR/llama_$pct.log" node "$HERE/bench.mjs" "$GGUF" "$PROMPT" "$GEN" "$THREADS")
-  body=$(tail -n 1 "$LOG_DIR/llama_$pct.json" | jq -c '{decode_tokens_per_s, prefill_ms,
-           decode_ms, first_tokens, context_threads, use_mmap, file_type}' 2>/dev/null || echo '{}')
+  if [[ -n ${LLAMA_BENCH:-} ]]; then
+    read -r rc max fail wall < <(cg_run "llama-offload-$pct" "$limit" "$LOG_DIR/llama_$pct.json" \
+      "$LOG_DIR/llama_$pct.log" "$LLAMA_BENCH" -m "$GGUF" -p "$PROMPT" -n "$GEN" \
+      -t "$THREADS" -r 1 -o json)
+    body=$(jq -c '{decode_tokens_per_s: (map(select(.n_gen > 0)) | .[0].avg_ts),
+                   prefill_tokens_per_s: (map(select(.n_prompt > 0)) | .[0].avg_ts),
+                   use_mmap: .[0].use_mmap, build_commit: .[0].build_commit}' \
+             "$LOG_DIR/llama_$pct.json" 2>/dev/null)
+    [[ -n $body ]] || body='{}'  # Timed out: no JSON.
+  else
+    read -r rc max fail wall < <(cg_run "llama-offload-$pct" "$limit" "$LOG_DIR/llama_$pct.json" \
+      "$LOG_DIR/llama_$pct.log" node "$HERE/bench.mjs" "$GGUF" "$PROMPT" "$GEN" "$THREADS")
+    body=$(tail -n 1 "$LOG_DIR/llama_$pct.json" | jq -c '{decode_tokens_per_s, prefill_ms,
+             decode_ms, first_tokens, context_threads, use_mmap, file_type}' 2>/dev/null || echo '{}')
+  fi
   jq -c -n --argjson b "$body" --arg la "$la" --argjson pct "$pct" --argjson limit "$limit" \
     --argjson rc "$rc" --argjson max "$max" --argjson fail "$fail" --argjson wall "$wall" \
     '{engine: "llama.cpp", budget_pct: $pct, limit_bytes: $limit, loadavg_before: $la, rc: $rc,

@@ -6,8 +6,8 @@
 // costs a few integer instructions per 32 weights instead of widening every weight to f32.
 //
 // Activation blocks: A = 256 for the 256-weight formats (q4_K, q5_K, q6_K, iq4_xs; as
-// llama.cpp's q8_K) and A = 32 for the 32-weight ones (q8_0, q4_0, q4_1, iq4_nl, mxfp4; as
-// its q8_0, with an f32 scale instead of f16). Per block: d = max|x| / 127,
+// llama.cpp's q8_K) and A = 32 for the 32-weight ones (q8_0, q4_0, q4_1, q5_0, q5_1,
+// iq4_nl, mxfp4; as its q8_0, with an f32 scale instead of f16). Per block: d = max|x| / 127,
 // q = round-half-even(x · (127 / max|x|)), and the int16 sums of q per 16 (the formats whose
 // codes carry an offset or a minimum use them). The result is the exact dot of the
 // dequantised weights with the dequantised activations d·q, up to the float rounding of the
@@ -189,9 +189,10 @@ struct Kernel<QuantFormat::kQ8_0> {
   }
 };
 
-// The 32-weight nibble formats: w = d·(c - 8) (q4_0), d·c + m (q4_1), d·book[c] (iq4_nl),
-// 2^(e-128)·fp4x2[c] (mxfp4). `Codes` gives 32 unsigned codes (kSigned false) or signed
-// values; `Scale` the block's scale; `Offset` what multiplies the sum of the activations.
+// The 32-weight formats of 4 or 5 bits: w = d·(c - 8) (q4_0), d·c + m (q4_1),
+// d·(c - 16) (q5_0), d·c + m (q5_1), d·book[c] (iq4_nl), 2^(e-128)·fp4x2[c] (mxfp4). `Codes` gives
+// 32 unsigned codes (kSigned false) or signed values; `Scale` the block's scale; `Offset` what
+// multiplies the sum of the activations.
 template <class Q>
 struct Nibble32Kernel {
   static constexpr bool kEnabled = true;
@@ -231,6 +232,38 @@ struct Q4_1Codes {
   static HWY_INLINE float Offset(const uint8_t* b) { return HalfAt(b + 2); }
   static HWY_INLINE __m256i Codes(const uint8_t* b) { return Nibbles16(b + 4); }
 };
+// The fifth bits of q5_0 / q5_1: byte i of the result is 16 when bit i of the 32-bit qh is
+// set (qh's byte i / 8 spread over 8 bytes, each tested against its own bit).
+HWY_INLINE __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+struct Q5_0Codes {
+  static constexpr size_t kBytes = 22;
+  static constexpr bool kSigned = false, kHasOffset = true;
+  static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t* b) { return -16.0f * HalfAt(b); }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) {
+    return _mm256_or_si256(Nibbles16(b + 6), FifthBits(b + 2));
+  }
+};
+struct Q5_1Codes {
+  static constexpr size_t kBytes = 24;
+  static constexpr bool kSigned = false, kHasOffset = true;
+  static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t* b) { return HalfAt(b + 2); }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) {
+    return _mm256_or_si256(Nibbles16(b + 8), FifthBits(b + 4));
+  }
+};
 alignas(16) inline constexpr int8_t kIq4Book[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};
 alignas(16) inline constexpr int8_t kFp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
@@ -263,6 +296,14 @@ struct Kernel<QuantFormat::kQ4_0> : Nibble32Kernel<Q4_0Codes> {
 template <>
 struct Kernel<QuantFormat::kQ4_1> : Nibble32Kernel<Q4_1Codes> {
   static constexpr size_t kBytes = Q4_1Codes::kBytes;
+};
+template <>
+struct Kernel<QuantFormat::kQ5_0> : Nibble32Kernel<Q5_0Codes> {
+  static constexpr size_t kBytes = Q5_0Codes::kBytes;
+};
+template <>
+struct Kernel<QuantFormat::kQ5_1> : Nibble32Kernel<Q5_1Codes> {
+  static constexpr size_t kBytes = Q5_1Codes::kBytes;
 };
 template <>
 struct Kernel<QuantFormat::kIQ4_NL> : Nibble32Kernel<Iq4NlCodes> {

@@ -483,9 +483,10 @@ TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
   }
 }
 
-// Several outputs of one input in one call (q, k, v of different formats, one without an
-// int8 kernel): with int8 activations they share one rounding of x and one parallel region,
-// and give each output's bits from a call of its own, at any thread count.
+// Several outputs of one input in one call (q, k, v of different formats, activation blocks
+// of 32 and 256, and an f32 one): with int8 activations the block outputs share one
+// rounding of x per block size and one parallel region, and give each output's bits from a
+// call of its own, at any thread count.
 TEST(QuantLinearTest, SeveralOutputsGiveEachOutputAlone) {
   const int64_t in = 512, n = 5;
   const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 81);
@@ -562,14 +563,10 @@ TEST(QuantizeActivationsInt8Test, EveryTargetRoundsAsTheScalarRule) {
   EXPECT_THROW(QuantizeActivationsInt8(x.data(), 40, 32, q.data(), d.data(), s.data()), Error);
 }
 
-// Every format llama.cpp gives integer dot products gets one here; the rest keep f32
-// activations in int8 mode.
-TEST(QuantizeActivationsInt8Test, FormatsWithIntegerKernels) {
-  for (DType dtype : BlockDTypes()) {
-    const int64_t block = Int8ActivationBlock(dtype);
-    const bool slow = dtype == DType::kQ2_K || dtype == DType::kQ3_K;
-    EXPECT_EQ(block, slow ? 0 : DTypeBlockElems(dtype)) << DTypeName(dtype);
-  }
+// Every block format has an integer kernel, with activation blocks of its own block size.
+TEST(QuantizeActivationsInt8Test, EveryBlockFormatHasAnIntegerKernel) {
+  for (DType dtype : BlockDTypes())
+    EXPECT_EQ(Int8ActivationBlock(dtype), DTypeBlockElems(dtype)) << DTypeName(dtype);
   EXPECT_EQ(Int8ActivationBlock(DType::kBF16), 0);
 }
 

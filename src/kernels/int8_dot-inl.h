@@ -5,7 +5,7 @@
 // then into int32 lanes), and floats appear once per activation block. Reading a block
 // costs a few integer instructions per 32 weights instead of widening every weight to f32.
 //
-// Activation blocks: A = 256 for the 256-weight formats (q4_K, q5_K, q6_K, iq4_xs; as
+// Activation blocks: A = 256 for the 256-weight formats (q2_K ... q6_K, iq4_xs; as
 // llama.cpp's q8_K) and A = 32 for the 32-weight ones (q8_0, q4_0, q4_1, q5_0, q5_1,
 // iq4_nl, mxfp4; as its q8_0, with an f32 scale instead of f16). Per block: d = max|x| / 127,
 // q = round-half-even(x · (127 / max|x|)), and the int16 sums of q per 16 (the formats whose
@@ -395,6 +395,14 @@ struct Kernel<QuantFormat::kQ4_K> : KernelK45<4> {};
 template <>
 struct Kernel<QuantFormat::kQ5_K> : KernelK45<5> {};
 
+// The 16-weight sub-block scales of q2_K/q3_K/q6_K as one int16 vector (sub-blocks 0..7 in
+// the low 128-bit half, 8..15 in the high one): `BroadcastI16` of its half-duplicated form
+// gives activation run k's [scale 2k ×8 | scale 2k + 1 ×8].
+HWY_INLINE __m256i HalfScales(__m256i scales, size_t h) {
+  return h == 0 ? _mm256_permute2x128_si256(scales, scales, 0x00)
+                : _mm256_permute2x128_si256(scales, scales, 0x11);
+}
+
 // Q6_K: w = d·sc_s·(c - 32) per sub-block s of 16 (int8 sc), 6-bit codes split into ql
 // (low 4 bits) and qh (2 high bits): in half h, quarter p, weight l < 32 has ql byte
 // l + 32(p & 1) (low nibble for p < 2) and qh byte l's bits 2p, 2p + 1; its sub-block is
@@ -420,8 +428,7 @@ struct Kernel<QuantFormat::kQ6_K> {
         const __m256i ql0 = Load32(b[r] + 64 * h), ql1 = Load32(b[r] + 64 * h + 32);
         const __m256i qh = Load32(b[r] + 128 + 32 * h);
         // This half's scales sc[8h .. 8h + 7] in both 128-bit halves.
-        const __m256i half_scales = h == 0 ? _mm256_permute2x128_si256(scales, scales, 0x00)
-                                           : _mm256_permute2x128_si256(scales, scales, 0x11);
+        const __m256i half_scales = HalfScales(scales, h);
         const __m256i c[4] = {
             _mm256_or_si256(_mm256_and_si256(ql0, m4),
                             _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2)),
@@ -453,6 +460,93 @@ struct Kernel<QuantFormat::kQ6_K> {
     }
   }
 };
+
+// Q2_K and Q3_K share the code layout: per half h of 128 weights, 32 bytes of qs hold four
+// 2-bit planes (shift 2j is activation run 4h + j, its bytes 0-15 and 16-31 two sub-blocks
+// of 16). Q2_K: w = d·sc·c - dmin·m (4-bit sc and m per sub-block). Q3_K: a third bit per
+// weight in hmask (bit 4h + j of byte l), w = d·(sc - 32)·(c - 4) with c = two bits | the
+// third << 2 and 6-bit sc.
+template <bool kQ3>
+struct KernelK23 {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlock = 256, kBytes = kQ3 ? 110 : 84, kAct = 256;
+  // Q3_K's 16 scales from 12 bytes: low 4 bits from bytes 0-7 (nibble j / 8 of byte j % 8),
+  // high 2 bits from bytes 8-11 (bits 2(j / 4) of byte 8 + j % 4), minus 32; four per word.
+  static HWY_INLINE __m256i Q3Scales(const uint8_t* packed) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t low = 0x0f0f0f0fu, two = 0x03030303u;
+    const uint32_t w0 = (u[0] & low) | ((u[2] & two) << 4);
+    const uint32_t w1 = (u[1] & low) | (((u[2] >> 2) & two) << 4);
+    const uint32_t w2 = ((u[0] >> 4) & low) | (((u[2] >> 4) & two) << 4);
+    const uint32_t w3 = ((u[1] >> 4) & low) | (((u[2] >> 6) & two) << 4);
+    const __m256i wide = _mm256_cvtepu8_epi16(_mm_setr_epi32(
+        static_cast<int>(w0), static_cast<int>(w1), static_cast<int>(w2), static_cast<int>(w3)));
+    return _mm256_sub_epi16(wide, _mm256_set1_epi16(32));
+  }
+  template <size_t R, size_t T>
+  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
+#pragma GCC unroll 8
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* qs = b[r] + (kQ3 ? 32 : 16);
+      __m256i scales, offsets;  // Per sub-block: the code scale and what multiplies its sum.
+      float d, offset_scale;
+      if constexpr (kQ3) {
+        scales = Q3Scales(b[r] + 96);
+        offsets = scales;
+        d = HalfAt(b[r] + 108);
+        offset_scale = -4.0f * d;
+      } else {
+        const __m256i raw =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r])));
+        scales = _mm256_and_si256(raw, _mm256_set1_epi16(0x0f));
+        offsets = _mm256_srli_epi16(raw, 4);
+        d = HalfAt(b[r] + 80);
+        offset_scale = -HalfAt(b[r] + 82);
+      }
+      __m256i isum[T];
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+      __m256i high = kQ3 ? Load32(b[r]) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (size_t h = 0; h < 2; ++h) {
+        const __m256i half_scales = HalfScales(scales, h);
+        __m256i planes = Load32(qs + 32 * h);
+#pragma GCC unroll 8
+        for (size_t j = 0; j < 4; ++j) {
+          __m256i c = _mm256_and_si256(planes, _mm256_set1_epi8(3));
+          planes = _mm256_srli_epi16(planes, 2);
+          if constexpr (kQ3) {
+            c = _mm256_or_si256(c,
+                                _mm256_and_si256(_mm256_slli_epi16(high, 2), _mm256_set1_epi8(4)));
+            high = _mm256_srli_epi16(high, 1);
+          }
+          const size_t k = 4 * h + j;
+          const __m256i s =
+              BroadcastI16(half_scales, static_cast<int>(2 * j), static_cast<int>(2 * j + 1));
+#pragma GCC unroll 8
+          for (size_t t = 0; t < T; ++t) {
+            isum[t] =
+                _mm256_add_epi32(isum[t], _mm256_madd_epi16(MulU(c, Load32(x[t].q + 32 * k)), s));
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const float dx = x[t].d[0];
+        const __m256i o = _mm256_madd_epi16(offsets, Load32(x[t].s));
+        const __m256 v =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[r * T + t]);
+        acc[r * T + t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(o), _mm256_set1_ps(offset_scale * dx), v);
+      }
+    }
+  }
+};
+template <>
+struct Kernel<QuantFormat::kQ2_K> : KernelK23<false> {};
+template <>
+struct Kernel<QuantFormat::kQ3_K> : KernelK23<true> {};
 
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (ls - 32) and iq4 codebook values.
 template <>

@@ -1078,7 +1078,6 @@ LinearRowsInt8Fn LinearRowsInt8Of(QuantFormat f) {
 // Several outputs of one input with int8 activations (q, k and v): x quantised once per
 // activation block size, every output's rows in one parallel region. A row's result does
 // not depend on which piece it falls in, so this is the same bits as one call per output.
-// Outputs of formats without an int8 kernel go through Linear<F> (f32 activations) after.
 void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, size_t n,
                      ThreadPool& pool) {
   thread_local int8::Activations storage[2];                     // Blocks of 32 and of 256.
@@ -1094,7 +1093,7 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
     const LinearOutput& o = outs[i];
     const QuantFormat f = *QuantFormatOf(o.dtype);
     fns[i] = LinearRowsInt8Of(f);
-    if (fns[i] == nullptr || o.out <= 0) continue;
+    if (o.out <= 0) continue;
     const size_t block = KernelsOf(f).int8_block, which = block == 32 ? 0 : 1;
     const size_t in = static_cast<size_t>(o.in);
     if (!done[which]) {
@@ -1112,17 +1111,6 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
       fns[piece.output](outs[piece.output], *xq[piece.output], n, piece.r0, piece.r1);
     }
   });
-  for (size_t i = 0; i < count; ++i) {
-    if (fns[i] != nullptr) continue;
-    switch (*QuantFormatOf(outs[i].dtype)) {
-#define MOEX_CASE(F)                             \
-  case QuantFormat::F:                           \
-    Linear<QuantFormat::F>(outs[i], x, n, pool); \
-    break;
-      MOEX_QUANT_FORMATS(MOEX_CASE)
-#undef MOEX_CASE
-    }
-  }
 }
 
 }  // namespace quant

@@ -34,8 +34,8 @@ void QuantLinearMultiInt8(std::span<const LinearOutput> outs, const float* x, in
 
 // With ActivationPrecision::kInt8 (kernels/activation_precision.h), the activations that
 // meet weights of `dtype` are rounded to int8 in blocks of this many values (256 for the
-// 256-weight formats, 32 for the others); 0 when the format has no integer kernel and keeps
-// f32 activations (q2_K, q3_K; and every non-block dtype).
+// 256-weight formats, 32 for the others); 0 for a dtype without an integer kernel (every
+// non-block dtype), which keeps f32 activations.
 int64_t Int8ActivationBlock(DType dtype);
 
 // The run-time target's int8 activation rounding of k values (a multiple of `block`, 32 or

@@ -63,6 +63,22 @@ std::vector<DType> BlockDTypes() {
   return out;
 }
 
+// fn(dtype) for every block format on every SIMD target, with f32 and with int8
+// activations.
+template <class Fn>
+void ForEachFormatTargetAndPrecision(const Fn& fn) {
+  for (ActivationPrecision precision : kBothPrecisions) {
+    const ScopedActivationPrecision scoped(precision);
+    SCOPED_TRACE(ActivationPrecisionName(precision));
+    ForEachTarget([&] {
+      for (DType dtype : BlockDTypes()) {
+        SCOPED_TRACE(DTypeName(dtype));
+        fn(dtype);
+      }
+    });
+  }
+}
+
 // A [rows, cols] matrix of `dtype` whose magnitudes vary by row and by block, so
 // neighbouring blocks and sub-blocks have different scales; its exact f32 values too.
 struct Matrix {
@@ -306,65 +322,51 @@ void ExpectMatchesReference(const Expert& e, const std::vector<float>& x, int64_
 }
 
 TEST(QuantExpertKernelTest, MatchesDoublePrecisionReferenceForEveryFormat) {
-  for (ActivationPrecision precision : kBothPrecisions) {
-    const ScopedActivationPrecision scoped(precision);
-    SCOPED_TRACE(ActivationPrecisionName(precision));
-    ForEachTarget([&] {
-      for (DType dtype : BlockDTypes()) {
-        const int64_t g = DTypeBlockElems(dtype);
-        const int64_t d = 256, f = g == 256 ? 512 : 96;
-        const Expert e = MakeExpert(dtype, d, f, 5);
-        for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}}) {
-          const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 6);
-          const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 7);
-          ExpectMatchesReference(e, x, n, y0, RunExpert(e, 0, f, x, n, y0));
-        }
-      }
-    });
-  }
+  ForEachFormatTargetAndPrecision([&](DType dtype) {
+    const int64_t g = DTypeBlockElems(dtype);
+    const int64_t d = 256, f = g == 256 ? 512 : 96;
+    const Expert e = MakeExpert(dtype, d, f, 5);
+    for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{17}}) {
+      const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 6);
+      const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 7);
+      ExpectMatchesReference(e, x, n, y0, RunExpert(e, 0, f, x, n, y0));
+    }
+  });
 }
 
 TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
-  for (ActivationPrecision precision : kBothPrecisions) {
-    const ScopedActivationPrecision scoped(precision);
-    SCOPED_TRACE(ActivationPrecisionName(precision));
-    ForEachTarget([&] {
-      for (DType dtype : BlockDTypes()) {
-        SCOPED_TRACE(DTypeName(dtype));
-        const int64_t g = DTypeBlockElems(dtype);
-        const int64_t d = 256, f = 4 * g;
-        const Expert e = MakeExpert(dtype, d, f, 9);
-        // 11 tokens take the widen-codes-once path (more than 8); 1, 2 and 5 the register tiles.
-        const int64_t n = 11;
-        const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 10);
-        const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 11);
-        const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
-        // Chunks of whole groups into the same accumulator.
-        for (const std::vector<int64_t>& cuts :
-             {std::vector<int64_t>{0, g, f}, {0, g, 2 * g, 3 * g, f}, {0, 3 * g, f}}) {
-          std::vector<float> y = y0;
-          for (size_t c = 0; c + 1 < cuts.size(); ++c)
-            y = RunExpert(e, cuts[c], cuts[c + 1], x, n, y);
-          ASSERT_TRUE(BitEqual(whole, y)) << cuts.size() - 1 << " chunks";
-        }
-        // Each token alone, and every pair, gives its row of the batch.
-        for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{5}}) {
-          for (int64_t t = 0; t + len <= n; t += len) {
-            const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
-            const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
-            const std::vector<float> part = RunExpert(e, 0, f, xs, len, ys);
-            ASSERT_EQ(std::memcmp(part.data(), &whole[t * d], part.size() * sizeof(float)), 0)
-                << "t=" << t << " len=" << len;
-          }
-        }
-        // Thread counts (1 runs whole jobs, more split one big job by neurons and rows).
-        for (int threads : {1, 2, 3}) {
-          ThreadPool pool(threads);
-          ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads << " threads";
-        }
+  ForEachFormatTargetAndPrecision([&](DType dtype) {
+    const int64_t g = DTypeBlockElems(dtype);
+    const int64_t d = 256, f = 4 * g;
+    const Expert e = MakeExpert(dtype, d, f, 9);
+    // 11 tokens take the widen-codes-once path (more than 8); 1, 2 and 5 the register tiles.
+    const int64_t n = 11;
+    const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 10);
+    const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 11);
+    const std::vector<float> whole = RunExpert(e, 0, f, x, n, y0);
+    // Chunks of whole groups into the same accumulator.
+    for (const std::vector<int64_t>& cuts :
+         {std::vector<int64_t>{0, g, f}, {0, g, 2 * g, 3 * g, f}, {0, 3 * g, f}}) {
+      std::vector<float> y = y0;
+      for (size_t c = 0; c + 1 < cuts.size(); ++c) y = RunExpert(e, cuts[c], cuts[c + 1], x, n, y);
+      ASSERT_TRUE(BitEqual(whole, y)) << cuts.size() - 1 << " chunks";
+    }
+    // Each token alone, and every pair, gives its row of the batch.
+    for (int64_t len : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+      for (int64_t t = 0; t + len <= n; t += len) {
+        const std::vector<float> xs(x.begin() + t * d, x.begin() + (t + len) * d);
+        const std::vector<float> ys(y0.begin() + t * d, y0.begin() + (t + len) * d);
+        const std::vector<float> part = RunExpert(e, 0, f, xs, len, ys);
+        ASSERT_EQ(std::memcmp(part.data(), &whole[t * d], part.size() * sizeof(float)), 0)
+            << "t=" << t << " len=" << len;
       }
-    });
-  }
+    }
+    // Thread counts (1 runs whole jobs, more split one big job by neurons and rows).
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      ASSERT_TRUE(BitEqual(whole, RunExpert(e, 0, f, x, n, y0, pool))) << threads << " threads";
+    }
+  });
 }
 
 // Mixed formats run the gate/up kernel of one and the down kernel of the other over the
@@ -437,50 +439,42 @@ TEST(QuantExpertKernelTest, SeveralJobsGiveEachJobAloneAtAnyThreadCount) {
 // sums are exact, and only the per-block float scaling rounds), and each token's row is the same
 // bits alone, in tiles, past the 8-token switch, and at any thread count.
 TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
-  for (ActivationPrecision precision : kBothPrecisions) {
-    const ScopedActivationPrecision scoped(precision);
-    SCOPED_TRACE(ActivationPrecisionName(precision));
-    ForEachTarget([&] {
-      for (DType dtype : BlockDTypes()) {
-        SCOPED_TRACE(DTypeName(dtype));
-        const int64_t out = 40, in = 512, n = 13;
-        const Matrix w = MakeMatrix(dtype, out, in, 21);
-        const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
-        const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
-        std::vector<float> all(static_cast<size_t>(n * out));
-        Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
-        const size_t block = precision == ActivationPrecision::kInt8
-                                 ? static_cast<size_t>(Int8ActivationBlock(dtype))
-                                 : 0;
-        for (int64_t t = 0; t < n; ++t) {
-          const RoundedActivations xr = RoundLikeInt8(&x[t * in], static_cast<size_t>(in), block);
-          for (int64_t o = 0; o < out; ++o) {
-            double ref = bias[o], mag = std::fabs(bias[o]);
-            for (int64_t k = 0; k < in; ++k) {
-              ref += static_cast<double>(w.values[o * in + k]) * xr.values[k];
-              mag += std::fabs(static_cast<double>(w.values[o * in + k]) * xr.values[k]);
-            }
-            ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
-          }
+  ForEachFormatTargetAndPrecision([&](DType dtype) {
+    const int64_t out = 40, in = 512, n = 13;
+    const Matrix w = MakeMatrix(dtype, out, in, 21);
+    const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
+    const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
+    std::vector<float> all(static_cast<size_t>(n * out));
+    Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
+    const size_t block = GetActivationPrecision() == ActivationPrecision::kInt8
+                             ? static_cast<size_t>(Int8ActivationBlock(dtype))
+                             : 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const RoundedActivations xr = RoundLikeInt8(&x[t * in], static_cast<size_t>(in), block);
+      for (int64_t o = 0; o < out; ++o) {
+        double ref = bias[o], mag = std::fabs(bias[o]);
+        for (int64_t k = 0; k < in; ++k) {
+          ref += static_cast<double>(w.values[o * in + k]) * xr.values[k];
+          mag += std::fabs(static_cast<double>(w.values[o * in + k]) * xr.values[k]);
         }
-        for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
-          for (int64_t t = 0; t + len <= n; t += len) {
-            std::vector<float> part(static_cast<size_t>(len * out));
-            Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(),
-                   bias.data());
-            ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
-                << "t=" << t << " len=" << len;
-          }
-        }
-        for (int threads : {1, 2, 3}) {
-          ThreadPool pool(threads);
-          std::vector<float> y(all.size());
-          Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
-          ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
-        }
+        ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
       }
-    });
-  }
+    }
+    for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+      for (int64_t t = 0; t + len <= n; t += len) {
+        std::vector<float> part(static_cast<size_t>(len * out));
+        Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(), bias.data());
+        ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
+            << "t=" << t << " len=" << len;
+      }
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(all.size());
+      Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
+      ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
+    }
+  });
 }
 
 // Several outputs of one input in one call (q, k, v of different formats, activation blocks

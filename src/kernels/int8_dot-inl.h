@@ -196,7 +196,7 @@ struct Kernel<QuantFormat::kQ8_0> {
 template <class Q>
 struct Nibble32Kernel {
   static constexpr bool kEnabled = true;
-  static constexpr size_t kBlock = 32, kAct = 32;
+  static constexpr size_t kBlock = 32, kBytes = Q::kBytes, kAct = 32;
   template <size_t R, size_t T>
   static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float* corr) {
 #pragma GCC unroll 8
@@ -290,29 +290,17 @@ struct Mxfp4Codes {
   static HWY_INLINE __m256i Codes(const uint8_t* b) { return Lookup16(kFp4Doubled, b + 1); }
 };
 template <>
-struct Kernel<QuantFormat::kQ4_0> : Nibble32Kernel<Q4_0Codes> {
-  static constexpr size_t kBytes = Q4_0Codes::kBytes;
-};
+struct Kernel<QuantFormat::kQ4_0> : Nibble32Kernel<Q4_0Codes> {};
 template <>
-struct Kernel<QuantFormat::kQ4_1> : Nibble32Kernel<Q4_1Codes> {
-  static constexpr size_t kBytes = Q4_1Codes::kBytes;
-};
+struct Kernel<QuantFormat::kQ4_1> : Nibble32Kernel<Q4_1Codes> {};
 template <>
-struct Kernel<QuantFormat::kQ5_0> : Nibble32Kernel<Q5_0Codes> {
-  static constexpr size_t kBytes = Q5_0Codes::kBytes;
-};
+struct Kernel<QuantFormat::kQ5_0> : Nibble32Kernel<Q5_0Codes> {};
 template <>
-struct Kernel<QuantFormat::kQ5_1> : Nibble32Kernel<Q5_1Codes> {
-  static constexpr size_t kBytes = Q5_1Codes::kBytes;
-};
+struct Kernel<QuantFormat::kQ5_1> : Nibble32Kernel<Q5_1Codes> {};
 template <>
-struct Kernel<QuantFormat::kIQ4_NL> : Nibble32Kernel<Iq4NlCodes> {
-  static constexpr size_t kBytes = Iq4NlCodes::kBytes;
-};
+struct Kernel<QuantFormat::kIQ4_NL> : Nibble32Kernel<Iq4NlCodes> {};
 template <>
-struct Kernel<QuantFormat::kMXFP4> : Nibble32Kernel<Mxfp4Codes> {
-  static constexpr size_t kBytes = Mxfp4Codes::kBytes;
-};
+struct Kernel<QuantFormat::kMXFP4> : Nibble32Kernel<Mxfp4Codes> {};
 
 // The int16 in lane j of each 128-bit half of v, broadcast over that half (pshufb with a
 // constant mask once j is known at compile time).

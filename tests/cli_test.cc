@@ -130,6 +130,7 @@ TEST(CliTest, BenchJsonReportsThroughput) {
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["decode_weight_bytes_per_step"].get<double>(), 0.0);
+  EXPECT_EQ(j["activations"], "int8");  // The default.
 }
 
 struct BadInput {
@@ -183,7 +184,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "not a finite number"},
         BadInput{"InfBudget", "generate --model {model} --prompt-ids 1 --host-budget inf",
                  "not a finite number"},
-        BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"}),
+        BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"},
+        BadInput{"UnknownActivationPrecision",
+                 "generate --model {model} --prompt-ids 1 --activations q4",
+                 "--activations: q4 not in {int8,f32}"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
 TEST(CliTest, CorruptConfigIsAClearError) {

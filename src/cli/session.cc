@@ -183,7 +183,10 @@ void Session::AddRoutingReplayJson(nlohmann::json& out) const {
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
-  kernels::SetActivationPrecision(*kernels::ParseActivationPrecision(options.activations));
+  const auto precision = kernels::ParseActivationPrecision(options.activations);
+  Check(precision.has_value(), "--activations must be int8 or f32, not '", options.activations,
+        "'");
+  kernels::SetActivationPrecision(*precision);
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   const Stopwatch watch;
   auto session = std::make_unique<Session>();

@@ -168,33 +168,12 @@ struct Kernel {
 // (x[t] at the block's first activation) to acc[r * T + t] (vector) and corr[r * T + t]
 // (scalar); out = HSum(acc) + corr.
 
-// q8_0: d (f16), 32 int8 codes.
-template <>
-struct Kernel<QuantFormat::kQ8_0> {
-  static constexpr bool kEnabled = true;
-  static constexpr size_t kBlock = 32, kBytes = 34, kAct = 32;
-  template <size_t R, size_t T>
-  static HWY_INLINE void Tile(const uint8_t* const* b, const Span* x, __m256* acc, float*) {
-#pragma GCC unroll 8
-    for (size_t r = 0; r < R; ++r) {
-      const float d = HalfAt(b[r]);
-      const __m256i w = Load32(b[r] + 2);
-#pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) {
-        const __m256i p = Widen(MulS(w, Load32(x[t].q)));
-        acc[r * T + t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * x[t].d[0]), acc[r * T + t]);
-      }
-    }
-  }
-};
-
-// The 32-weight formats of 4 or 5 bits: w = d·(c - 8) (q4_0), d·c + m (q4_1),
+// The 32-weight formats: w = d·c (q8_0), d·(c - 8) (q4_0), d·c + m (q4_1),
 // d·(c - 16) (q5_0), d·c + m (q5_1), d·book[c] (iq4_nl), 2^(e-128)·fp4x2[c] (mxfp4). `Codes` gives
 // 32 unsigned codes (kSigned false) or signed values; `Scale` the block's scale; `Offset` what
 // multiplies the sum of the activations.
 template <class Q>
-struct Nibble32Kernel {
+struct Block32Kernel {
   static constexpr bool kEnabled = true;
   static constexpr size_t kBlock = 32, kBytes = Q::kBytes, kAct = 32;
   template <size_t R, size_t T>
@@ -216,14 +195,72 @@ struct Nibble32Kernel {
       }
     }
   }
+
+  // y[r] += dot(row r's `blocks` blocks, x) for `rows` rows `row_bytes` apart, eight rows at
+  // a time: each block's eight integer sums are reduced into one vector (lane r: row r) and
+  // scaled there, so a short run of blocks (a down row's share of one record group) costs no
+  // horizontal sum per row. A row's value is its own lane's arithmetic alone: the same
+  // whatever rows share its vector.
+  static HWY_INLINE void AddRows(const uint8_t* first, size_t row_bytes, size_t rows, size_t blocks,
+                                 const Span& x, float* y) {
+    for (size_t r0 = 0; r0 < rows; r0 += 8) {
+      const size_t count = rows - r0 < 8 ? rows - r0 : 8;
+      __m256 sum = _mm256_setzero_ps(), offset = _mm256_setzero_ps();
+      for (size_t k = 0; k < blocks; ++k) {
+        const __m256i qx = Load32(x.q + 32 * k);
+        alignas(32) float scale[8] = {}, off[8] = {};
+        __m256i p[8];
+#pragma GCC unroll 8
+        for (size_t r = 0; r < 8; ++r) {
+          if (r < count) {
+            const uint8_t* b = first + (r0 + r) * row_bytes + k * kBytes;
+            const __m256i c = Q::Codes(b);
+            p[r] = Widen(Q::kSigned ? MulS(c, qx) : MulU(c, qx));
+            scale[r] = Q::Scale(b);
+            if constexpr (Q::kHasOffset) off[r] = Q::Offset(b);
+          } else {
+            p[r] = _mm256_setzero_si256();
+          }
+        }
+        // hadd pairs lanes within 128-bit halves; two rounds leave row r's half-sums in lane
+        // r % 4 of each half, and adding the halves finishes them.
+        const __m256i a01 = _mm256_hadd_epi32(p[0], p[1]), a23 = _mm256_hadd_epi32(p[2], p[3]);
+        const __m256i a45 = _mm256_hadd_epi32(p[4], p[5]), a67 = _mm256_hadd_epi32(p[6], p[7]);
+        const __m256i b03 = _mm256_hadd_epi32(a01, a23), b47 = _mm256_hadd_epi32(a45, a67);
+        const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(b03, b47, 0x20),
+                                              _mm256_permute2x128_si256(b03, b47, 0x31));
+        const __m256 dx = _mm256_set1_ps(x.d[k]);
+        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_load_ps(scale), dx),
+                              sum);
+        if constexpr (Q::kHasOffset) {
+          const __m256 xs =
+              _mm256_set1_ps(x.d[k] * static_cast<float>(x.s[2 * k] + x.s[2 * k + 1]));
+          offset = _mm256_fmadd_ps(_mm256_load_ps(off), xs, offset);
+        }
+      }
+      alignas(32) float v[8];
+      _mm256_store_ps(v, _mm256_add_ps(sum, offset));
+      for (size_t r = 0; r < count; ++r) y[r0 + r] += v[r];
+    }
+  }
 };
 
+struct Q8_0Codes {
+  static constexpr size_t kBytes = 34;
+  static constexpr bool kSigned = true, kHasOffset = false;
+  static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) { return Load32(b + 2); }
+};
 struct Q4_0Codes {
   static constexpr size_t kBytes = 18;
-  static constexpr bool kSigned = false, kHasOffset = true;
+  // Signed codes c - 8 (the sign trick costs less than a scalar offset term per token).
+  static constexpr bool kSigned = true, kHasOffset = false;
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
-  static HWY_INLINE float Offset(const uint8_t* b) { return -8.0f * HalfAt(b); }
-  static HWY_INLINE __m256i Codes(const uint8_t* b) { return Nibbles16(b + 2); }
+  static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
+  static HWY_INLINE __m256i Codes(const uint8_t* b) {
+    return _mm256_sub_epi8(Nibbles16(b + 2), _mm256_set1_epi8(8));
+  }
 };
 struct Q4_1Codes {
   static constexpr size_t kBytes = 20;
@@ -248,11 +285,12 @@ HWY_INLINE __m256i FifthBits(const uint8_t* qh) {
 
 struct Q5_0Codes {
   static constexpr size_t kBytes = 22;
-  static constexpr bool kSigned = false, kHasOffset = true;
+  static constexpr bool kSigned = true, kHasOffset = false;  // Codes c - 16, as q4_0's.
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
-  static HWY_INLINE float Offset(const uint8_t* b) { return -16.0f * HalfAt(b); }
+  static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
   static HWY_INLINE __m256i Codes(const uint8_t* b) {
-    return _mm256_or_si256(Nibbles16(b + 6), FifthBits(b + 2));
+    return _mm256_sub_epi8(_mm256_or_si256(Nibbles16(b + 6), FifthBits(b + 2)),
+                           _mm256_set1_epi8(16));
   }
 };
 struct Q5_1Codes {
@@ -290,17 +328,19 @@ struct Mxfp4Codes {
   static HWY_INLINE __m256i Codes(const uint8_t* b) { return Lookup16(kFp4Doubled, b + 1); }
 };
 template <>
-struct Kernel<QuantFormat::kQ4_0> : Nibble32Kernel<Q4_0Codes> {};
+struct Kernel<QuantFormat::kQ8_0> : Block32Kernel<Q8_0Codes> {};
 template <>
-struct Kernel<QuantFormat::kQ4_1> : Nibble32Kernel<Q4_1Codes> {};
+struct Kernel<QuantFormat::kQ4_0> : Block32Kernel<Q4_0Codes> {};
 template <>
-struct Kernel<QuantFormat::kQ5_0> : Nibble32Kernel<Q5_0Codes> {};
+struct Kernel<QuantFormat::kQ4_1> : Block32Kernel<Q4_1Codes> {};
 template <>
-struct Kernel<QuantFormat::kQ5_1> : Nibble32Kernel<Q5_1Codes> {};
+struct Kernel<QuantFormat::kQ5_0> : Block32Kernel<Q5_0Codes> {};
 template <>
-struct Kernel<QuantFormat::kIQ4_NL> : Nibble32Kernel<Iq4NlCodes> {};
+struct Kernel<QuantFormat::kQ5_1> : Block32Kernel<Q5_1Codes> {};
 template <>
-struct Kernel<QuantFormat::kMXFP4> : Nibble32Kernel<Mxfp4Codes> {};
+struct Kernel<QuantFormat::kIQ4_NL> : Block32Kernel<Iq4NlCodes> {};
+template <>
+struct Kernel<QuantFormat::kMXFP4> : Block32Kernel<Mxfp4Codes> {};
 
 // The int16 in lane j of each 128-bit half of v, broadcast over that half (pshufb with a
 // constant mask once j is known at compile time).

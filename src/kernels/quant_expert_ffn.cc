@@ -754,6 +754,20 @@ void Down(const Groups& geo, const ExpertJob& job, const float* h, const int8::A
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, g = geo.g, n = static_cast<size_t>(job.n);
   const size_t row_blocks = g / kBlock;
+  if constexpr (int8::Kernel<F>::kEnabled && int8::Kernel<F>::kBlock == 32) {
+    // A down row's share of a group is a few 32-weight blocks: eight rows at a time.
+    if (hq != nullptr) {
+      for (size_t group = 0; group < m / g; ++group) {
+        const uint8_t* down = geo.DownRows(job, group);
+        for (size_t t = 0; t < n; ++t) {
+          int8::Kernel<F>::AddRows(down + c0 * geo.down_row_bytes, geo.down_row_bytes, c1 - c0,
+                                   row_blocks, hq->Row(t).Advance(group * g, hq->block()),
+                                   job.y + t * d + c0);
+        }
+      }
+      return;
+    }
+  }
   if constexpr (int8::Kernel<F>::kEnabled) {
     if (hq != nullptr) {
       float* val = Scratch<0>(2 * n);

@@ -1019,14 +1019,11 @@ void LinearRows(const LinearOutput& o, const float* x, size_t n, const float* xs
 
 // Rows [r0, r1) with int8 activations x (quantised once per call).
 template <QuantFormat F>
-void LinearRowsInt8(const LinearOutput& o, const int8::Activations& xq, size_t n, size_t r0,
-                    size_t r1) {
+void LinearRowsInt8(const LinearOutput& o, const int8::Span* x, size_t n, size_t r0, size_t r1) {
   const size_t in = static_cast<size_t>(o.in), out = static_cast<size_t>(o.out);
   const size_t row_bytes = QuantBytes(F, o.in);
   constexpr size_t kBlock = kBlockOf<F>;
-  std::vector<int8::Span> x(n);
-  std::vector<float> val(2 * n);
-  for (size_t t = 0; t < n; ++t) x[t] = xq.Row(t);
+  float* val = Scratch<0>(2 * n);
   const auto* w = reinterpret_cast<const uint8_t*>(o.w);
   const auto put = [&](size_t r, const float* v) {
     for (size_t t = 0; t < n; ++t) o.y[t * out + r] = v[t] + (o.bias ? o.bias[r] : 0.0f);
@@ -1034,14 +1031,14 @@ void LinearRowsInt8(const LinearOutput& o, const int8::Activations& xq, size_t n
   size_t r = r0;
   for (; r + 2 <= r1; r += 2) {
     const uint8_t* rows[2] = {w + r * row_bytes, w + (r + 1) * row_bytes};
-    int8::BlocksDotN<F, 2>(rows, in / kBlock, n, x.data(), val.data());
-    put(r, val.data());
-    put(r + 1, val.data() + n);
+    int8::BlocksDotN<F, 2>(rows, in / kBlock, n, x, val);
+    put(r, val);
+    put(r + 1, val + n);
   }
   if (r < r1) {
     const uint8_t* rows[1] = {w + r * row_bytes};
-    int8::BlocksDotN<F, 1>(rows, in / kBlock, n, x.data(), val.data());
-    put(r, val.data());
+    int8::BlocksDotN<F, 1>(rows, in / kBlock, n, x, val);
+    put(r, val);
   }
 }
 
@@ -1051,16 +1048,6 @@ void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
   const size_t rows = static_cast<size_t>(o.out);
   // Rows in grains of ~64k multiply-adds; every row is computed the same way whoever runs it.
   const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
-  if constexpr (int8::Kernel<F>::kEnabled) {
-    if (GetActivationPrecision() == ActivationPrecision::kInt8) {
-      thread_local int8::Activations xq_storage;
-      int8::Activations& xq = xq_storage;  // The caller's, for the workers (see Run).
-      xq.Quantize(x, n, in, in, int8::Kernel<F>::kAct);
-      pool.ParallelForDynamic(rows, grain,
-                              [&](size_t b, size_t e, int) { LinearRowsInt8<F>(o, xq, n, b, e); });
-      return;
-    }
-  }
   std::vector<float> xs_all;
   if constexpr (Fused<F>::kEnabled) {
     xs_all.resize(n * (in / Fused<F>::kSub));
@@ -1073,8 +1060,7 @@ void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
       rows, grain, [&](size_t b, size_t e, int) { LinearRows<F>(o, x, n, xs_all.data(), b, e); });
 }
 
-using LinearRowsInt8Fn = void (*)(const LinearOutput&, const int8::Activations&, size_t, size_t,
-                                  size_t);
+using LinearRowsInt8Fn = void (*)(const LinearOutput&, const int8::Span*, size_t, size_t, size_t);
 
 // A format's int8 row kernel, null when it has none.
 LinearRowsInt8Fn LinearRowsInt8Of(QuantFormat f) {
@@ -1102,7 +1088,8 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
   };
   std::vector<Piece> pieces;
   std::vector<LinearRowsInt8Fn> fns(count);
-  std::vector<const int8::Activations*> xq(count, nullptr);
+  std::vector<int8::Span> spans[2];  // Each token's row of quantised[0] / [1].
+  std::vector<size_t> which_of(count, 0);
   for (size_t i = 0; i < count; ++i) {
     const LinearOutput& o = outs[i];
     const QuantFormat f = *QuantFormatOf(o.dtype);
@@ -1112,9 +1099,10 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
     const size_t in = static_cast<size_t>(o.in);
     if (!done[which]) {
       quantised[which]->Quantize(x, n, in, in, block);
+      for (size_t t = 0; t < n; ++t) spans[which].push_back(quantised[which]->Row(t));
       done[which] = true;
     }
-    xq[i] = quantised[which];
+    which_of[i] = which;
     const size_t rows = static_cast<size_t>(o.out);
     const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
     for (size_t r = 0; r < rows; r += grain) pieces.push_back({i, r, std::min(rows, r + grain)});
@@ -1122,7 +1110,8 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
   pool.ParallelForDynamic(pieces.size(), 1, [&](size_t b, size_t e, int) {
     for (size_t p = b; p < e; ++p) {
       const Piece& piece = pieces[p];
-      fns[piece.output](outs[piece.output], *xq[piece.output], n, piece.r0, piece.r1);
+      fns[piece.output](outs[piece.output], spans[which_of[piece.output]].data(), n, piece.r0,
+                        piece.r1);
     }
   });
 }

@@ -21,9 +21,10 @@ namespace moex::kernels {
 void QuantExpertFfn(std::span<const ExpertJob> jobs, const ExpertEncoding& encoding,
                     int64_t d_model, ThreadPool& pool, const ExpertActivation& act = {});
 
-// Linear (ops.h) for one output whose weights are in a block format other than q8_0: each
-// row's dot with each token through the same block dot products as the expert kernels
-// (batch and thread invariant). `in` is a multiple of the block size.
+// Linear (ops.h) with f32 activations for one output whose weights are in a block format
+// other than q8_0: each row's dot with each token through the same block dot products as
+// the expert kernels (batch and thread invariant). `in` is a multiple of the block size.
+// With int8 activations Linear uses QuantLinearMultiInt8 instead.
 void QuantLinear(const LinearOutput& o, const float* x, int64_t n, ThreadPool& pool);
 
 // Several block-format outputs of one input x with int8 activations (the q, k and v of a

@@ -286,12 +286,23 @@ int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
     const int pool = static_cast<int>((want / expert_bytes + kActive - 1) / kActive * kActive);
     return DecodeExperts(t, pool, reps, threads);
   };
-  std::vector<Decode> f32, int8;
+  // One-token Linear 2048 -> 2048 (attention projections, the LM head's rows), cycling
+  // through as many bytes as the experts.
+  const auto run_linear = [&](DType t, kernels::ActivationPrecision precision) {
+    const kernels::ScopedActivationPrecision p(precision);
+    const size_t bytes = DTypeBytes(t, kModel) * kModel;
+    const size_t want = (quick ? size_t{192} : size_t{384}) << 20;
+    return DecodeLinear(t, static_cast<int>((want + bytes - 1) / bytes), reps, threads);
+  };
+  std::vector<Decode> f32, int8, linear_f32, linear_int8;
   std::vector<ActivationError> errors;
   for (DType t : types) {
     f32.push_back(run(t, kernels::ActivationPrecision::kF32));
     const bool has_int8 = kernels::Int8ActivationBlock(t) != 0;
     int8.push_back(has_int8 ? run(t, kernels::ActivationPrecision::kInt8) : f32.back());
+    linear_f32.push_back(run_linear(t, kernels::ActivationPrecision::kF32));
+    linear_int8.push_back(has_int8 ? run_linear(t, kernels::ActivationPrecision::kInt8)
+                                   : linear_f32.back());
     errors.push_back(IsBlockQuantized(t) ? ActivationErrors(t) : ActivationError{});
   }
   const auto ratio = [&](const Decode& d) {
@@ -318,6 +329,9 @@ int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
             {"ratio_to_membw", ratio(int8[i])},
             {"ms_per_token_8_experts", int8[i].ms_per_call},
             {"rel_rms_error", errors[i].int8}}},
+          {"linear_2048x2048",
+           {{"f32_gb_per_s", RateJson(linear_f32[i].gb_per_s)},
+            {"int8_gb_per_s", RateJson(linear_int8[i].gb_per_s)}}},
           {"int8_speedup_wall",
            f32[i].gb_per_s.wall > 0 ? int8[i].gb_per_s.wall / f32[i].gb_per_s.wall : 0.0}};
     }
@@ -326,18 +340,20 @@ int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
   }
   std::printf(
       "SIMD target %s, %d threads. Rates: wall-clock GB/s of weights read (share of\n"
-      "the streaming bandwidth); f32 | int8 activations, the same run.\n",
+      "the streaming bandwidth); f32 | int8 activations, the same run. Experts: one token\n"
+      "through 8 OLMoE-1B-7B experts; Linear: one token through 2048x2048 matrices.\n",
       kernels::SimdTargetName().c_str(), threads);
   std::printf("memory bandwidth (streaming read)  %7.2f | %7.2f GB/s (wall | per CPU time)\n\n",
               bw.wall_gb_per_s, bw.cpu_gb_per_s);
-  std::printf("%-8s %7s %25s %8s %22s\n", "experts", "B/wt", "GB/s f32 | int8", "int8/f32",
-              "dot rel err f32 | int8");
+  std::printf("%-8s %7s %25s %8s %22s %18s\n", "experts", "B/wt", "GB/s f32 | int8", "int8/f32",
+              "dot rel err f32 | int8", "Linear f32 | int8");
   for (size_t i = 0; i < types.size(); ++i) {
     const double w32 = f32[i].gb_per_s.wall, w8 = int8[i].gb_per_s.wall;
-    std::printf("%-8s %7.4f %6.2f (%3.0f%%) | %6.2f (%3.0f%%) %7.2fx   %.1e | %.1e\n",
+    std::printf("%-8s %7.4f %6.2f (%3.0f%%) | %6.2f (%3.0f%%) %7.2fx   %.1e | %.1e %8.2f | %6.2f\n",
                 DTypeName(types[i]), static_cast<double>(DTypeBytes(types[i], 256)) / 256, w32,
                 100 * w32 / bw.wall_gb_per_s, w8, 100 * w8 / bw.wall_gb_per_s, w8 / w32,
-                errors[i].f32, errors[i].int8);
+                errors[i].f32, errors[i].int8, linear_f32[i].gb_per_s.wall,
+                linear_int8[i].gb_per_s.wall);
   }
   return 0;
 }

@@ -84,6 +84,12 @@ TEST_P(DeepseekGguf, LlamaCppKeysAndTensorsWithTheCheckpointsLogits) {
   const std::vector<float> want =
       TensorToF32(hf->weights->Get("model.layers.0.self_attn.kv_b_proj.weight"));
   EXPECT_EQ(TensorToF32(joined), want);
+  // The model itself multiplies the split tensors as stored: no copy, the file's dtype.
+  const DType stored = hf->weights->Get("model.layers.0.self_attn.kv_b_proj.weight").dtype;
+  for (const MlaHeads* half : {&gguf->layers[0].mla_k_up, &gguf->layers[0].mla_v_up}) {
+    EXPECT_TRUE(half->owned.empty());
+    EXPECT_EQ(half->dtype, stored);
+  }
   EXPECT_LT(MaxDiff(Logits(*hf), Logits(*gguf)), 1e-5);
 }
 

@@ -54,9 +54,9 @@ size_t DenseBytesPerStep(const Model& m) {
   for (const LayerWeights& L : m.layers) {
     bytes += Bytes(L.q) + Bytes(L.k) + Bytes(L.v) + Bytes(L.o) + Bytes(L.router) +
              Bytes(L.shared_expert_gate);
-    // MLA: its projections and the f32 copies of kv_b_proj the absorbed attention reads.
-    bytes += Bytes(L.q_a) + Bytes(L.q_b) + Bytes(L.kv_a) +
-             (L.mla_k_up.size() + L.mla_v_up_t.size()) * sizeof(float);
+    // MLA: its projections and the halves of kv_b_proj the absorbed attention reads.
+    bytes += Bytes(L.q_a) + Bytes(L.q_b) + Bytes(L.kv_a) + L.mla_k_up.Bytes(m.config.num_heads) +
+             L.mla_v_up.Bytes(m.config.num_heads);
     for (const auto* ffn : {&L.shared_expert, &L.dense_ffn})
       if (*ffn) bytes += Bytes((*ffn)->gate) + Bytes((*ffn)->up) + Bytes((*ffn)->down);
   }

@@ -6,11 +6,14 @@
 // cached rows [c, k_pe] directly: multi-query attention with one "kv head" of
 // kv_lora_rank + qk_rope_head_dim values, done by the shared attention kernel (its value
 // sum runs over the whole row; the k_pe lanes of the result are dropped). The head's
-// output is then W_uv_h (sum_j p_j c_j). Mathematically the same as HF's decompressed
-// K/V; the k_pe of RoPE uses adjacent pairs (HF permutes q_pe/k_pe before rotate_half,
+// output is then W_uv_h (sum_j p_j c_j). Both products run through the kernels' Linear on
+// the weights' own bytes (LayerWeights::mla_k_up / mla_v_up). Mathematically the same as HF's
+// decompressed K/V; the k_pe of RoPE uses adjacent pairs (HF permutes q_pe/k_pe before rotate_half,
 // llama.cpp rotates them as LLAMA_ROPE_TYPE_NORM), see docs/architectures.md.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "engine/transformer.h"
@@ -31,6 +34,28 @@ void RopePairs(float* x, int64_t half, const float* cos, const float* sin) {
     x[2 * i] = a * cos[i] - b * sin[i];
     x[2 * i + 1] = b * cos[i] + a * sin[i];
   }
+}
+
+// y[t] = head h's matrix times x[t] for n tokens, on the calling thread (the caller runs the
+// heads in parallel): the kernels' Linear in the matrix's own dtype, so a bf16 or q8_0 file
+// streams its own bytes.
+void HeadLinear(const MlaHeads& m, int64_t h, const float* x, int64_t n, float* y) {
+  thread_local ThreadPool serial(1);
+  kernels::Linear(m.Head(h), m.dtype, m.rows, m.cols, x, n, y, nullptr, serial);
+}
+
+// fn(h, in, out) for every head, in parallel, with per-thread scratch of `floats` each.
+template <class Fn>
+void PerHead(ThreadPool& pool, int64_t heads, const Fn& fn, size_t floats) {
+  pool.ParallelFor(static_cast<size_t>(heads), 1, [&](size_t begin, size_t end, int) {
+    thread_local std::vector<float> in, out;
+    if (in.size() < floats) in.resize(floats);
+    if (out.size() < floats) out.resize(floats);
+    // Through local references: a lambda naming a thread_local reads the running thread's.
+    float* in_data = in.data();
+    float* out_data = out.data();
+    for (size_t h = begin; h < end; ++h) fn(static_cast<int64_t>(h), in_data, out_data);
+  });
 }
 
 }  // namespace
@@ -82,23 +107,22 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
       RopePairs(&q_[(t * H + h) * qk + nope], half, &cos_[t * half], &sin_[t * half]);
   }
 
-  // Queries into latent space: [W_uk_h^T q_nope_h, q_pe_h] per (token, head).
+  // Queries into latent space: [W_uk_h^T q_nope_h, q_pe_h] per (token, head), one head's
+  // tokens per Linear (k_up's rows are W_uk_h's columns), heads in parallel.
   ThreadPool& pool = ThreadPool::Global();
-  pool.ParallelFor(T * H, 1, [&](size_t begin, size_t end, int) {
-    for (size_t th = begin; th < end; ++th) {
-      const int64_t h = static_cast<int64_t>(th) % H;
-      const float* qh = &q_[th * qk];
-      float* out = &latent_q_[th * row_dim];
-      std::fill(out, out + lat, 0.0f);
-      const float* k_up = &L.mla_k_up[static_cast<size_t>(h * nope * lat)];
-      for (int64_t j = 0; j < nope; ++j) {
-        const float a = qh[j];
-        const float* w = k_up + j * lat;
-        for (int64_t l = 0; l < lat; ++l) out[l] += a * w[l];
-      }
-      std::memcpy(out + lat, qh + nope, sizeof(float) * R);
-    }
-  });
+  PerHead(
+      pool, H,
+      [&](int64_t h, float* in, float* out) {
+        for (size_t t = 0; t < T; ++t)
+          std::memcpy(in + t * nope, &q_[(t * H + h) * qk], sizeof(float) * nope);
+        HeadLinear(L.mla_k_up, h, in, total, out);
+        for (size_t t = 0; t < T; ++t) {
+          float* lq = &latent_q_[(t * H + h) * row_dim];
+          std::memcpy(lq, out + t * lat, sizeof(float) * lat);
+          std::memcpy(lq + lat, &q_[(t * H + h) * qk + nope], sizeof(float) * R);
+        }
+      },
+      T * std::max(nope, lat));
 
   int64_t row = 0;
   for (const BatchItem& item : items) {
@@ -114,20 +138,16 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
   }
 
   // Each head's latent output up to v: v_h = W_uv_h o_h, into [T, H * v_head_dim].
-  pool.ParallelFor(T * H, 1, [&](size_t begin, size_t end, int) {
-    for (size_t th = begin; th < end; ++th) {
-      const int64_t h = static_cast<int64_t>(th) % H;
-      const float* o = &latent_out_[th * row_dim];
-      float* out = &attn_[th * v_dim];
-      std::fill(out, out + v_dim, 0.0f);
-      const float* v_up = &L.mla_v_up_t[static_cast<size_t>(h * lat * v_dim)];
-      for (int64_t l = 0; l < lat; ++l) {
-        const float a = o[l];
-        const float* w = v_up + l * v_dim;
-        for (int64_t i = 0; i < v_dim; ++i) out[i] += a * w[i];
-      }
-    }
-  });
+  PerHead(
+      pool, H,
+      [&](int64_t h, float* in, float* out) {
+        for (size_t t = 0; t < T; ++t)
+          std::memcpy(in + t * lat, &latent_out_[(t * H + h) * row_dim], sizeof(float) * lat);
+        HeadLinear(L.mla_v_up, h, in, total, out);
+        for (size_t t = 0; t < T; ++t)
+          std::memcpy(&attn_[(t * H + h) * v_dim], out + t * v_dim, sizeof(float) * v_dim);
+      },
+      T * std::max(lat, v_dim));
   kernels::Linear(*L.o, attn_.data(), total, proj_.data());
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }

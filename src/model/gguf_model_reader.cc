@@ -62,7 +62,8 @@ class GgufWeights : public WeightSource {
   struct Entry {
     TensorView view;
     std::optional<RowCopy> unpermute;  // Set for Q/K that need an owned, un-permuted copy.
-    std::function<std::vector<float>()> join;  // Set for tensors built from others (f32).
+    // Set for tensors built from others (f32): not the file's, so not among Names().
+    std::function<std::vector<float>()> join;
     std::vector<std::byte> owned;
     std::once_flag once;
     std::string file_name;  // The GGUF tensor it comes from.
@@ -178,7 +179,10 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         continue;
       }
       if (config.mla && (stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
-        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = f.FindTensor(info.name);
+        const TensorView* t = f.FindTensor(info.name);
+        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = t;
+        Add(LayerPrefix(l) + (stem == "attn_k_b" ? "self_attn.k_b.weight" : "self_attn.v_b.weight"),
+            *t);
         continue;
       }
     }
@@ -235,7 +239,8 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     unmapped_.push_back(info.name);
   }
-  // llama.cpp's split MLA up-projection, joined back into HF's kv_b_proj.
+  // llama.cpp's split MLA up-projection, also joined back into HF's kv_b_proj on request
+  // (the model runs on the split form; conversions and tests read the joined one).
   for (const auto& [l, pair] : split_kv_b) {
     Check(pair[0] != nullptr && pair[1] != nullptr, f.path(), ": layer ", l,
           " has only one of attn_k_b and attn_v_b");
@@ -283,7 +288,8 @@ const TensorView* GgufWeights::Find(const std::string& name) const {
 std::vector<std::string> GgufWeights::Names() const {
   std::vector<std::string> names;
   names.reserve(entries_.size());
-  for (const auto& [name, entry] : entries_) names.push_back(name);
+  for (const auto& [name, entry] : entries_)
+    if (!entry->join) names.push_back(name);
   std::sort(names.begin(), names.end());
   return names;
 }

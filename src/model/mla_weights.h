@@ -1,5 +1,6 @@
-// Resolves one layer's Multi-head Latent Attention tensors (DeepSeek-V2/V3) and prepares
-// the per-head f32 copies of kv_b_proj that the absorbed attention multiplies with.
+// Resolves one layer's Multi-head Latent Attention tensors (DeepSeek-V2/V3), including the
+// per-head halves of kv_b_proj that the absorbed attention multiplies with (LayerWeights'
+// MlaHeads: the file's own bytes where the layout allows, else a transposed copy).
 #pragma once
 
 #include "io/weight_source.h"

@@ -25,6 +25,21 @@ struct DenseFfn {
   int64_t neurons = 0;
 };
 
+// One MLA up-projection half: per head h a row-major [rows, cols] matrix in `dtype` at
+// Head(h), heads `head_bytes` apart. It points into the weight file (llama.cpp's attn_k_b /
+// attn_v_b, or kv_b_proj's v rows) or into `owned` (a transposed copy of kv_b_proj's k rows).
+struct MlaHeads {
+  DType dtype = DType::kF32;
+  int64_t rows = 0, cols = 0;
+  size_t head_bytes = 0;
+  const std::byte* data = nullptr;  // Null when `owned` holds the matrices.
+  std::vector<std::byte> owned;
+  const std::byte* Head(int64_t h) const {
+    return (data != nullptr ? data : owned.data()) + static_cast<size_t>(h) * head_bytes;
+  }
+  size_t Bytes(int64_t heads) const { return static_cast<size_t>(heads) * head_bytes; }
+};
+
 struct LayerWeights {
   ExpertShape expert_shape;  // MoE layers: how the routed experts' records are encoded.
   std::vector<float> attn_norm, ffn_norm;
@@ -42,10 +57,10 @@ struct LayerWeights {
   const TensorView* q_b = nullptr;   // [H * qk_head_dim, q_lora_rank]
   const TensorView* kv_a = nullptr;  // [kv_lora_rank + qk_rope_head_dim, d]
   std::vector<float> q_a_norm, kv_a_norm;
-  // kv_b_proj [H * (qk_nope + v_head_dim), kv_lora_rank] split per head into f32 copies laid
-  // out for the absorbed attention (src/engine/mla_attention.cc): k_up [H, qk_nope, L]
-  // (q_nope -> latent space) and v_up_t [H, L, v_head_dim] (latent -> v, transposed).
-  std::vector<float> mla_k_up, mla_v_up_t;
+  // kv_b_proj's two halves as the absorbed attention multiplies them
+  // (src/engine/mla_attention.cc), per head: k_up [kv_lora_rank, qk_nope] (q_nope -> latent
+  // space) and v_up [v_head_dim, kv_lora_rank] (latent -> v).
+  MlaHeads mla_k_up, mla_v_up;
 
   bool is_moe = false;
   const TensorView* router = nullptr;       // [E, d]

@@ -40,6 +40,9 @@ struct TensorNames {
   std::string kv_a = "self_attn.kv_a_proj_with_mqa.weight";
   std::string kv_a_norm = "self_attn.kv_a_layernorm.weight";
   std::string kv_b = "self_attn.kv_b_proj.weight";
+  // llama.cpp's split kv_b (GGUF attn_k_b [H, L, nope], attn_v_b [H, v, L]); no HF name.
+  std::string k_b = "self_attn.k_b.weight";
+  std::string v_b = "self_attn.v_b.weight";
   std::string k_norm = "self_attn.k_norm.weight";
   std::string router = "mlp.gate.weight";
   std::string router_bias = "mlp.gate.e_score_correction_bias";  // DeepSeek-V3 (noaux_tc).

@@ -14,6 +14,7 @@
 #include "core/quant_format.h"
 #include "core/thread_pool.h"
 #include "kernels/activation_precision.h"
+#include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/quant_expert_ffn.h"
 #include "kernels_test_util.h"
@@ -440,41 +441,83 @@ TEST(QuantExpertKernelTest, SeveralJobsGiveEachJobAloneAtAnyThreadCount) {
 // bits alone, in tiles, past the 8-token switch, and at any thread count.
 TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
   ForEachFormatTargetAndPrecision([&](DType dtype) {
-    const int64_t out = 40, in = 512, n = 13;
+    const int64_t out = 43, in = 512, n = 13;  // 43: a last group of three rows.
     const Matrix w = MakeMatrix(dtype, out, in, 21);
     const std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 22);
     const std::vector<float> bias = RandomVector(static_cast<size_t>(out), 23);
-    std::vector<float> all(static_cast<size_t>(n * out));
-    Linear(w.bytes.data(), dtype, out, in, x.data(), n, all.data(), bias.data());
-    const size_t block = GetActivationPrecision() == ActivationPrecision::kInt8
-                             ? static_cast<size_t>(Int8ActivationBlock(dtype))
-                             : 0;
-    for (int64_t t = 0; t < n; ++t) {
-      const RoundedActivations xr = RoundLikeInt8(&x[t * in], static_cast<size_t>(in), block);
-      for (int64_t o = 0; o < out; ++o) {
-        double ref = bias[o], mag = std::fabs(bias[o]);
-        for (int64_t k = 0; k < in; ++k) {
-          ref += static_cast<double>(w.values[o * in + k]) * xr.values[k];
-          mag += std::fabs(static_cast<double>(w.values[o * in + k]) * xr.values[k]);
+    // q4_0 and q8_0 also from their interleaved copy (what model weights carry).
+    std::vector<std::byte> interleaved;
+    for (bool use_interleaved : {false, true}) {
+      if (use_interleaved) {
+        if (InterleavedBlockBytes(dtype) == 0) continue;
+        interleaved = InterleaveRows(w.bytes.data(), dtype, out, in);
+      }
+      SCOPED_TRACE(use_interleaved ? "interleaved" : "rows");
+      const auto linear = [&](const float* xs, int64_t tokens, float* y, ThreadPool& pool) {
+        LinearOutput o{w.bytes.data(), dtype, out, in, y, bias.data()};
+        if (use_interleaved) o.interleaved = interleaved.data();
+        LinearMulti(std::span<const LinearOutput>(&o, 1), xs, tokens, pool);
+      };
+      std::vector<float> all(static_cast<size_t>(n * out));
+      linear(x.data(), n, all.data(), ThreadPool::Global());
+      const size_t block = GetActivationPrecision() == ActivationPrecision::kInt8
+                               ? static_cast<size_t>(Int8ActivationBlock(dtype))
+                               : 0;
+      for (int64_t t = 0; t < n; ++t) {
+        const RoundedActivations xr = RoundLikeInt8(&x[t * in], static_cast<size_t>(in), block);
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = bias[o], mag = std::fabs(bias[o]);
+          for (int64_t k = 0; k < in; ++k) {
+            ref += static_cast<double>(w.values[o * in + k]) * xr.values[k];
+            mag += std::fabs(static_cast<double>(w.values[o * in + k]) * xr.values[k]);
+          }
+          ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
         }
-        ASSERT_NEAR(all[t * out + o], ref, 1e-5 * mag + 1e-30) << "t=" << t << " o=" << o;
       }
-    }
-    for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
-      for (int64_t t = 0; t + len <= n; t += len) {
-        std::vector<float> part(static_cast<size_t>(len * out));
-        Linear(w.bytes.data(), dtype, out, in, x.data() + t * in, len, part.data(), bias.data());
-        ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
-            << "t=" << t << " len=" << len;
+      for (int64_t len : {int64_t{1}, int64_t{3}, int64_t{9}}) {
+        for (int64_t t = 0; t + len <= n; t += len) {
+          std::vector<float> part(static_cast<size_t>(len * out));
+          linear(x.data() + t * in, len, part.data(), ThreadPool::Global());
+          ASSERT_EQ(std::memcmp(part.data(), &all[t * out], part.size() * sizeof(float)), 0)
+              << "t=" << t << " len=" << len;
+        }
       }
-    }
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      std::vector<float> y(all.size());
-      Linear(w.bytes.data(), dtype, out, in, x.data(), n, y.data(), bias.data(), pool);
-      ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(all.size());
+        linear(x.data(), n, y.data(), pool);
+        ASSERT_TRUE(BitEqual(all, y)) << threads << " threads";
+      }
     }
   });
+}
+
+// The interleaved copy: per group of eight rows and block, the rows' f16 scales, then their
+// code bytes four at a time; a short last group padded with zero blocks.
+TEST(QuantLinearTest, InterleavedLayoutByHand) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ8_0}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t rows = 11, cols = 64;
+    const size_t block = DTypeBytes(dtype, 32), row_bytes = DTypeBytes(dtype, cols);
+    std::vector<std::byte> w(static_cast<size_t>(rows) * row_bytes);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::byte>(i * 7 + 3);
+    const std::vector<std::byte> v = InterleaveRows(w.data(), dtype, rows, cols);
+    const size_t gb = InterleavedBlockBytes(dtype);
+    ASSERT_EQ(gb, 16 + 8 * (block - 2));
+    ASSERT_EQ(v.size(), 2 * 2 * gb);  // Two groups of eight rows, two blocks each.
+    // Row 10 (group 1, lane 2), block 1: scale at 2 * 2, code bytes 4j..4j+3 at 16 + 32j + 8.
+    const std::byte* src = w.data() + 10 * row_bytes + block;
+    const std::byte* dst = v.data() + (1 * 2 + 1) * gb;
+    EXPECT_EQ(std::memcmp(dst + 4, src, 2), 0);
+    for (size_t j = 0; j < (block - 2) / 4; ++j)
+      EXPECT_EQ(std::memcmp(dst + 16 + 32 * j + 8, src + 2 + 4 * j, 4), 0) << j;
+    // Rows 11..15 of group 1 are zero.
+    for (size_t j = 0; j < (block - 2) / 4; ++j)
+      for (size_t r = 3; r < 8; ++r)
+        for (size_t b = 0; b < 4; ++b)
+          EXPECT_EQ(dst[16 + 32 * j + 4 * r + b], std::byte{0}) << j << " " << r;
+  }
+  EXPECT_THROW(InterleaveRows(nullptr, DType::kQ4_K, 8, 256), Error);
 }
 
 // Several outputs of one input in one call (q, k, v of different formats, activation blocks

@@ -17,6 +17,9 @@ struct TensorView {
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;
   size_t nbytes = 0;
+  // Set by the model loader for q4_0 / q8_0 Linear weights: the same matrix regrouped eight
+  // rows at a time (kernels/interleave.h), which the int8 Linear kernels read instead.
+  const std::byte* interleaved = nullptr;
 
   int64_t numel() const {
     int64_t n = 1;

@@ -617,6 +617,97 @@ struct Kernel<QuantFormat::kIQ4_XS> {
 // 161-163, 2 KiB 163-165, 4 KiB 146-160; in Q8_0 110 / 117-118 / 115-116 for 1 / 2 / 4 KiB.
 constexpr size_t kPrefetchBytes = 2048;
 
+// Eight rows of a q4_0 or q8_0 matrix regrouped for 32-bit lanes (kernels/interleave.h): per
+// block the eight rows' f16 scales, then their codes four bytes of a row at a time (chunk j:
+// rows 0..7's code bytes 4j..4j+3). A register of codes then holds four codes of each row,
+// and with four activation bytes broadcast to every lane, maddubs + madd leaves lane r
+// with row r's partial dot: a block's eight dots need no horizontal reduction, and the
+// eight scales convert in one instruction. Block<T>(b, x, k, acc) adds block k's dots of
+// the eight rows with T tokens to acc[t] (lane r: row r).
+template <QuantFormat F>
+struct Interleaved8 {
+  static constexpr bool kEnabled = false;
+};
+
+HWY_INLINE __m256i Broadcast4(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <>
+struct Interleaved8<QuantFormat::kQ4_0> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlockBytes = 16 + 8 * 16;
+  template <size_t T>
+  static HWY_INLINE void Block(const uint8_t* b, const Span* x, size_t k, __m256* acc) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+    for (size_t j = 0; j < 4; ++j) {
+      const __m256i v = Load32(b + 16 + 32 * j);
+      lo[j] = Nibbles(v);      // Codes 4j .. 4j + 3 of each row.
+      hi[j] = HighNibbles(v);  // Codes 16 + 4j ...
+    }
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) {
+      const int8_t* q = x[t].q + 32 * k;
+      // Unsigned codes (0..15) times q: each pair sum is at most 2 * 15 * 127, so the eight
+      // int16 additions stay below 2^15.
+      __m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (size_t j = 0; j < 4; ++j) {
+        s16 = _mm256_add_epi16(s16, MulU(lo[j], Broadcast4(q + 4 * j)));
+        s16 = _mm256_add_epi16(s16, MulU(hi[j], Broadcast4(q + 16 + 4 * j)));
+      }
+      // The codes' offset: sum (c - 8) q = sum c q - 8 sum q.
+      const int qsum = x[t].s[2 * k] + x[t].s[2 * k + 1];
+      const __m256i isum = _mm256_sub_epi32(Widen(s16), _mm256_set1_epi32(8 * qsum));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                               _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[k])), acc[t]);
+    }
+  }
+};
+
+template <>
+struct Interleaved8<QuantFormat::kQ8_0> {
+  static constexpr bool kEnabled = true;
+  static constexpr size_t kBlockBytes = 16 + 8 * 32;
+  template <size_t T>
+  static HWY_INLINE void Block(const uint8_t* b, const Span* x, size_t k, __m256* acc) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    __m256i c[8];
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j) c[j] = Load32(b + 16 + 32 * j);
+#pragma GCC unroll 4
+    for (size_t t = 0; t < T; ++t) {
+      const int8_t* q = x[t].q + 32 * k;
+      // Signed codes: a pair sum reaches 2 * 128 * 127, so each chunk widens to int32 alone.
+      __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (size_t j = 0; j < 8; ++j)
+        isum = _mm256_add_epi32(isum, Widen(MulS(c[j], Broadcast4(q + 4 * j))));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                               _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[k])), acc[t]);
+    }
+  }
+};
+
+// acc[t] (lane r: row r of the group) = the eight rows' dots with T tokens over `blocks`
+// blocks of one interleaved group.
+template <QuantFormat F, size_t T>
+HWY_INLINE void InterleavedDot(const uint8_t* group, size_t blocks, const Span* x, __m256* acc) {
+  using K = Interleaved8<F>;
+#pragma GCC unroll 4
+  for (size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (size_t k = 0; k < blocks; ++k) {
+    const uint8_t* b = group + k * K::kBlockBytes;
+    for (size_t line = 0; line < K::kBlockBytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchBytes + line, _MM_HINT_T0);
+    K::template Block<T>(b, x, k, acc);
+  }
+}
+
 // out[r * ldo + t] = dot(row r, token t) over `blocks` blocks of R rows and T tokens.
 template <QuantFormat F, size_t R, size_t T>
 HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span* x, float* out,

@@ -41,10 +41,6 @@ void Linear(const std::byte* w, DType dtype, int64_t out, int64_t in, const floa
             float* y, const float* bias = nullptr);
 void Linear(const std::byte* w, DType dtype, int64_t out, int64_t in, const float* x, int64_t n,
             float* y, const float* bias, ThreadPool& pool);
-inline void Linear(const TensorView& w, const float* x, int64_t n, float* y,
-                   const float* bias = nullptr) {
-  Linear(w.data, w.dtype, w.rows(), w.cols(), x, n, y, bias);
-}
 
 // One of several Linear outputs computed from the same input x (e.g. q, k and v).
 struct LinearOutput {
@@ -54,13 +50,20 @@ struct LinearOutput {
   int64_t in = 0;  // The same for every output of one call.
   float* y = nullptr;
   const float* bias = nullptr;
+  // w regrouped for the int8 kernels (TensorView::interleaved), or null.
+  const std::byte* interleaved = nullptr;
 };
 inline LinearOutput OutputOf(const TensorView& w, float* y, const float* bias = nullptr) {
-  return {w.data, w.dtype, w.rows(), w.cols(), y, bias};
+  return {w.data, w.dtype, w.rows(), w.cols(), y, bias, w.interleaved};
 }
 // The same bits as one Linear per output, in one parallel region instead of several.
 void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n);
 void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, ThreadPool& pool);
+inline void Linear(const TensorView& w, const float* x, int64_t n, float* y,
+                   const float* bias = nullptr) {
+  const LinearOutput o = OutputOf(w, y, bias);
+  LinearMulti(std::span<const LinearOutput>(&o, 1), x, n);
+}
 
 // One unit of routed-expert work on the neuron-major layout (see docs/expert-store.md):
 // record i (of d_model*3 elements) = [gate row i | up row i | down column i], each part

@@ -1060,7 +1060,57 @@ void Linear(const LinearOutput& o, const float* x, size_t n, ThreadPool& pool) {
       rows, grain, [&](size_t b, size_t e, int) { LinearRows<F>(o, x, n, xs_all.data(), b, e); });
 }
 
+// Rows [r0, r1) from the interleaved copy (r0 a multiple of 8): eight rows in the lanes of
+// one vector, up to four tokens per pass over them.
+template <QuantFormat F>
+void LinearRowsInterleaved(const LinearOutput& o, const int8::Span* x, size_t n, size_t r0,
+                           size_t r1) {
+  const size_t out = static_cast<size_t>(o.out), blocks = static_cast<size_t>(o.in) / 32;
+  const auto* base = reinterpret_cast<const uint8_t*>(o.interleaved);
+  const size_t group_bytes = blocks * int8::Interleaved8<F>::kBlockBytes;
+  for (size_t r = r0; r < r1; r += 8) {
+    const uint8_t* group = base + r / 8 * group_bytes;
+    const size_t count = std::min<size_t>(8, out - r);
+    for (size_t t = 0; t < n; t += 4) {
+      const size_t tokens = std::min<size_t>(4, n - t);
+      __m256 acc[4];
+      switch (tokens) {
+        case 4:
+          int8::InterleavedDot<F, 4>(group, blocks, x + t, acc);
+          break;
+        case 3:
+          int8::InterleavedDot<F, 3>(group, blocks, x + t, acc);
+          break;
+        case 2:
+          int8::InterleavedDot<F, 2>(group, blocks, x + t, acc);
+          break;
+        default:
+          int8::InterleavedDot<F, 1>(group, blocks, x + t, acc);
+      }
+      for (size_t i = 0; i < tokens; ++i) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, acc[i]);
+        float* y = o.y + (t + i) * out + r;
+        for (size_t j = 0; j < count; ++j) y[j] = v[j] + (o.bias ? o.bias[r + j] : 0.0f);
+      }
+    }
+  }
+}
+
 using LinearRowsInt8Fn = void (*)(const LinearOutput&, const int8::Span*, size_t, size_t, size_t);
+
+// The interleaved row kernel of an output, null when it has none.
+LinearRowsInt8Fn LinearRowsInterleavedOf(const LinearOutput& o) {
+  if (o.interleaved == nullptr) return nullptr;
+  switch (*QuantFormatOf(o.dtype)) {
+    case QuantFormat::kQ4_0:
+      return &LinearRowsInterleaved<QuantFormat::kQ4_0>;
+    case QuantFormat::kQ8_0:
+      return &LinearRowsInterleaved<QuantFormat::kQ8_0>;
+    default:
+      return nullptr;
+  }
+}
 
 // A format's int8 row kernel, null when it has none.
 LinearRowsInt8Fn LinearRowsInt8Of(QuantFormat f) {
@@ -1093,7 +1143,8 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
   for (size_t i = 0; i < count; ++i) {
     const LinearOutput& o = outs[i];
     const QuantFormat f = *QuantFormatOf(o.dtype);
-    fns[i] = LinearRowsInt8Of(f);
+    fns[i] = LinearRowsInterleavedOf(o);
+    if (fns[i] == nullptr) fns[i] = LinearRowsInt8Of(f);
     if (o.out <= 0) continue;
     const size_t block = KernelsOf(f).int8_block, which = block == 32 ? 0 : 1;
     const size_t in = static_cast<size_t>(o.in);
@@ -1104,7 +1155,9 @@ void LinearMultiInt8(const LinearOutput* outs, size_t count, const float* x, siz
     }
     which_of[i] = which;
     const size_t rows = static_cast<size_t>(o.out);
-    const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n));
+    // Pieces of ~64k multiply-adds in whole groups of eight rows (the interleaved kernels').
+    const size_t grain =
+        (std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(1, in * n)) + 7) / 8 * 8;
     for (size_t r = 0; r < rows; r += grain) pieces.push_back({i, r, std::min(rows, r + grain)});
   }
   pool.ParallelForDynamic(pieces.size(), 1, [&](size_t b, size_t e, int) {

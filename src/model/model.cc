@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
-#include "core/name_list.h"
 #include "core/logging.h"
+#include "core/name_list.h"
+#include "kernels/interleave.h"
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
@@ -94,6 +96,42 @@ int Model::NumMoeLayers() const {
   for (const auto& l : layers) n += l.is_moe ? 1 : 0;
   return n;
 }
+
+namespace {
+
+// Points every q4_0 / q8_0 Linear weight at a view carrying an interleaved copy
+// (kernels/interleave.h) for the int8 kernels. A tensor used twice gets one copy.
+void InterleaveLinearWeights(Model& model) {
+  std::unordered_map<const TensorView*, const TensorView*> done;
+  auto redirect = [&](const TensorView*& t) {
+    if (t == nullptr || kernels::InterleavedBlockBytes(t->dtype) == 0 || t->shape.size() != 2)
+      return;
+    auto [it, fresh] = done.emplace(t, nullptr);
+    if (fresh) {
+      model.interleaved_bytes.push_back(
+          kernels::InterleaveRows(t->data, t->dtype, t->rows(), t->cols()));
+      TensorView& view = model.interleaved_views.emplace_back(*t);
+      view.interleaved = model.interleaved_bytes.back().data();
+      it->second = &view;
+      // The file's pages are read again only with f32 activations (or as embedding rows).
+      model.weights->ReleasePages(*t);
+    }
+    t = it->second;
+  };
+  redirect(model.lm_head);
+  for (LayerWeights& L : model.layers) {
+    for (const TensorView** t : {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.router})
+      redirect(*t);
+    for (std::optional<DenseFfn>* ffn : {&L.shared_expert, &L.dense_ffn}) {
+      if (!*ffn) continue;
+      redirect((*ffn)->gate);
+      redirect((*ffn)->up);
+      redirect((*ffn)->down);
+    }
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& config,
                                   std::unique_ptr<WeightSource> weights) {
@@ -204,6 +242,7 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     if (L.is_moe) L.expert_shape = shapes[next++];
   if (!shapes.empty()) model->expert_shape = shapes[0];
   model->unused_tensors = w.Unused();
+  InterleaveLinearWeights(*model);
   return model;
 }
 

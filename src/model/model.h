@@ -4,6 +4,7 @@
 // re-reads or re-converts them.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +94,10 @@ struct Model {
   std::vector<float> final_norm_bias;  // LayerNorm only.
   std::vector<float> lm_head_bias;     // Empty unless lm_head_bias.
   std::vector<LayerWeights> layers;
+  // Copies of the q4_0 / q8_0 Linear weights' views with TensorView::interleaved set (the
+  // layers' and lm_head's pointers point here), and the interleaved bytes they point to.
+  std::deque<TensorView> interleaved_views;
+  std::vector<std::vector<std::byte>> interleaved_bytes;
 
   // Views of the three HF tensors of expert (layer, e); throws if missing or misshapen.
   void ExpertTensors(int layer, int expert, const TensorView** gate, const TensorView** up,

@@ -32,6 +32,7 @@
 #include "core/thread_pool.h"
 #include "kernels/activation_precision.h"
 #include "kernels/decode_order.h"
+#include "kernels/interleave.h"
 #include "kernels/ops.h"
 #include "kernels/quant_expert_ffn.h"
 #include "kernels/quantize.h"
@@ -124,10 +125,18 @@ Decode DecodeLinear(DType dtype, int count, int reps, int threads, int64_t rows 
   const size_t bytes = DTypeBytes(dtype, cols) * rows;
   const std::vector<float> x = Random(cols, 2, 1.0f);
   std::vector<float> y(rows);
+  // q4_0 and q8_0 model weights carry an interleaved copy (kernels/interleave.h): so here.
+  std::vector<std::vector<std::byte>> interleaved(static_cast<size_t>(count));
+  if (kernels::InterleavedBlockBytes(dtype) != 0) {
+    for (int m = 0; m < count; ++m)
+      interleaved[m] = kernels::InterleaveRows(w.get() + m * bytes, dtype, rows, cols);
+  }
   const Timing t = BestOf(reps, [&] {
     for (int p = 0; p < passes; ++p) {
       for (int m = 0; m < count; ++m) {
-        kernels::Linear(w.get() + m * bytes, dtype, rows, cols, x.data(), 1, y.data());
+        kernels::LinearOutput o{w.get() + m * bytes, dtype, rows, cols, y.data()};
+        if (!interleaved[m].empty()) o.interleaved = interleaved[m].data();
+        kernels::LinearMulti(std::span<const kernels::LinearOutput>(&o, 1), x.data(), 1);
       }
     }
   });

@@ -63,11 +63,11 @@ for ((r = 1; r <= ROUNDS; ++r)); do
        build_commit: .[0].build_commit}' | tee -a "$RUNS"
 done
 
-jq -s -c --arg la "$(loadavg)" --arg type "$TYPE" --arg size "$SIZE" '
+jq -s -c --arg la "$(loadavg)" --arg model "$(basename "$GGUF")" '
   def median: sort | if length % 2 == 1 then .[length / 2 | floor]
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def med($e; $k): map(select(.engine == $e) | .[$k]) | median;
-  {summary: "medians of alternated runs", model: ("olmoe-" + $size + " " + $type),
+  {summary: "medians of alternated runs", model: $model,
    moex_int8_prefill: med("moex_int8"; "prefill_tokens_per_s"),
    moex_f32_prefill: med("moex_f32"; "prefill_tokens_per_s"),
    llama_prefill: med("llama.cpp"; "prefill_tokens_per_s"),

@@ -196,51 +196,72 @@ struct Block32Kernel {
     }
   }
 
-  // y[r] += dot(row r's `blocks` blocks, x) for `rows` rows `row_bytes` apart, eight rows at
-  // a time: each block's eight integer sums are reduced into one vector (lane r: row r) and
-  // scaled there, so a short run of blocks (a down row's share of one record group) costs no
-  // horizontal sum per row. A row's value is its own lane's arithmetic alone: the same
-  // whatever rows share its vector.
+  // y[t][r] += dot(row r's `blocks` blocks, x[t]) for `rows` rows `row_bytes` apart and T
+  // tokens, eight rows at a time: per block and token the eight rows' integer sums are
+  // reduced into one vector (lane r: row r) and scaled there, so a short run of blocks (a
+  // down row's share of one record group) costs no horizontal sum per row, and the T tokens
+  // share each block's decoded codes. A (row, token) value is its own lane's arithmetic
+  // alone: the same whatever rows and tokens share its vector. Codes with a constant bias
+  // (q4_0's c - 8, q5_0's c - 16) are multiplied unsigned and bias * sum(q) is taken off the
+  // reduced sums: the same integers as signed codes.
+  template <size_t T>
   static HWY_INLINE void AddRows(const uint8_t* first, size_t row_bytes, size_t rows, size_t blocks,
-                                 const Span& x, float* y) {
+                                 const Span* x, float* const* y) {
     for (size_t r0 = 0; r0 < rows; r0 += 8) {
       const size_t count = rows - r0 < 8 ? rows - r0 : 8;
-      __m256 sum = _mm256_setzero_ps(), offset = _mm256_setzero_ps();
+      __m256 sum[T], offset[T];
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) sum[t] = offset[t] = _mm256_setzero_ps();
       for (size_t k = 0; k < blocks; ++k) {
-        const __m256i qx = Load32(x.q + 32 * k);
+        __m256i c[8];
         alignas(32) float scale[8] = {}, off[8] = {};
-        __m256i p[8];
 #pragma GCC unroll 8
         for (size_t r = 0; r < 8; ++r) {
           if (r < count) {
             const uint8_t* b = first + (r0 + r) * row_bytes + k * kBytes;
-            const __m256i c = Q::Codes(b);
-            p[r] = Widen(Q::kSigned ? MulS(c, qx) : MulU(c, qx));
+            if constexpr (Q::kBias != 0) {
+              c[r] = Q::UnsignedCodes(b);
+            } else {
+              c[r] = Q::Codes(b);
+            }
             scale[r] = Q::Scale(b);
             if constexpr (Q::kHasOffset) off[r] = Q::Offset(b);
           } else {
-            p[r] = _mm256_setzero_si256();
+            c[r] = _mm256_setzero_si256();
           }
         }
-        // hadd pairs lanes within 128-bit halves; two rounds leave row r's half-sums in lane
-        // r % 4 of each half, and adding the halves finishes them.
-        const __m256i a01 = _mm256_hadd_epi32(p[0], p[1]), a23 = _mm256_hadd_epi32(p[2], p[3]);
-        const __m256i a45 = _mm256_hadd_epi32(p[4], p[5]), a67 = _mm256_hadd_epi32(p[6], p[7]);
-        const __m256i b03 = _mm256_hadd_epi32(a01, a23), b47 = _mm256_hadd_epi32(a45, a67);
-        const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(b03, b47, 0x20),
-                                              _mm256_permute2x128_si256(b03, b47, 0x31));
-        const __m256 dx = _mm256_set1_ps(x.d[k]);
-        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_load_ps(scale), dx),
-                              sum);
-        if constexpr (Q::kHasOffset) {
-          const __m256 xs =
-              _mm256_set1_ps(x.d[k] * static_cast<float>(x.s[2 * k] + x.s[2 * k + 1]));
-          offset = _mm256_fmadd_ps(_mm256_load_ps(off), xs, offset);
+#pragma GCC unroll 4
+        for (size_t t = 0; t < T; ++t) {
+          const __m256i qx = Load32(x[t].q + 32 * k);
+          __m256i p[8];
+#pragma GCC unroll 8
+          for (size_t r = 0; r < 8; ++r)
+            p[r] = Widen(Q::kSigned && Q::kBias == 0 ? MulS(c[r], qx) : MulU(c[r], qx));
+          // hadd pairs lanes within 128-bit halves; two rounds leave row r's half-sums in lane
+          // r % 4 of each half, and adding the halves finishes them.
+          const __m256i a01 = _mm256_hadd_epi32(p[0], p[1]), a23 = _mm256_hadd_epi32(p[2], p[3]);
+          const __m256i a45 = _mm256_hadd_epi32(p[4], p[5]), a67 = _mm256_hadd_epi32(p[6], p[7]);
+          const __m256i b03 = _mm256_hadd_epi32(a01, a23), b47 = _mm256_hadd_epi32(a45, a67);
+          __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(b03, b47, 0x20),
+                                          _mm256_permute2x128_si256(b03, b47, 0x31));
+          const int qsum = x[t].s[2 * k] + x[t].s[2 * k + 1];
+          if constexpr (Q::kBias != 0)
+            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(Q::kBias * qsum));
+          const __m256 dx = _mm256_set1_ps(x[t].d[k]);
+          sum[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                   _mm256_mul_ps(_mm256_load_ps(scale), dx), sum[t]);
+          if constexpr (Q::kHasOffset) {
+            const __m256 xs = _mm256_set1_ps(x[t].d[k] * static_cast<float>(qsum));
+            offset[t] = _mm256_fmadd_ps(_mm256_load_ps(off), xs, offset[t]);
+          }
         }
       }
-      alignas(32) float v[8];
-      _mm256_store_ps(v, _mm256_add_ps(sum, offset));
-      for (size_t r = 0; r < count; ++r) y[r0 + r] += v[r];
+#pragma GCC unroll 4
+      for (size_t t = 0; t < T; ++t) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, _mm256_add_ps(sum[t], offset[t]));
+        for (size_t r = 0; r < count; ++r) y[t][r0 + r] += v[r];
+      }
     }
   }
 };
@@ -248,23 +269,28 @@ struct Block32Kernel {
 struct Q8_0Codes {
   static constexpr size_t kBytes = 34;
   static constexpr bool kSigned = true, kHasOffset = false;
+  static constexpr int kBias = 0;
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
   static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
   static HWY_INLINE __m256i Codes(const uint8_t* b) { return Load32(b + 2); }
 };
 struct Q4_0Codes {
   static constexpr size_t kBytes = 18;
-  // Signed codes c - 8 (the sign trick costs less than a scalar offset term per token).
+  // Signed codes c - 8 (the sign trick costs less than a scalar offset term per token);
+  // AddRows multiplies the unsigned codes and takes the bias off the reduced sums instead.
   static constexpr bool kSigned = true, kHasOffset = false;
+  static constexpr int kBias = 8;
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
   static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
+  static HWY_INLINE __m256i UnsignedCodes(const uint8_t* b) { return Nibbles16(b + 2); }
   static HWY_INLINE __m256i Codes(const uint8_t* b) {
-    return _mm256_sub_epi8(Nibbles16(b + 2), _mm256_set1_epi8(8));
+    return _mm256_sub_epi8(UnsignedCodes(b), _mm256_set1_epi8(kBias));
   }
 };
 struct Q4_1Codes {
   static constexpr size_t kBytes = 20;
   static constexpr bool kSigned = false, kHasOffset = true;
+  static constexpr int kBias = 0;
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
   static HWY_INLINE float Offset(const uint8_t* b) { return HalfAt(b + 2); }
   static HWY_INLINE __m256i Codes(const uint8_t* b) { return Nibbles16(b + 4); }
@@ -285,17 +311,21 @@ HWY_INLINE __m256i FifthBits(const uint8_t* qh) {
 
 struct Q5_0Codes {
   static constexpr size_t kBytes = 22;
-  static constexpr bool kSigned = true, kHasOffset = false;  // Codes c - 16, as q4_0's.
+  static constexpr bool kSigned = true, kHasOffset = false;
+  static constexpr int kBias = 16;  // Codes c - 16, as q4_0's.
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
   static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
+  static HWY_INLINE __m256i UnsignedCodes(const uint8_t* b) {
+    return _mm256_or_si256(Nibbles16(b + 6), FifthBits(b + 2));
+  }
   static HWY_INLINE __m256i Codes(const uint8_t* b) {
-    return _mm256_sub_epi8(_mm256_or_si256(Nibbles16(b + 6), FifthBits(b + 2)),
-                           _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(UnsignedCodes(b), _mm256_set1_epi8(kBias));
   }
 };
 struct Q5_1Codes {
   static constexpr size_t kBytes = 24;
   static constexpr bool kSigned = false, kHasOffset = true;
+  static constexpr int kBias = 0;
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
   static HWY_INLINE float Offset(const uint8_t* b) { return HalfAt(b + 2); }
   static HWY_INLINE __m256i Codes(const uint8_t* b) {
@@ -309,6 +339,7 @@ alignas(16) inline constexpr int8_t kFp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,
 struct Iq4NlCodes {
   static constexpr size_t kBytes = 18;
   static constexpr bool kSigned = true, kHasOffset = false;
+  static constexpr int kBias = 0;
   static HWY_INLINE float Scale(const uint8_t* b) { return HalfAt(b); }
   static HWY_INLINE float Offset(const uint8_t*) { return 0.0f; }
   static HWY_INLINE __m256i Codes(const uint8_t* b) { return Lookup16(kIq4Book, b + 2); }
@@ -316,6 +347,7 @@ struct Iq4NlCodes {
 struct Mxfp4Codes {
   static constexpr size_t kBytes = 17;
   static constexpr bool kSigned = true, kHasOffset = false;
+  static constexpr int kBias = 0;
   // 2^(e - 128): the E8M0 scale of the doubled FP4 values, normal for e >= 2.
   static HWY_INLINE float Scale(const uint8_t* b) {
     const uint32_t bits =

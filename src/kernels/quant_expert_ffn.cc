@@ -757,12 +757,32 @@ void Down(const Groups& geo, const ExpertJob& job, const float* h, const int8::A
   if constexpr (int8::Kernel<F>::kEnabled && int8::Kernel<F>::kBlock == 32) {
     // A down row's share of a group is a few 32-weight blocks: eight rows at a time.
     if (hq != nullptr) {
+      // Up to four tokens share each block's decoded codes.
       for (size_t group = 0; group < m / g; ++group) {
-        const uint8_t* down = geo.DownRows(job, group);
-        for (size_t t = 0; t < n; ++t) {
-          int8::Kernel<F>::AddRows(down + c0 * geo.down_row_bytes, geo.down_row_bytes, c1 - c0,
-                                   row_blocks, hq->Row(t).Advance(group * g, hq->block()),
-                                   job.y + t * d + c0);
+        const uint8_t* down = geo.DownRows(job, group) + c0 * geo.down_row_bytes;
+        for (size_t t = 0; t < n; t += 4) {
+          const size_t tokens = std::min<size_t>(4, n - t);
+          int8::Span x[4];
+          float* y[4];
+          for (size_t i = 0; i < tokens; ++i) {
+            x[i] = hq->Row(t + i).Advance(group * g, hq->block());
+            y[i] = job.y + (t + i) * d + c0;
+          }
+          using K = int8::Kernel<F>;
+          const size_t rb = geo.down_row_bytes, rows = c1 - c0;
+          switch (tokens) {
+            case 4:
+              K::template AddRows<4>(down, rb, rows, row_blocks, x, y);
+              break;
+            case 3:
+              K::template AddRows<3>(down, rb, rows, row_blocks, x, y);
+              break;
+            case 2:
+              K::template AddRows<2>(down, rb, rows, row_blocks, x, y);
+              break;
+            default:
+              K::template AddRows<1>(down, rb, rows, row_blocks, x, y);
+          }
         }
       }
       return;

@@ -37,7 +37,7 @@ test-sanitize: deps
 # engine (io_uring completions), in build-tsan-ci/. Each builds only those layers.
 # (Make turns a continued line's break into a space, which a regex must not have: the lists
 # are joined without spaces.)
-ASAN_CI_LIB := core/.* io/.* text/.* model/.* kernels/(quantize|elementwise|interleave) engine/sampler \
+ASAN_CI_LIB := core/.* io/.* text/.* model/.* kernels/(quantize|elementwise|interleave|activation_precision) engine/sampler \
 	trace/trace_(format|reader|writer) serve/(api_request|stop_text)
 ASAN_CI_TESTS := io_.*_test expert_store_format_test expert_layout_test trace_format_test \
 	tokenizer_.*_test chat_template_test quant_format_test dtype_test model_config_validation_test \

@@ -4,6 +4,8 @@
 // kernels are tested in kernels_quant_expert_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -121,6 +123,29 @@ INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
+
+// q4_0 / q8_0 Linear weights get their interleaved copy (kernels/interleave.h) at load when
+// the process computes with int8 activations, and only then (f32 would never read it).
+TEST(Q8ModelTest, LinearWeightsAreInterleavedOnlyForInt8Activations) {
+  testing::TempDir dir;
+  const std::string path =
+      WriteQ8Model(dir, RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny), "olmoe-q8.gguf");
+  {
+    const kernels::ScopedActivationPrecision f32(kernels::ActivationPrecision::kF32);
+    auto model = LoadModel(path);
+    EXPECT_TRUE(model->interleaved_views.empty());
+    EXPECT_EQ(model->layers[0].q->interleaved, nullptr);
+  }
+  const kernels::ScopedActivationPrecision int8(kernels::ActivationPrecision::kInt8);
+  auto model = LoadModel(path);
+  for (const TensorView* t : {model->layers[0].q, model->layers[0].o, model->lm_head}) {
+    ASSERT_EQ(t->dtype, DType::kQ8_0);
+    ASSERT_NE(t->interleaved, nullptr) << t->name;
+    EXPECT_TRUE(std::any_of(model->interleaved_views.begin(), model->interleaved_views.end(),
+                            [&](const TensorView& v) { return &v == t; }));
+  }
+  EXPECT_EQ(model->embed->interleaved, nullptr);  // Rows looked up, never multiplied.
+}
 
 TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
   testing::TempDir dir;

@@ -28,13 +28,16 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/quant_format.h"
 #include "hwy/highway.h"
+#include "kernels/interleave.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moex::kernels::HWY_NAMESPACE::int8 {
@@ -657,9 +660,7 @@ constexpr size_t kPrefetchBytes = 2048;
 // eight scales convert in one instruction. Block<T>(b, x, k, acc) adds block k's dots of
 // the eight rows with T tokens to acc[t] (lane r: row r).
 template <QuantFormat F>
-struct Interleaved8 {
-  static constexpr bool kEnabled = false;
-};
+struct Interleaved8;
 
 HWY_INLINE __m256i Broadcast4(const int8_t* q) {
   int32_t v;
@@ -669,8 +670,7 @@ HWY_INLINE __m256i Broadcast4(const int8_t* q) {
 
 template <>
 struct Interleaved8<QuantFormat::kQ4_0> {
-  static constexpr bool kEnabled = true;
-  static constexpr size_t kBlockBytes = 16 + 8 * 16;
+  static constexpr size_t kBlockBytes = InterleavedBlockBytes(DType::kQ4_0);
   template <size_t T>
   static HWY_INLINE void Block(const uint8_t* b, const Span* x, size_t k, __m256* acc) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
@@ -694,7 +694,7 @@ struct Interleaved8<QuantFormat::kQ4_0> {
       }
       // The codes' offset: sum (c - 8) q = sum c q - 8 sum q.
       const int qsum = x[t].s[2 * k] + x[t].s[2 * k + 1];
-      const __m256i isum = _mm256_sub_epi32(Widen(s16), _mm256_set1_epi32(8 * qsum));
+      const __m256i isum = _mm256_sub_epi32(Widen(s16), _mm256_set1_epi32(Q4_0Codes::kBias * qsum));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[k])), acc[t]);
     }
@@ -703,8 +703,7 @@ struct Interleaved8<QuantFormat::kQ4_0> {
 
 template <>
 struct Interleaved8<QuantFormat::kQ8_0> {
-  static constexpr bool kEnabled = true;
-  static constexpr size_t kBlockBytes = 16 + 8 * 32;
+  static constexpr size_t kBlockBytes = InterleavedBlockBytes(DType::kQ8_0);
   template <size_t T>
   static HWY_INLINE void Block(const uint8_t* b, const Span* x, size_t k, __m256* acc) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
@@ -771,21 +770,29 @@ HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span*
     for (size_t t = 0; t < T; ++t) out[r * ldo + t] = HSum(acc[r * T + t]) + corr[r * T + t];
 }
 
+// fn(std::integral_constant<size_t, T>{}) for T = tokens, 1 to 4: the register tiles' token
+// count as a compile-time constant.
+template <class Fn>
+HWY_INLINE void WithTokens(size_t tokens, const Fn& fn) {
+  switch (tokens) {
+    case 4:
+      return fn(std::integral_constant<size_t, 4>{});
+    case 3:
+      return fn(std::integral_constant<size_t, 3>{});
+    case 2:
+      return fn(std::integral_constant<size_t, 2>{});
+    default:
+      return fn(std::integral_constant<size_t, 1>{});
+  }
+}
+
 // The same for n tokens, in tiles of up to 4 (every tile gives a pair the same operations).
 template <QuantFormat F, size_t R>
 HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n, const Span* x,
                            float* out) {
-  size_t t = 0;
-  for (; t + 4 <= n; t += 4) BlocksDot<F, R, 4>(rows, blocks, x + t, out + t, n);
-  switch (n - t) {
-    case 3:
-      return BlocksDot<F, R, 3>(rows, blocks, x + t, out + t, n);
-    case 2:
-      return BlocksDot<F, R, 2>(rows, blocks, x + t, out + t, n);
-    case 1:
-      return BlocksDot<F, R, 1>(rows, blocks, x + t, out + t, n);
-    default:
-      return;
+  for (size_t t = 0; t < n; t += 4) {
+    WithTokens(std::min<size_t>(4, n - t),
+               [&](auto tokens) { BlocksDot<F, R, tokens()>(rows, blocks, x + t, out + t, n); });
   }
 }
 

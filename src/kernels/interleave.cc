@@ -6,17 +6,6 @@
 
 namespace moex::kernels {
 
-size_t InterleavedBlockBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kQ4_0:
-      return 16 + 8 * 16;
-    case DType::kQ8_0:
-      return 16 + 8 * 32;
-    default:
-      return 0;
-  }
-}
-
 std::vector<std::byte> InterleaveRows(const std::byte* w, DType dtype, int64_t rows, int64_t cols) {
   const size_t group_block = InterleavedBlockBytes(dtype);
   Check(group_block != 0, "InterleaveRows: ", DTypeName(dtype), " is not interleaved");

@@ -13,8 +13,18 @@
 
 namespace moex::kernels {
 
-// Bytes of one block of a group of eight rows, 0 for a dtype that is not interleaved.
-size_t InterleavedBlockBytes(DType dtype);
+// Bytes of one block of a group of eight rows (eight f16 scales, eight rows' codes), 0 for a
+// dtype that is not interleaved.
+constexpr size_t InterleavedBlockBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0:
+      return 16 + 8 * 16;
+    case DType::kQ8_0:
+      return 16 + 8 * 32;
+    default:
+      return 0;
+  }
+}
 
 // The interleaved copy of a row-major [rows, cols] matrix of q4_0 or q8_0 blocks.
 std::vector<std::byte> InterleaveRows(const std::byte* w, DType dtype, int64_t rows, int64_t cols);

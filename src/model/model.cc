@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/name_list.h"
+#include "kernels/activation_precision.h"
 #include "kernels/interleave.h"
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
@@ -100,8 +101,10 @@ int Model::NumMoeLayers() const {
 namespace {
 
 // Points every q4_0 / q8_0 Linear weight at a view carrying an interleaved copy
-// (kernels/interleave.h) for the int8 kernels. A tensor used twice gets one copy.
+// (kernels/interleave.h) for the int8 kernels. A tensor used twice gets one copy. With f32
+// activations (set before loading, as --activations is) the copies would never be read.
 void InterleaveLinearWeights(Model& model) {
+  if (kernels::GetActivationPrecision() != kernels::ActivationPrecision::kInt8) return;
   std::unordered_map<const TensorView*, const TensorView*> done;
   auto redirect = [&](const TensorView*& t) {
     if (t == nullptr || kernels::InterleavedBlockBytes(t->dtype) == 0 || t->shape.size() != 2)

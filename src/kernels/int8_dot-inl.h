@@ -28,11 +28,9 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "core/quant_format.h"
@@ -770,29 +768,21 @@ HWY_INLINE void BlocksDot(const uint8_t* const* rows, size_t blocks, const Span*
     for (size_t t = 0; t < T; ++t) out[r * ldo + t] = HSum(acc[r * T + t]) + corr[r * T + t];
 }
 
-// fn(std::integral_constant<size_t, T>{}) for T = tokens, 1 to 4: the register tiles' token
-// count as a compile-time constant.
-template <class Fn>
-HWY_INLINE void WithTokens(size_t tokens, const Fn& fn) {
-  switch (tokens) {
-    case 4:
-      return fn(std::integral_constant<size_t, 4>{});
-    case 3:
-      return fn(std::integral_constant<size_t, 3>{});
-    case 2:
-      return fn(std::integral_constant<size_t, 2>{});
-    default:
-      return fn(std::integral_constant<size_t, 1>{});
-  }
-}
-
 // The same for n tokens, in tiles of up to 4 (every tile gives a pair the same operations).
 template <QuantFormat F, size_t R>
 HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n, const Span* x,
                            float* out) {
-  for (size_t t = 0; t < n; t += 4) {
-    WithTokens(std::min<size_t>(4, n - t),
-               [&](auto tokens) { BlocksDot<F, R, tokens()>(rows, blocks, x + t, out + t, n); });
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4) BlocksDot<F, R, 4>(rows, blocks, x + t, out + t, n);
+  switch (n - t) {
+    case 3:
+      return BlocksDot<F, R, 3>(rows, blocks, x + t, out + t, n);
+    case 2:
+      return BlocksDot<F, R, 2>(rows, blocks, x + t, out + t, n);
+    case 1:
+      return BlocksDot<F, R, 1>(rows, blocks, x + t, out + t, n);
+    default:
+      return;
   }
 }
 

@@ -768,10 +768,21 @@ void Down(const Groups& geo, const ExpertJob& job, const float* h, const int8::A
             x[i] = hq->Row(t + i).Advance(group * g, hq->block());
             y[i] = job.y + (t + i) * d + c0;
           }
-          int8::WithTokens(tokens, [&](auto count) {
-            int8::Kernel<F>::template AddRows<count()>(down, geo.down_row_bytes, c1 - c0,
-                                                       row_blocks, x, y);
-          });
+          using K = int8::Kernel<F>;
+          const size_t rb = geo.down_row_bytes, rows = c1 - c0;
+          switch (tokens) {
+            case 4:
+              K::template AddRows<4>(down, rb, rows, row_blocks, x, y);
+              break;
+            case 3:
+              K::template AddRows<3>(down, rb, rows, row_blocks, x, y);
+              break;
+            case 2:
+              K::template AddRows<2>(down, rb, rows, row_blocks, x, y);
+              break;
+            default:
+              K::template AddRows<1>(down, rb, rows, row_blocks, x, y);
+          }
         }
       }
       return;
@@ -1083,8 +1094,19 @@ void LinearRowsInterleaved(const LinearOutput& o, const int8::Span* x, size_t n,
     for (size_t t = 0; t < n; t += 4) {
       const size_t tokens = std::min<size_t>(4, n - t);
       __m256 acc[4];
-      int8::WithTokens(
-          tokens, [&](auto count) { int8::InterleavedDot<F, count()>(group, blocks, x + t, acc); });
+      switch (tokens) {
+        case 4:
+          int8::InterleavedDot<F, 4>(group, blocks, x + t, acc);
+          break;
+        case 3:
+          int8::InterleavedDot<F, 3>(group, blocks, x + t, acc);
+          break;
+        case 2:
+          int8::InterleavedDot<F, 2>(group, blocks, x + t, acc);
+          break;
+        default:
+          int8::InterleavedDot<F, 1>(group, blocks, x + t, acc);
+      }
       for (size_t i = 0; i < tokens; ++i) {
         alignas(32) float v[8];
         _mm256_store_ps(v, acc[i]);

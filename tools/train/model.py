@@ -109,6 +109,9 @@ class SparseMoe(nn.Module):
         E, d, f = c.num_experts, c.hidden_size, c.intermediate_size
         self.gate = nn.Linear(d, E, bias=False)
         self.lb_detach = True
+        # Expert counts of earlier steps (detached, [E]) that the balancing loss's f_e includes:
+        # global-batch balancing (set by train.py --balance-window); None = this batch alone.
+        self.balance_prior = None
         self.w_gate_up = nn.Parameter(torch.empty(E, d, 2 * f))  # [..., :f] = gate, [..., f:] = up
         self.w_down = nn.Parameter(torch.empty(E, f, d))
 
@@ -150,6 +153,9 @@ class SparseMoe(nn.Module):
         aux = None
         if stats is not None or self.training:
             f_e = counts.float() / (N * K)
+            if self.balance_prior is not None:
+                prior = self.balance_prior
+                f_e = (counts.float() + prior) / (N * K + prior.sum())
             # The balancing loss trains the router only: its probabilities are recomputed from
             # the detached router input, so a large coefficient cannot distort the rest of the model.
             p_e = torch.softmax(F.linear(x.detach(), self.gate.weight).float(), dim=-1).mean(0) if self.lb_detach \

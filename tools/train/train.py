@@ -60,7 +60,12 @@ def get_args(argv=None):
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--beta2", type=float, default=0.95)
     ap.add_argument("--clip", type=float, default=1.0)
-    ap.add_argument("--capacity-factor", type=float, default=2.0)
+    ap.add_argument("--capacity-factor", type=float, default=2.0,
+                    help="expert capacity in training, as a multiple of the mean load; 0 = dropless (OLMoE)")
+    ap.add_argument("--balance-window", type=int, default=1,
+                    help="steps whose expert counts make the balancing loss's f_e: 1 = this batch alone (micro-batch "
+                         "balancing); W > 1 = this batch and the W-1 before it (global-batch balancing, which lets "
+                         "experts specialise by domain although each 4-sequence batch holds one to four domains)")
     ap.add_argument("--aux-coef", type=float, default=0.1,
                     help="load-balancing loss coefficient (per layer; OLMoE: 0.01); its gradient reaches the router only")
     ap.add_argument("--z-coef", type=float, default=0.001, help="router z-loss coefficient (per layer)")
@@ -73,7 +78,12 @@ def get_args(argv=None):
     ap.add_argument("--log-every", type=int, default=1)
     ap.add_argument("--max-steps", type=int, default=1_000_000)
     ap.add_argument("--max-hours", type=float, default=1e9)
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    # Options written on this command line (a resumed run takes these, and only these, from it).
+    words = sys.argv[1:] if argv is None else argv
+    a.given = sorted({act.dest for act in ap._actions
+                      if any(w == o or w.startswith(o + "=") for o in act.option_strings for w in words)})
+    return a
 
 
 def model_config(a):
@@ -196,7 +206,7 @@ def main():
         cli = vars(a)
         stored = dict(ck["args"])
         for k in RESUMABLE_OVERRIDES:
-            if k in cli:
+            if k in cli["given"] or k not in stored:
                 stored[k] = cli[k]
         a = argparse.Namespace(**stored)
     torch.set_num_threads(a.threads)
@@ -237,6 +247,7 @@ def main():
     t_ckpt = time.time()
     tok_window, time_window = [], []
     L, E = cfg.num_hidden_layers, cfg.num_experts
+    balance_window = getattr(a, "balance_window", 1)  # checkpoints written before the option: 1
     while state["step"] < a.max_steps and not stop["flag"]:
         step = state["step"]
         t0 = time.time()
@@ -245,8 +256,13 @@ def main():
             g["lr"] = lr * g.get("lr_mult", 1.0)
         ids, _ = train.batch(a.seed, step, a.batch, a.seq)
         stats = []
+        window = state.setdefault("balance_counts", [])[-(balance_window - 1):] if balance_window > 1 else []
+        prior = torch.tensor(window, dtype=torch.float32).sum(0) if window else None  # [L, E]
+        for li, layer in enumerate(model.layers):
+            layer.mlp.balance_prior = None if prior is None else prior[li]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(a.bf16)):
-            logits, lb, z = model(ids[:, :-1], mode="capacity", cf=a.capacity_factor, stats=stats)
+            logits, lb, z = model(ids[:, :-1], mode="capacity" if a.capacity_factor > 0 else "dropless",
+                                  cf=a.capacity_factor, stats=stats)
         ce = F.cross_entropy(logits.float().reshape(-1, cfg.vocab_size), ids[:, 1:].reshape(-1))
         loss = ce + a.aux_coef * lb + a.z_coef * z
         opt.zero_grad(set_to_none=True)
@@ -255,6 +271,8 @@ def main():
         opt.step()
         dt = time.time() - t0
         ntok = a.batch * a.seq
+        if balance_window > 1:
+            state["balance_counts"] = (window + [[s["counts"].tolist() for s in stats]])[-(balance_window - 1):]
         state["step"] += 1
         state["tokens"] += ntok
         state["train_seconds"] += dt

@@ -2,7 +2,8 @@
 # After training: export a checkpoint as the shipped demo model and regenerate everything
 # derived from its weights, in order (each step reads the previous one's output):
 #   1. models/olmoe-demo (export.py)          2. validation losses and samples (evaluate.py)
-#   3. routing analysis, trained and at init  4. models/README.md (write_model_readme.py)
+#   3. routing analysis, trained and at init, and its concentration beside the real OLMoE's
+#   4. models/README.md (write_model_readme.py)
 #   5. the three shipped routing traces (tests/demo_traces_test.cc checks they match)
 #   6. the policy sweep (bench/sim_sweep.sh) into bench/results/sim_sweep
 #
@@ -34,10 +35,14 @@ if [[ ! -f $work/init/ckpt.pt ]]; then
 fi
 $py tools/train/analyze_routing.py --model "$work/init/ckpt.pt" --threads 2 --max-seqs 8 \
   --out-md "$work/routing_init.md" --out-json "$work/routing_init.json"
+echo "== routing concentration (every validation token, one domain at a time), beside the real OLMoE's" >&2
+$py tools/train/routing_concentration.py --model "$model" --threads 2 \
+  --real-log "$root/../shared/data/routing/olmoe-1b-7b-0924_layer0_gsm8k_vllm.jsonl" \
+  --out-json "$work/concentration.json" >"$work/concentration.md"
 echo "== models/README.md" >&2
 $py tools/train/write_model_readme.py --model "$model" --eval "$work/eval.json" \
   --routing "$work/routing.md" --routing-init "$work/routing_init.md" \
-  --metrics "$(dirname "$ckpt")/metrics.jsonl" --notes tools/train/model_readme_notes.md
+  --metrics "$(dirname "$ckpt")/metrics.jsonl" --concentration "$work/concentration.json" --notes tools/train/model_readme_notes.md
 echo "== routing traces" >&2
 for spec in sharegpt:sharegpt_v3_filtered_500.json:50 gsm8k:gsm8k_test.jsonl:50 \
   mtbench:mt_bench_question.jsonl:40; do

@@ -170,7 +170,7 @@ def main():
     hours = st.get("train_seconds", 0) / 3600
     w(f"Exported checkpoint: step {fmt_int(st['step'])}, {fmt_int(st['tokens'])} tokens "
       f"({st['tokens'] / tt:.2f} epochs of the training data), {hours:.2f} h of training wall time. "
-      f"Recent throughput {toks_s:.0f} tokens/s (mean of the last steps logged, 2 threads at nice 19 on the shared 2-core machine); "
+      f"Recent throughput {toks_s:.0f} tokens/s (mean of the last steps logged); "
       f"train loss (mean of the last {len(last)} steps) {train_loss:.3f}.\n")
     w(f"**Validation** (exact dropless float32 forward of the exported BF16 weights, first "
       f"{list(ev['val'].values())[0]['tokens']} tokens of each domain's validation split in {targs.get('seq', 256)}-token windows; "

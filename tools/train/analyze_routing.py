@@ -49,7 +49,7 @@ def collect(model, data, domains, seq, max_seqs, bf16):
                     probs = torch.softmax(mod.gate(x).float(), -1)
                     picks.append(torch.topk(probs, mod.c.num_experts_per_tok, -1).indices)
                 hooks.append(L.mlp.register_forward_hook(hook))
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 model(ids, mode="dropless")
             for h in hooks:
                 h.remove()

@@ -152,7 +152,7 @@ def export(ckpt_path, out, tokenizer_path=TOKENIZER):
                "transformers_version": "4.46.0"}, open(os.path.join(out, "generation_config.json"), "w"), indent=2)
     write_tokenizer_files(out, tokenizer_path)
     st = dict(ck["state"])
-    st.pop("balance_counts", None)  # the balancing window's recent counts: optimiser-side state, like AdamW's
+    st.pop("balance_counts", None)  # stop-32 checkpoints kept the balancing window's counts here
     st["train_args"] = {k: v for k, v in ck["args"].items() if k != "given"}
     json.dump(st, open(os.path.join(out, "training_state.json"), "w"), indent=1)
     n = sum(t.numel() for t in tensors.values())

@@ -154,8 +154,7 @@ class SparseMoe(nn.Module):
         if stats is not None or self.training:
             f_e = counts.float() / (N * K)
             if self.balance_prior is not None:
-                prior = self.balance_prior
-                f_e = (counts.float() + prior) / (N * K + prior.sum())
+                f_e = (counts.float() + self.balance_prior) / (N * K + self.balance_prior.sum())
             # The balancing loss trains the router only: its probabilities are recomputed from
             # the detached router input, so a large coefficient cannot distort the rest of the model.
             p_e = torch.softmax(F.linear(x.detach(), self.gate.weight).float(), dim=-1).mean(0) if self.lb_detach \

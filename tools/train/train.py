@@ -28,7 +28,7 @@ RESUMABLE_OVERRIDES = {"threads", "ckpt_minutes", "eval_every", "eval_seqs", "ma
                        "cooldown_start", "cooldown_steps", "log_every", "data"}
 
 
-def get_args(argv=None):
+def parser():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="/var/tmp/moex-train/data")
     ap.add_argument("--out", default="/var/tmp/moex-train/run1")
@@ -78,12 +78,35 @@ def get_args(argv=None):
     ap.add_argument("--log-every", type=int, default=1)
     ap.add_argument("--max-steps", type=int, default=1_000_000)
     ap.add_argument("--max-hours", type=float, default=1e9)
+    return ap
+
+
+def get_args(argv=None):
+    ap = parser()
     a = ap.parse_args(argv)
-    # Options written on this command line (a resumed run takes these, and only these, from it).
-    words = sys.argv[1:] if argv is None else argv
-    a.given = sorted({act.dest for act in ap._actions
-                      if any(w == o or w.startswith(o + "=") for o in act.option_strings for w in words)})
+    if a.capacity_factor < 0:
+        ap.error(f"--capacity-factor {a.capacity_factor}: must be > 0, or 0 for dropless")
+    if a.balance_window < 1:
+        ap.error(f"--balance-window {a.balance_window}: must be at least 1 (1 = this batch alone)")
     return a
+
+
+def given_options(argv=None):
+    """The options written on the command line, abbreviated or not: a resumed run takes these,
+    and only these, of RESUMABLE_OVERRIDES from it."""
+    ap = parser()
+    unset = object()
+    ap.set_defaults(**{k: unset for k in vars(ap.parse_args([]))})
+    return {k for k, v in vars(ap.parse_args(argv)).items() if v is not unset}
+
+
+def resume_args(stored, cli, given):
+    """A checkpoint's arguments, with the overridable ones written on the resuming command."""
+    merged = {k: v for k, v in stored.items() if k != "given"}  # "given": stop-32 checkpoints stored it
+    for k in RESUMABLE_OVERRIDES:
+        if k in given or k not in merged:
+            merged[k] = cli[k]
+    return argparse.Namespace(**merged)
 
 
 def model_config(a):
@@ -150,10 +173,10 @@ def evaluate(model, val, T, max_seqs, bf16):
     return res
 
 
-def save_ckpt(path, model, opt, state, args):
+def save_ckpt(path, model, opt, state, args, balance_counts):
     tmp = path + ".tmp"
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state, "args": vars(args),
-                "config": model.c.to_dict()}, tmp)
+                "config": model.c.to_dict(), "balance_counts": balance_counts}, tmp)
     if os.path.exists(path):
         os.replace(path, path.replace(".pt", ".prev.pt"))
     os.replace(tmp, path)
@@ -203,18 +226,14 @@ def main():
     ck = None
     if os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path, map_location="cpu")
-        cli = vars(a)
-        stored = dict(ck["args"])
-        for k in RESUMABLE_OVERRIDES:
-            if k in cli["given"] or k not in stored:
-                stored[k] = cli[k]
-        a = argparse.Namespace(**stored)
+        a = resume_args(ck["args"], vars(a), given_options())
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     cfg = model_config(a)
     model = Olmoe(cfg)
     opt = torch.optim.AdamW(param_groups(model, a.wd, a.router_lr_mult), lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
     state = {"step": 0, "tokens": 0, "train_seconds": 0.0}
+    balance_counts = []  # [steps][layers][experts] of the last --balance-window - 1 steps
     if ck is None and a.init_from:
         model, state = warm_start(a, model)
         opt = torch.optim.AdamW(param_groups(model, a.wd, a.router_lr_mult), lr=a.lr, betas=(0.9, a.beta2),
@@ -223,6 +242,8 @@ def main():
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         state = ck["state"]
+        # The balancing window's recent expert counts (stop-32 checkpoints kept them in state).
+        balance_counts = ck.get("balance_counts", state.pop("balance_counts", []))
         print(f"resumed from {ckpt_path} at step {state['step']} ({state['tokens']} tokens)", flush=True)
         del ck
     else:
@@ -256,7 +277,7 @@ def main():
             g["lr"] = lr * g.get("lr_mult", 1.0)
         ids, _ = train.batch(a.seed, step, a.batch, a.seq)
         stats = []
-        window = state.setdefault("balance_counts", [])[-(balance_window - 1):] if balance_window > 1 else []
+        window = balance_counts[-(balance_window - 1):] if balance_window > 1 else []
         prior = torch.tensor(window, dtype=torch.float32).sum(0) if window else None  # [L, E]
         for li, layer in enumerate(model.layers):
             layer.mlp.balance_prior = None if prior is None else prior[li]
@@ -272,7 +293,7 @@ def main():
         dt = time.time() - t0
         ntok = a.batch * a.seq
         if balance_window > 1:
-            state["balance_counts"] = (window + [[s["counts"].tolist() for s in stats]])[-(balance_window - 1):]
+            balance_counts = (window + [[s["counts"].tolist() for s in stats]])[-(balance_window - 1):]
         state["step"] += 1
         state["tokens"] += ntok
         state["train_seconds"] += dt
@@ -303,12 +324,12 @@ def main():
             metrics.write(json.dumps(rec) + "\n")
             metrics.flush()
         if time.time() - t_ckpt > a.ckpt_minutes * 60:
-            save_ckpt(ckpt_path, model, opt, state, a)
+            save_ckpt(ckpt_path, model, opt, state, a, balance_counts)
             t_ckpt = time.time()
             print(f"checkpoint step {state['step']} -> {ckpt_path}", flush=True)
         if time.time() - t_start > a.max_hours * 3600:
             break
-    save_ckpt(ckpt_path, model, opt, state, a)
+    save_ckpt(ckpt_path, model, opt, state, a, balance_counts)
     print(f"checkpoint step {state['step']} -> {ckpt_path} (exit)", flush=True)
 
 

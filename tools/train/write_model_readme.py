@@ -139,7 +139,7 @@ def main():
         ("learning rate", lr_schedule_text(targs)),
         ("batch", f"{targs.get('batch')} sequences × {targs.get('seq')} tokens = {targs.get('batch', 0) * targs.get('seq', 0)} tokens/step"),
         ("precision", "fp32 master weights, " + ("bf16 autocast for matmuls, fp32 softmax/norms/loss" if targs.get("bf16", 1)
-                                                  else "fp32 throughout")),
+                                                  else "fp32 throughout in the last run (`--bf16 0`; the status notes say what earlier runs used)")),
         ("router losses", f"load-balancing loss (Switch/OLMoE: E·Σ f_e·P_e per layer) × {targs.get('aux_coef')} (OLMoE: 0.01), router z-loss (mean logsumexp² per layer) × {targs.get('z_coef')}, summed over layers; "
          + (f"f_e counted over the last {targs['balance_window']} steps ({targs['balance_window'] * targs.get('batch', 0)} sequences: global-batch balancing), P_e over this step's batch"
             if targs.get("balance_window", 1) > 1 else "f_e and P_e over each step's batch")),

@@ -69,7 +69,8 @@ def main():
     E, k = model.c.num_experts, model.c.num_experts_per_tok
     R = collect(model, a.data, domains, a.seq, a.max_seqs, False)
     res = {"model": a.model, "step": info.get("step"), "tokens_trained": info.get("tokens"),
-           "tokens": {d: int(len(R[d])) for d in domains}, "domains": {}}
+           "tokens": {d: int(len(R[d])) for d in domains}, "seq": a.seq,
+           "max_seqs": a.max_seqs if a.max_seqs < 1_000_000 else None, "domains": {}}
     for d in domains:
         L = R[d].shape[1]
         res["domains"][d] = [concentration(np.bincount(R[d][:, l].ravel(), minlength=E).astype(float), k)

@@ -38,9 +38,11 @@ def lr_schedule_text(targs):
 def concentration_section(w, c):
     """Per-domain top-8 share / max share / load entropy per layer, beside the real OLMoE's figures."""
     doms = list(c["domains"])
-    per = sorted(set(c["tokens"].values()))
-    toks = (f"the first {per[0]:,} tokens of each domain's validation split" if len(per) == 1
-            else f"every token of each domain's validation split, {sum(c['tokens'].values()):,} in all")
+    # max_seqs: None (or absent, in files written before it was recorded) = the whole split.
+    seq, total = c.get("seq", 256), sum(c["tokens"].values())
+    toks = (f"every {seq}-token window of each domain's validation split, {total:,} tokens in all"
+            if c.get("max_seqs") is None else
+            f"the first {c['max_seqs']} {seq}-token windows of each domain's validation split, {total:,} tokens in all")
     w("**Routing concentration beside the real OLMoE** (`routing_concentration.py`: teacher-forced validation text "
       f"of one domain at a time, every layer; {toks}). Each cell: top-8 share "
       "(the domain's assignments that go to its 8 busiest experts; uniform 12.5 %) / max share (its busiest "

@@ -86,12 +86,8 @@ struct Matrix {
   std::vector<std::byte> bytes;
   std::vector<float> values;
 };
-Matrix MakeMatrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
-  std::vector<float> v = RandomVector(static_cast<size_t>(rows * cols), seed, 1.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      v[static_cast<size_t>(r * cols + c)] *=
-          0.05f * (1.0f + static_cast<float>(r % 5)) * (1.0f + static_cast<float>((c / 16) % 3));
+// `dtype`'s encoding of the row-major values v.
+Matrix MatrixOf(DType dtype, int64_t rows, int64_t cols, const std::vector<float>& v) {
   Matrix m;
   const size_t row = DTypeBytes(dtype, cols);
   m.bytes.resize(row * static_cast<size_t>(rows));
@@ -100,6 +96,14 @@ Matrix MakeMatrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
   m.values.resize(v.size());
   ConvertToF32(m.bytes.data(), dtype, rows * cols, m.values.data());
   return m;
+}
+Matrix MakeMatrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  std::vector<float> v = RandomVector(static_cast<size_t>(rows * cols), seed, 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      v[static_cast<size_t>(r * cols + c)] *=
+          0.05f * (1.0f + static_cast<float>(r % 5)) * (1.0f + static_cast<float>((c / 16) % 3));
+  return MatrixOf(dtype, rows, cols, v);
 }
 
 TensorView View(const char* name, DType dtype, std::vector<int64_t> shape, const Matrix& m) {
@@ -370,6 +374,27 @@ TEST(QuantExpertKernelTest, ChunkBatchAndThreadInvariantBitExact) {
   });
 }
 
+// The expert kernels with int8 activations give the same bits on every SIMD target (see
+// QuantLinearTest.Int8GivesTheSameBitsOnEveryTarget): one token and a batch.
+TEST(QuantExpertKernelTest, Int8GivesTheSameBitsOnEveryTarget) {
+  const ScopedActivationPrecision int8(ActivationPrecision::kInt8);
+  for (DType dtype : BlockDTypes()) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t g = DTypeBlockElems(dtype);
+    const int64_t d = 256, f = 2 * g;
+    const Expert e = MakeExpert(dtype, d, f, 51);
+    for (int64_t n : {int64_t{1}, int64_t{6}}) {
+      const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 52);
+      const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 53);
+      std::vector<std::vector<float>> results;
+      ForEachTarget([&] { results.push_back(RunExpert(e, 0, f, x, n, y0)); });
+      ASSERT_FALSE(results.empty());
+      for (size_t i = 1; i < results.size(); ++i)
+        EXPECT_TRUE(BitEqual(results[0], results[i])) << "n=" << n << " target " << i;
+    }
+  }
+}
+
 // Mixed formats run the gate/up kernel of one and the down kernel of the other over the
 // shared group: the same reference and the same invariances as one format.
 TEST(QuantExpertKernelTest, MixedTypesMatchTheReferenceAndAreInvariant) {
@@ -490,6 +515,53 @@ TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
       }
     }
   });
+}
+
+// With int8 activations every sum is an exact integer, so every SIMD target gives the same
+// bits (AVX3_DL's fused VNNI dot products against AVX2's maddubs pairs): random inputs, and
+// inputs whose products all have the largest magnitude the format reaches (weights and
+// activations of one magnitude, row 0's signs aligned with the activations'). It compares
+// the targets this CPU runs (all three on Zen 4/5 and Ice Lake or later; one on AVX2-only
+// CPUs).
+TEST(QuantLinearTest, Int8GivesTheSameBitsOnEveryTarget) {
+  const ScopedActivationPrecision int8(ActivationPrecision::kInt8);
+  const int64_t out = 19, in = 512, n = 5;
+  for (DType dtype : BlockDTypes()) {
+    SCOPED_TRACE(DTypeName(dtype));
+    for (bool extreme : {false, true}) {
+      SCOPED_TRACE(extreme ? "extreme" : "random");
+      std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 41);
+      Matrix w = MakeMatrix(dtype, out, in, 42);
+      if (extreme) {
+        std::vector<float> v(static_cast<size_t>(out * in));
+        for (int64_t r = 0; r < out; ++r)
+          for (int64_t c = 0; c < in; ++c)
+            v[static_cast<size_t>(r * in + c)] = ((r * c + c) % 3 == 0) ? -1.0f : 1.0f;
+        w = MatrixOf(dtype, out, in, v);
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t c = 0; c < in; ++c)
+            x[static_cast<size_t>(t * in + c)] = (t % 2 == 0 ? 1.0f : -1.0f) * v[c];
+      }
+      std::vector<std::byte> interleaved;
+      if (InterleavedBlockBytes(dtype) != 0)
+        interleaved = InterleaveRows(w.bytes.data(), dtype, out, in);
+      std::vector<std::vector<float>> results;  // Per target: rows, then interleaved.
+      ForEachTarget([&] {
+        std::vector<float> y(static_cast<size_t>(2 * n * out), 0.0f);
+        LinearOutput o{w.bytes.data(), dtype, out, in, y.data(), nullptr};
+        LinearMulti(std::span<const LinearOutput>(&o, 1), x.data(), n);
+        if (!interleaved.empty()) {
+          o.interleaved = interleaved.data();
+          o.y = y.data() + n * out;
+          LinearMulti(std::span<const LinearOutput>(&o, 1), x.data(), n);
+        }
+        results.push_back(std::move(y));
+      });
+      ASSERT_FALSE(results.empty());
+      for (size_t i = 1; i < results.size(); ++i)
+        EXPECT_TRUE(BitEqual(results[0], results[i])) << "target " << i;
+    }
+  }
 }
 
 // The interleaved copy: per group of eight rows and block, the rows' f16 scales, then their

@@ -28,7 +28,7 @@ namespace moex::kernels::HWY_NAMESPACE {
 
 // Down tiles: kDownTokens tokens x kDownCols vectors of output columns for batches, and
 // kSmallCols vectors for one or two tokens (whose FMA chains are latency bound).
-#if HWY_TARGET == HWY_AVX3
+#if MOEX_AVX512_TARGET
 constexpr size_t kDownTokens = 4;
 constexpr size_t kDownCols = 5;   // 20 accumulators + 4 broadcasts + 1 weight of 32.
 constexpr size_t kSmallCols = 8;  // Up to 16 accumulators.

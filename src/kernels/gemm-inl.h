@@ -16,13 +16,14 @@
 
 #include "kernels/decode_order.h"
 #include "kernels/simd-inl.h"
+#include "kernels/simd_config.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moex::kernels::HWY_NAMESPACE {
 
 // Register tile: kTileRows weight rows x kTileTokens tokens of accumulators.
 constexpr size_t kTileRows = 4;
-#if HWY_TARGET == HWY_AVX3
+#if MOEX_AVX512_TARGET
 constexpr size_t kTileTokens = 6;  // 24 accumulators + 6 inputs + 1 weight of 32 registers.
 #elif HWY_TARGET == HWY_AVX2
 constexpr size_t kTileTokens = 2;  // 16 registers.
@@ -32,7 +33,7 @@ constexpr size_t kTileTokens = 2;
 // Batches up to this size stream weights straight from memory (no scratch), kDirectRows
 // rows at a time: more concurrent streams keep more cache lines in flight per core.
 constexpr size_t kDirectMaxTokens = 2;
-#if HWY_TARGET == HWY_AVX3
+#if MOEX_AVX512_TARGET
 constexpr size_t kDirectRows = 8;  // Measured: ~20 % more decode bandwidth than 4.
 #else
 constexpr size_t kDirectRows = 4;  // 16 registers: 8 rows x 2 tokens would spill.

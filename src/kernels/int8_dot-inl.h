@@ -17,7 +17,10 @@
 // operations in the same order whatever the tile of rows and tokens it is computed in, so
 // the batch, thread and chunk invariances of quant_expert_ffn.cc hold in this mode too.
 //
-// The x86 intrinsics are the AVX2 ones (every compiled target has them: AVX2 and AVX3).
+// The x86 intrinsics are the AVX2 ones (every compiled target has them). On the AVX3_DL
+// target (AVX512-VNNI: Zen 4/5, Ice Lake and later) the byte and int16 dot products that
+// feed an int32 sum are one fused instruction each (vpdpbusd, vpdpwssd; AddDotU and
+// AddMadd below): the same integers, so every target gives the same bits.
 // Included once per Highway target, hence the toggle guard.
 #if defined(MOEX_KERNELS_INT8_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOEX_KERNELS_INT8_DOT_INL_H_
@@ -153,6 +156,34 @@ HWY_INLINE __m256i Widen(__m256i pairs) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+// acc + (sum of the four products u·q per 32-bit lane), u unsigned and q signed bytes; and
+// acc + madd(a, b) (int16 pairs). With VNNI one instruction each. Written as EVEX assembly:
+// Highway's AVX3_DL target string also enables AVX-VNNI, for which GCC would emit the VEX
+// encoding that CPUs with AVX512-VNNI but without AVX-VNNI (Zen 4, Ice Lake) do not have.
+// Without VNNI maddubs pairs the products in int16 first; the code ranges used here keep
+// those pair sums below 2^15 (see MulU), so both forms give the same integers.
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_INLINE __m256i AddDotU(__m256i acc, __m256i u, __m256i q) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(q));
+  return acc;
+}
+HWY_INLINE __m256i AddMadd(__m256i acc, __m256i a, __m256i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+  return acc;
+}
+#else
+HWY_INLINE __m256i AddDotU(__m256i acc, __m256i u, __m256i q) {
+  return _mm256_add_epi32(acc, Widen(MulU(u, q)));
+}
+HWY_INLINE __m256i AddMadd(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+#endif
+// Signed codes w: |w| times q with w's sign, as MulS.
+HWY_INLINE __m256i AddDotS(__m256i acc, __m256i w, __m256i q) {
+  return AddDotU(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
+}
+
 // Sum of the 8 lanes in a fixed order.
 HWY_INLINE float HSum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -186,7 +217,8 @@ struct Block32Kernel {
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const __m256i qx = Load32(x[t].q);
-        const __m256i p = Widen(Q::kSigned ? MulS(c, qx) : MulU(c, qx));
+        const __m256i zero = _mm256_setzero_si256();
+        const __m256i p = Q::kSigned ? AddDotS(zero, c, qx) : AddDotU(zero, c, qx);
         const float dx = x[t].d[0];
         acc[r * T + t] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * dx), acc[r * T + t]);
@@ -236,8 +268,10 @@ struct Block32Kernel {
           const __m256i qx = Load32(x[t].q + 32 * k);
           __m256i p[8];
 #pragma GCC unroll 8
-          for (size_t r = 0; r < 8; ++r)
-            p[r] = Widen(Q::kSigned && Q::kBias == 0 ? MulS(c[r], qx) : MulU(c[r], qx));
+          for (size_t r = 0; r < 8; ++r) {
+            const __m256i zero = _mm256_setzero_si256();
+            p[r] = Q::kSigned && Q::kBias == 0 ? AddDotS(zero, c[r], qx) : AddDotU(zero, c[r], qx);
+          }
           // hadd pairs lanes within 128-bit halves; two rounds leave row r's half-sums in lane
           // r % 4 of each half, and adding the halves finishes them.
           const __m256i a01 = _mm256_hadd_epi32(p[0], p[1]), a23 = _mm256_hadd_epi32(p[2], p[3]);
@@ -435,9 +469,8 @@ struct KernelK45 {
                       s_hi = BroadcastI16(scales, hi_j, hi_j);
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
-          const __m256i a = _mm256_madd_epi16(MulU(lo, Load32(x[t].q + 64 * j)), s_lo);
-          const __m256i c = _mm256_madd_epi16(MulU(hi, Load32(x[t].q + 64 * j + 32)), s_hi);
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(a, c));
+          isum[t] = AddMadd(isum[t], MulU(lo, Load32(x[t].q + 64 * j)), s_lo);
+          isum[t] = AddMadd(isum[t], MulU(hi, Load32(x[t].q + 64 * j + 32)), s_hi);
         }
       }
 #pragma GCC unroll 8
@@ -504,8 +537,7 @@ struct Kernel<QuantFormat::kQ6_K> {
               BroadcastI16(half_scales, static_cast<int>(2 * p), static_cast<int>(2 * p + 1));
 #pragma GCC unroll 8
           for (size_t t = 0; t < T; ++t) {
-            isum[t] = _mm256_add_epi32(isum[t],
-                                       _mm256_madd_epi16(MulU(c[p], Load32(x[t].q + 32 * k)), s));
+            isum[t] = AddMadd(isum[t], MulU(c[p], Load32(x[t].q + 32 * k)), s);
           }
         }
       }
@@ -587,8 +619,7 @@ struct KernelK23 {
               BroadcastI16(half_scales, static_cast<int>(2 * j), static_cast<int>(2 * j + 1));
 #pragma GCC unroll 8
           for (size_t t = 0; t < T; ++t) {
-            isum[t] =
-                _mm256_add_epi32(isum[t], _mm256_madd_epi16(MulU(c, Load32(x[t].q + 32 * k)), s));
+            isum[t] = AddMadd(isum[t], MulU(c, Load32(x[t].q + 32 * k)), s);
           }
         }
       }
@@ -631,8 +662,7 @@ struct Kernel<QuantFormat::kIQ4_XS> {
         const __m256i c = Lookup16(kIq4Book, b[r] + 8 + 16 * s);
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
-          isum[t] =
-              _mm256_add_epi32(isum[t], _mm256_madd_epi16(MulS(c, Load32(x[t].q + 32 * s)), scale));
+          isum[t] = AddMadd(isum[t], MulS(c, Load32(x[t].q + 32 * s)), scale);
         }
       }
 #pragma GCC unroll 8
@@ -684,15 +714,26 @@ struct Interleaved8<QuantFormat::kQ4_0> {
       const int8_t* q = x[t].q + 32 * k;
       // Unsigned codes (0..15) times q: each pair sum is at most 2 * 15 * 127, so the eight
       // int16 additions stay below 2^15.
+      // With VNNI the products go straight into int32 lanes instead (the same sums).
+#if HWY_TARGET == HWY_AVX3_DL
+      __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (size_t j = 0; j < 4; ++j) {
+        sum = AddDotU(sum, lo[j], Broadcast4(q + 4 * j));
+        sum = AddDotU(sum, hi[j], Broadcast4(q + 16 + 4 * j));
+      }
+#else
       __m256i s16 = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (size_t j = 0; j < 4; ++j) {
         s16 = _mm256_add_epi16(s16, MulU(lo[j], Broadcast4(q + 4 * j)));
         s16 = _mm256_add_epi16(s16, MulU(hi[j], Broadcast4(q + 16 + 4 * j)));
       }
+      const __m256i sum = Widen(s16);
+#endif
       // The codes' offset: sum (c - 8) q = sum c q - 8 sum q.
       const int qsum = x[t].s[2 * k] + x[t].s[2 * k + 1];
-      const __m256i isum = _mm256_sub_epi32(Widen(s16), _mm256_set1_epi32(Q4_0Codes::kBias * qsum));
+      const __m256i isum = _mm256_sub_epi32(sum, _mm256_set1_epi32(Q4_0Codes::kBias * qsum));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[k])), acc[t]);
     }
@@ -714,8 +755,7 @@ struct Interleaved8<QuantFormat::kQ8_0> {
       // Signed codes: a pair sum reaches 2 * 128 * 127, so each chunk widens to int32 alone.
       __m256i isum = _mm256_setzero_si256();
 #pragma GCC unroll 8
-      for (size_t j = 0; j < 8; ++j)
-        isum = _mm256_add_epi32(isum, Widen(MulS(c[j], Broadcast4(q + 4 * j))));
+      for (size_t j = 0; j < 8; ++j) isum = AddDotS(isum, c[j], Broadcast4(q + 4 * j));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                _mm256_mul_ps(d, _mm256_set1_ps(x[t].d[k])), acc[t]);
     }

@@ -26,7 +26,8 @@ class ThreadPool;
 
 namespace moex::kernels {
 
-// The SIMD target chosen at run time ("AVX3" = AVX-512, "AVX2", "SCALAR"), for reports.
+// The SIMD target chosen at run time ("AVX3_DL" = AVX-512 with VNNI, "AVX3" = AVX-512,
+// "AVX2"), for reports.
 std::string SimdTargetName();
 // Highway target bits (HWY_AVX3, ...) compiled into the kernels and supported by this CPU,
 // best first. Tests pin each in turn with hwy::SetSupportedTargetsForTest.

@@ -263,7 +263,7 @@ struct Fused {
 // 16-entry codebook lookup (iq4 levels, FP4 values) of 4-bit indices.
 HWY_INLINE VF Lookup16(const float* table, hn::Vec<DI> idx) {
   const DF df;
-#if HWY_TARGET == HWY_AVX3
+#if MOEX_AVX512_TARGET
   return hn::TableLookupLanes(hn::LoadU(df, table), hn::IndicesFromVec(df, idx));
 #else
   return hn::GatherIndex(df, table, idx);

@@ -531,17 +531,16 @@ TEST(QuantLinearTest, Int8GivesTheSameBitsOnEveryTarget) {
     for (bool extreme : {false, true}) {
       SCOPED_TRACE(extreme ? "extreme" : "random");
       std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 41);
-      Matrix w = MakeMatrix(dtype, out, in, 42);
+      std::vector<float> signs(static_cast<size_t>(out * in));
+      for (int64_t r = 0; r < out; ++r)
+        for (int64_t c = 0; c < in; ++c)
+          signs[static_cast<size_t>(r * in + c)] = ((r * c + c) % 3 == 0) ? -1.0f : 1.0f;
       if (extreme) {
-        std::vector<float> v(static_cast<size_t>(out * in));
-        for (int64_t r = 0; r < out; ++r)
-          for (int64_t c = 0; c < in; ++c)
-            v[static_cast<size_t>(r * in + c)] = ((r * c + c) % 3 == 0) ? -1.0f : 1.0f;
-        w = MatrixOf(dtype, out, in, v);
         for (int64_t t = 0; t < n; ++t)
           for (int64_t c = 0; c < in; ++c)
-            x[static_cast<size_t>(t * in + c)] = (t % 2 == 0 ? 1.0f : -1.0f) * v[c];
+            x[static_cast<size_t>(t * in + c)] = (t % 2 == 0 ? 1.0f : -1.0f) * signs[c];
       }
+      const Matrix w = extreme ? MatrixOf(dtype, out, in, signs) : MakeMatrix(dtype, out, in, 42);
       std::vector<std::byte> interleaved;
       if (InterleavedBlockBytes(dtype) != 0)
         interleaved = InterleaveRows(w.bytes.data(), dtype, out, in);

@@ -37,7 +37,7 @@ def collect(model, data, domains, seq, max_seqs, bf16):
     out = {}
     for d in domains:
         a = np.load(os.path.join(data, f"{d}.val.npy")).astype(np.int64)
-        n = min(max_seqs, len(a) // seq)
+        n = len(a) // seq if max_seqs is None else min(max_seqs, len(a) // seq)
         rows = []
         for i in range(n):
             ids = torch.from_numpy(a[i * seq:(i + 1) * seq])[None]

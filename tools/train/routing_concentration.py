@@ -55,13 +55,15 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", default="/var/tmp/moex-train/data")
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--max-seqs", type=int, default=1_000_000, help="sequences per domain (default: all)")
+    ap.add_argument("--max-seqs", type=int, default=None, help="sequences per domain (default: all)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--real-log", default=None, help="vLLM routing log of the real OLMoE (layer 0)")
     ap.add_argument("--real-warmup-rows", type=int, default=2048,
                     help="rows of the log's warm-up requests to drop (SOURCES.md: 2,048)")
     ap.add_argument("--out-json", default=None)
     a = ap.parse_args()
+    if a.max_seqs is not None and a.max_seqs < 1:
+        ap.error("--max-seqs must be at least 1")
     torch.set_num_threads(a.threads)
     meta = json.load(open(os.path.join(a.data, "meta.json")))
     domains = list(meta["domains"])
@@ -70,7 +72,7 @@ def main():
     R = collect(model, a.data, domains, a.seq, a.max_seqs, False)
     res = {"model": a.model, "step": info.get("step"), "tokens_trained": info.get("tokens"),
            "tokens": {d: int(len(R[d])) for d in domains}, "seq": a.seq,
-           "max_seqs": a.max_seqs if a.max_seqs < 1_000_000 else None, "domains": {}}
+           "max_seqs": a.max_seqs, "domains": {}}
     for d in domains:
         L = R[d].shape[1]
         res["domains"][d] = [concentration(np.bincount(R[d][:, l].ravel(), minlength=E).astype(float), k)

@@ -538,7 +538,8 @@ TEST_F(GgufModelTest, ExpertWeightsScaleHasLlamaCppsMeaning) {
 
 // llama.cpp computes with every tensor it knows, so a tensor moex would not read means a
 // different model: the load fails naming it. Unknown names, known ones this architecture
-// does not use here, and llama.cpp's per-matrix .scale tensors (not supported yet) alike.
+// does not use here, and llama.cpp's .input_scale tensors alike (its .scale tensors:
+// tests/gguf_scale_tensors_test.cc).
 TEST_F(GgufModelTest, TensorsMoexDoesNotReadAreRefusedByName) {
   const ModelConfig config = TinyConfig(Arch::kMixtral);
   WriteGgufModel(config, TinyWeights(config, DType::kBF16), nullptr, Path("m.gguf"));
@@ -547,8 +548,8 @@ TEST_F(GgufModelTest, TensorsMoexDoesNotReadAreRefusedByName) {
   for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
            {"rope_freqs.weight", {config.head_dim / 2}},
            {"blk.0.attn_q_norm.weight", {d}},
-           {"blk.1.attn_q.scale", {1}},
-           {"blk.0.ffn_down_exps.scale", {config.num_experts}},
+           {"blk.1.attn_q.input_scale", {1}},
+           {"blk.0.attn_q_norm.scale", {1}},
            {"blk.0.future_thing.weight", {d}}}) {
     SCOPED_TRACE(name);
     GgufEdit edit;

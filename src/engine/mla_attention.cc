@@ -148,7 +148,7 @@ void Transformer::MlaAttention(int layer, std::span<const BatchItem> items, int6
           std::memcpy(&attn_[(t * H + h) * v_dim], out + t * v_dim, sizeof(float) * v_dim);
       },
       T * std::max(lat, v_dim));
-  kernels::Linear(*L.o, attn_.data(), total, proj_.data());
+  kernels::Linear(*L.o, attn_.data(), total, proj_.data(), nullptr, L.o_scale);
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }
 

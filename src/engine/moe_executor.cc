@@ -47,14 +47,20 @@ float* ExpertBatch::outputs_of(int32_t e) {
   return &y_[static_cast<size_t>(begin_[static_cast<size_t>(e)] * d_)];
 }
 
-void ExpertBatch::Combine(const Routing& r, float* out, const float* down_bias) const {
+void ExpertBatch::Combine(const Routing& r, float* out, const float* down_bias,
+                          const float* down_scale) const {
   for (int64_t t = 0; t < r.n_tokens; ++t) {
     float* o = out + t * d_;
     for (int k = 0; k < r.top_k; ++k) {
       const size_t s = static_cast<size_t>(t * r.top_k + k);
       const float w = r.weights[s];
       const float* y = &y_[static_cast<size_t>(row_of_slot_[s] * d_)];
-      if (down_bias != nullptr) {
+      if (down_scale != nullptr) {
+        const float scale = down_scale[r.ids[s]];
+        const float* b =
+            down_bias != nullptr ? down_bias + static_cast<int64_t>(r.ids[s]) * d_ : nullptr;
+        for (int64_t j = 0; j < d_; ++j) o[j] += w * (scale * y[j] + (b != nullptr ? b[j] : 0.0f));
+      } else if (down_bias != nullptr) {
         const float* b = down_bias + static_cast<int64_t>(r.ids[s]) * d_;
         for (int64_t j = 0; j < d_; ++j) o[j] += w * (y[j] + b[j]);
       } else {
@@ -70,8 +76,10 @@ kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config) {
   return act;
 }
 
-void SetExpertBiases(const LayerWeights& layer, int64_t neurons, int32_t expert, int64_t begin,
-                     kernels::ExpertJob* job) {
+void SetExpertBiasesAndScales(const LayerWeights& layer, int64_t neurons, int32_t expert,
+                              int64_t begin, kernels::ExpertJob* job) {
+  if (!layer.expert_gate_scale.empty()) job->gate_scale = layer.expert_gate_scale[expert];
+  if (!layer.expert_up_scale.empty()) job->up_scale = layer.expert_up_scale[expert];
   if (layer.expert_gate_bias.empty()) return;
   const size_t at = static_cast<size_t>(expert * neurons + begin);
   job->gate_bias = layer.expert_gate_bias.data() + at;
@@ -82,6 +90,9 @@ namespace {
 
 const float* DownBias(const LayerWeights& layer) {
   return layer.expert_down_bias.empty() ? nullptr : layer.expert_down_bias.data();
+}
+const float* DownScale(const LayerWeights& layer) {
+  return layer.expert_down_scale.empty() ? nullptr : layer.expert_down_scale.data();
 }
 
 }  // namespace
@@ -131,12 +142,12 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
     job.x = batch_.inputs_of(e);
     job.n = batch_.tokens_of(e);
     job.y = batch_.outputs_of(e);
-    SetExpertBiases(L, shape.neurons, e, 0, &job);
+    SetExpertBiasesAndScales(L, shape.neurons, e, 0, &job);
     jobs.push_back(job);
   }
   kernels::ExpertFfn(jobs, L.expert_shape.Encoding(), shape.hidden_size, ThreadPool::Global(),
                      ExpertActivationOf(model_.config));
-  batch_.Combine(routing, out, DownBias(L));
+  batch_.Combine(routing, out, DownBias(L), DownScale(L));
   expert_uses_ += static_cast<int64_t>(jobs.size());
 }
 
@@ -226,13 +237,13 @@ void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, 
       job.x = batch_.inputs_of(t.expert);
       job.n = batch_.tokens_of(t.expert);
       job.y = batch_.outputs_of(t.expert);
-      SetExpertBiases(L, shape.neurons, t.expert, t.neuron_begin, &job);
+      SetExpertBiasesAndScales(L, shape.neurons, t.expert, t.neuron_begin, &job);
       jobs.push_back(job);
     }
     kernels::ExpertFfn(jobs, L.expert_shape.Encoding(), shape.hidden_size, ThreadPool::Global(),
                        act);
   });
-  batch_.Combine(routing, out, DownBias(L));
+  batch_.Combine(routing, out, DownBias(L), DownScale(L));
 }
 
 nlohmann::json OffloadMoeExecutor::MetricsJson() const {

@@ -61,8 +61,10 @@ class ExpertBatch {
   const float* inputs_of(int32_t expert) const;
   float* outputs_of(int32_t expert);
   // out[t] += w[t, k] * y_{ids[t, k]}[row of t], tokens in order, k in rank order; with
-  // `down_bias` ([E, d], gpt-oss) each expert output is y + bias before it is weighted.
-  void Combine(const Routing& routing, float* out, const float* down_bias = nullptr) const;
+  // `down_scale` ([E], llama.cpp's per-expert .scale) and `down_bias` ([E, d], gpt-oss)
+  // each expert output is scale * y + bias before it is weighted.
+  void Combine(const Routing& routing, float* out, const float* down_bias = nullptr,
+               const float* down_scale = nullptr) const;
 
  private:
   int64_t d_ = 0;
@@ -75,9 +77,10 @@ class ExpertBatch {
 
 // The expert activation of `config` (gpt-oss's clamped SwiGLU or plain SwiGLU).
 kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config);
-// Sets job's gate/up bias pointers for neurons [begin, ...) of `expert` (gpt-oss).
-void SetExpertBiases(const LayerWeights& layer, int64_t neurons, int32_t expert, int64_t begin,
-                     kernels::ExpertJob* job);
+// Sets job's gate/up bias pointers for neurons [begin, ...) of `expert` (gpt-oss) and its
+// gate/up scales (files with llama.cpp's per-expert .scale tensors).
+void SetExpertBiasesAndScales(const LayerWeights& layer, int64_t neurons, int32_t expert,
+                              int64_t begin, kernels::ExpertJob* job);
 
 // All experts resident in host memory, packed neuron-major at construction.
 class ResidentMoeExecutor : public MoeExecutor {

@@ -101,7 +101,7 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
        normed_.data());
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.vocab_size));
   kernels::Linear(*model_.lm_head, normed_.data(), static_cast<int64_t>(rows.size()), logits.data(),
-                  BiasOrNull(model_.lm_head_bias));
+                  BiasOrNull(model_.lm_head_bias), model_.lm_head_scale);
   return logits;
 }
 
@@ -186,9 +186,10 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
 
   Norm(hidden_.data(), L.attn_norm, L.attn_norm_bias, total, normed_.data());
   // q, k and v in one parallel region: one fork/join per layer instead of three.
-  const kernels::LinearOutput qkv[] = {kernels::OutputOf(*L.q, q_.data(), BiasOrNull(L.q_bias)),
-                                       kernels::OutputOf(*L.k, k_.data(), BiasOrNull(L.k_bias)),
-                                       kernels::OutputOf(*L.v, v_.data(), BiasOrNull(L.v_bias))};
+  const kernels::LinearOutput qkv[] = {
+      kernels::OutputOf(*L.q, q_.data(), BiasOrNull(L.q_bias), L.q_scale),
+      kernels::OutputOf(*L.k, k_.data(), BiasOrNull(L.k_bias), L.k_scale),
+      kernels::OutputOf(*L.v, v_.data(), BiasOrNull(L.v_bias), L.v_scale)};
   kernels::LinearMulti(qkv, normed_.data(), total);
   if (c.qk_norm) {
     if (c.qk_norm_per_head) {  // Qwen3: each head normalised on its own.
@@ -235,7 +236,7 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
                        &attn_[static_cast<size_t>(row * q_dim)], extras);
     row += n;
   }
-  kernels::Linear(*L.o, attn_.data(), total, proj_.data(), BiasOrNull(L.o_bias));
+  kernels::Linear(*L.o, attn_.data(), total, proj_.data(), BiasOrNull(L.o_bias), L.o_scale);
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }
 

@@ -206,6 +206,10 @@ void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes, const Exp
     float g[kSmallBatch], u[kSmallBatch];
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&gate, xs, n, d, g, 1);
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&up, xs, n, d, u, 1);
+    if (job.gate_scale != 1.0f || job.up_scale != 1.0f) {
+      for (size_t t = 0; t < n; ++t) g[t] *= job.gate_scale;
+      for (size_t t = 0; t < n; ++t) u[t] *= job.up_scale;
+    }
     if (job.gate_bias != nullptr) {
       for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
       for (size_t t = 0; t < n; ++t) u[t] += job.up_bias[i];
@@ -261,7 +265,8 @@ void ExpertFfnT(std::span<const ExpertJob> jobs, size_t d, ThreadPool& pool,
     const float* gb = job.gate_bias != nullptr ? job.gate_bias + a : nullptr;
     const float* ub = job.up_bias != nullptr ? job.up_bias + a : nullptr;
     for (size_t t = 0; t < n; ++t)
-      GatedActArray(act.limit, act.alpha, g + t * 2 * m + a, g + t * 2 * m + m + a, b - a, gb, ub);
+      GatedActArray(act.limit, act.alpha, g + t * 2 * m + a, g + t * 2 * m + m + a, b - a, gb, ub,
+                    job.gate_scale, job.up_scale);
   };
   const auto down = [&](size_t j, size_t c0, size_t c1) {
     const ExpertJob& job = jobs[j];

@@ -99,6 +99,22 @@ namespace moex::kernels {
 
 HWY_EXPORT(LinearMultiImpl);
 
+namespace {
+
+// y = scale * y + bias for an output that ran without its bias.
+void ApplyScale(const LinearOutput& o, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    float* y = o.y + t * o.out;
+    if (o.bias != nullptr) {
+      for (int64_t r = 0; r < o.out; ++r) y[r] = o.scale * y[r] + o.bias[r];
+    } else {
+      for (int64_t r = 0; r < o.out; ++r) y[r] *= o.scale;
+    }
+  }
+}
+
+}  // namespace
+
 void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, ThreadPool& pool) {
   Check(n >= 0, "Linear: negative batch");
   for (const LinearOutput& o : outs) {
@@ -108,6 +124,20 @@ void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, 
           o.in, " is not a multiple of ", DTypeBlockElems(o.dtype));
   }
   if (n == 0 || outs.empty()) return;
+  // Scaled outputs (rare: files with llama.cpp's .scale tensors) run without their bias,
+  // which is added after the scale, as llama.cpp does.
+  const auto scaled = [](const LinearOutput& o) { return o.scale != 1.0f; };
+  if (std::any_of(outs.begin(), outs.end(), scaled)) {
+    std::vector<LinearOutput> unscaled(outs.begin(), outs.end());
+    for (LinearOutput& o : unscaled) {
+      if (o.scale != 1.0f) o.bias = nullptr;
+      o.scale = 1.0f;
+    }
+    LinearMulti(unscaled, x, n, pool);
+    for (const LinearOutput& o : outs)
+      if (o.scale != 1.0f) ApplyScale(o, n);
+    return;
+  }
   // Block formats other than q8_0 go to the block kernels (quant_expert_ffn.cc), one output
   // at a time; with int8 activations all of them (q8_0 included) in one region with x
   // rounded once. Outputs are independent, so splitting a call changes no bits.

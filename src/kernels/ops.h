@@ -53,16 +53,20 @@ struct LinearOutput {
   const float* bias = nullptr;
   // w regrouped for the int8 kernels (TensorView::interleaved), or null.
   const std::byte* interleaved = nullptr;
+  // y = scale * (x W^T) + bias: llama.cpp's per-matrix `.scale` tensor (docs/formats.md), 1
+  // when the file has none.
+  float scale = 1.0f;
 };
-inline LinearOutput OutputOf(const TensorView& w, float* y, const float* bias = nullptr) {
-  return {w.data, w.dtype, w.rows(), w.cols(), y, bias, w.interleaved};
+inline LinearOutput OutputOf(const TensorView& w, float* y, const float* bias = nullptr,
+                             float scale = 1.0f) {
+  return {w.data, w.dtype, w.rows(), w.cols(), y, bias, w.interleaved, scale};
 }
 // The same bits as one Linear per output, in one parallel region instead of several.
 void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n);
 void LinearMulti(std::span<const LinearOutput> outs, const float* x, int64_t n, ThreadPool& pool);
 inline void Linear(const TensorView& w, const float* x, int64_t n, float* y,
-                   const float* bias = nullptr) {
-  const LinearOutput o = OutputOf(w, y, bias);
+                   const float* bias = nullptr, float scale = 1.0f) {
+  const LinearOutput o = OutputOf(w, y, bias, scale);
   LinearMulti(std::span<const LinearOutput>(&o, 1), x, n);
 }
 
@@ -83,6 +87,9 @@ struct ExpertJob {
   float* y = nullptr;  // [n, d_model] accumulator, updated in place.
   const float* gate_bias = nullptr;  // [neuron_count] for the range's neurons, or null.
   const float* up_bias = nullptr;    // The same for up (both set or both null).
+  // The expert's gate and up outputs are multiplied by these before the biases and the
+  // activation (llama.cpp's per-expert `.scale` tensors); 1 without them.
+  float gate_scale = 1.0f, up_scale = 1.0f;
 };
 // The gated activation h = act(g, u) of routed experts: SwiGLU silu(g) * u (limit 0), or
 // gpt-oss's clamped form (u' + 1) * g' * sigmoid(alpha g') with g' = min(g, limit) and

@@ -659,9 +659,14 @@ struct Groups {
   }
 };
 
-// h = act(gate + bias, up + bias) of neuron i for n tokens: g[t] gate, g[n + t] up.
+// h = act(scale * gate + bias, scale * up + bias) of neuron i for n tokens: g[t] gate,
+// g[n + t] up.
 HWY_INLINE void Activate(const ExpertJob& job, const ExpertActivation& act, size_t i, float* g,
                          size_t n) {
+  if (job.gate_scale != 1.0f || job.up_scale != 1.0f) {
+    for (size_t t = 0; t < n; ++t) g[t] *= job.gate_scale;
+    for (size_t t = 0; t < n; ++t) g[n + t] *= job.up_scale;
+  }
   if (job.gate_bias != nullptr) {
     for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
     for (size_t t = 0; t < n; ++t) g[n + t] += job.up_bias[i];
@@ -700,7 +705,7 @@ void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job
           float* gate = gu + t * 2 * count;
           GatedActArray(act.limit, act.alpha, gate, gate + count, count,
                         job.gate_bias ? job.gate_bias + a0 : nullptr,
-                        job.up_bias ? job.up_bias + a0 : nullptr);
+                        job.up_bias ? job.up_bias + a0 : nullptr, job.gate_scale, job.up_scale);
           std::copy(gate, gate + count, h + t * ldh + a0);
         }
       }

@@ -220,11 +220,17 @@ HWY_INLINE VF ClampedSwiGluVec(DF df, VF g, VF u, VF limit, VF alpha) {
 }
 
 // gate[i] = act(gate[i] (+ gate_bias[i]), up[i] (+ up_bias[i])), i < n (biases may be null;
-// the bias adds are plain f32 adds, as torch's x @ W + b). The tail goes through a padded
-// vector, as SiluMulArray.
+// the bias adds are plain f32 adds, as torch's x @ W + b). With scales other than 1 (llama.cpp's
+// per-expert .scale), gate and up are multiplied by them first. The tail goes through a
+// padded vector, as SiluMulArray.
 HWY_INLINE void GatedActArray(float limit, float alpha, float* HWY_RESTRICT gate,
                               float* HWY_RESTRICT up, size_t n, const float* gate_bias,
-                              const float* up_bias) {
+                              const float* up_bias, float gate_scale = 1.0f,
+                              float up_scale = 1.0f) {
+  if (gate_scale != 1.0f || up_scale != 1.0f) {
+    for (size_t i = 0; i < n; ++i) gate[i] *= gate_scale;
+    for (size_t i = 0; i < n; ++i) up[i] *= up_scale;
+  }
   if (gate_bias != nullptr) {
     for (size_t i = 0; i < n; ++i) gate[i] += gate_bias[i];
     for (size_t i = 0; i < n; ++i) up[i] += up_bias[i];

@@ -7,7 +7,10 @@
 namespace moex {
 
 TensorNames DeepseekMlaTensorNames() {
-  return DeepseekMoeTensorNames();
+  TensorNames n = DeepseekMoeTensorNames();
+  // llama.cpp's MLA graph multiplies attn_q without its .scale (only attn_output's is used).
+  n.q_scale.clear();
+  return n;
 }
 
 }  // namespace moex

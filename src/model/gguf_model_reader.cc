@@ -193,6 +193,13 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     if (parts.size() == 4) {
       const auto exps = std::find(kExpsStems.begin(), kExpsStems.end(), stem);
+      if (exps != kExpsStems.end() && suffix == "scale") {
+        // One scale per expert, kept stacked ([E]) under the HF experts' prefix.
+        const int mat = static_cast<int>(exps - kExpsStems.begin());
+        Add(LayerPrefix(l) + names.expert_prefix + names.expert_mats[mat] + ".scale",
+            *f.FindTensor(info.name));
+        continue;
+      }
       if (exps != kExpsStems.end() && suffix == "weight") {
         const TensorView& t = *expert_tensor(info.name);
         Check(t.shape.size() == 3 && t.shape[0] == config.num_experts && t.shape[1] > 0 &&
@@ -217,6 +224,7 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         Entry& entry = Add(LayerPrefix(l) + hf->second + "." + suffix, t);
         // llama.cpp declares Qwen2-MoE's shared-expert gate as a vector [d]; the HF tensor
         // (and moex) is the matrix [1, d]: same values.
+        if (suffix == "scale") continue;  // A scalar: no reshape, no permutation.
         if (stem == "ffn_gate_inp_shexp" && t.shape.size() == 1) entry.view.shape = {1, t.shape[0]};
         if (permutes && (stem == "attn_q" || stem == "attn_k")) {
           const int heads = stem == "attn_q" ? config.num_heads : config.num_kv_heads;

@@ -44,8 +44,9 @@ std::optional<int> ParseIndex(std::string_view s);
 // The dot-separated parts of a tensor name.
 std::vector<std::string_view> Split(std::string_view s);
 
+// "scale": llama.cpp's optional per-matrix output scale ([1], or [E] for stacked experts).
 inline bool IsSuffix(std::string_view s) {
-  return s == "weight" || s == "bias";
+  return s == "weight" || s == "bias" || s == "scale";
 }
 
 inline std::string LayerPrefix(int layer) {

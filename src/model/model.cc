@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
@@ -30,6 +31,7 @@ class UseRecorder : public WeightSource {
   }
   std::vector<std::string> Names() const override { return source_.Names(); }
   std::string Describe() const override { return source_.Describe(); }
+  std::string FileName(const std::string& name) const override { return source_.FileName(name); }
 
   // The source's tensors never asked for, and those it could not map, by file name.
   std::vector<std::string> Unused() const {
@@ -46,6 +48,26 @@ class UseRecorder : public WeightSource {
 
 std::vector<float> LoadF32(const WeightSource& w, const std::string& name, int64_t size) {
   return TensorToF32(w.Get(name, {size}));
+}
+
+// llama.cpp's optional output scales (`count` values, finite), or nothing when the file has
+// none. An empty name (llama.cpp does not apply this scale for the architecture) is never
+// looked up, so a file that carries one is refused as a tensor moex does not read.
+std::vector<float> OptionalScales(const WeightSource& w, const std::string& name, int64_t count) {
+  const TensorView* t = name.empty() ? nullptr : w.Find(name);
+  if (t == nullptr) return {};
+  Check(t->shape == std::vector<int64_t>{count}, "tensor '", w.FileName(name), "' in ",
+        w.Describe(), " has shape ", ShapeString(t->shape), ", expected [", count, "]");
+  std::vector<float> scales = TensorToF32(*t);
+  for (const float s : scales)
+    Check(std::isfinite(s), "tensor '", w.FileName(name), "' in ", w.Describe(),
+          " holds a non-finite scale (", s, ")");
+  return scales;
+}
+
+float OptionalScale(const WeightSource& w, const std::string& name) {
+  const std::vector<float> s = OptionalScales(w, name, 1);
+  return s.empty() ? 1.0f : s[0];
 }
 
 const TensorView* Matrix(const WeightSource& w, const std::string& name, int64_t rows,
@@ -162,11 +184,14 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   const bool layer_norm = c.norm == NormKind::kLayerNorm;
   if (layer_norm) model->final_norm_bias = LoadF32(w, n.final_norm_bias, d);
   if (c.lm_head_bias) model->lm_head_bias = LoadF32(w, n.lm_head_bias, c.vocab_size);
+  model->lm_head_scale = OptionalScale(w, n.lm_head_scale);
 
   model->layers.resize(static_cast<size_t>(c.num_layers));
   for (int i = 0; i < c.num_layers; ++i) {
     LayerWeights& L = model->layers[static_cast<size_t>(i)];
     auto layer = [&](const std::string& name) { return TensorNames::Layer(i, name); };
+    // An empty name stays empty (OptionalScales skips it).
+    auto layer_scale = [&](const std::string& name) { return name.empty() ? name : layer(name); };
     L.attn_norm = LoadF32(w, layer(n.attn_norm), d);
     L.ffn_norm = LoadF32(w, layer(n.ffn_norm), d);
     if (layer_norm) {
@@ -187,6 +212,10 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.v_bias = LoadF32(w, layer(n.v_bias), kv_dim);
     }
     if (c.attention_out_bias) L.o_bias = LoadF32(w, layer(n.o_bias), d);
+    if (L.q != nullptr) L.q_scale = OptionalScale(w, layer_scale(n.q_scale));
+    if (L.k != nullptr) L.k_scale = OptionalScale(w, layer_scale(n.k_scale));
+    if (L.v != nullptr) L.v_scale = OptionalScale(w, layer_scale(n.v_scale));
+    L.o_scale = OptionalScale(w, layer_scale(n.o_scale));
     if (c.qk_norm) {
       L.q_norm = LoadF32(w, layer(n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
       L.k_norm = LoadF32(w, layer(n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
@@ -208,6 +237,9 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.expert_up_bias = TensorToF32(w.Get(layer(n.expert_up_bias), {E, F}));
       L.expert_down_bias = TensorToF32(w.Get(layer(n.expert_down_bias), {E, d}));
     }
+    L.expert_gate_scale = OptionalScales(w, layer_scale(n.expert_gate_scale), c.num_experts);
+    L.expert_up_scale = OptionalScales(w, layer_scale(n.expert_up_scale), c.num_experts);
+    L.expert_down_scale = OptionalScales(w, layer_scale(n.expert_down_scale), c.num_experts);
     if (c.shared_expert_intermediate_size > 0) {
       L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
                                      c.shared_expert_intermediate_size);
@@ -259,9 +291,16 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
     auto model = BuildModel(path, gguf.config, std::move(gguf.weights));
     // llama.cpp computes with every tensor it knows: one moex does not read means a
     // different model (an unsupported variant), never something to skip.
+    const bool scales =
+        std::any_of(model->unused_tensors.begin(), model->unused_tensors.end(),
+                    [](const std::string& name) { return name.ends_with("scale"); });
     Check(model->unused_tensors.empty(), path, ": ", model->unused_tensors.size(),
           " tensor(s) that moex does not read for ", ArchName(gguf.config.arch), ": ",
-          NameList(model->unused_tensors));
+          NameList(model->unused_tensors),
+          scales ? " (llama.cpp loads .scale and .input_scale tensors for every architecture "
+                   "but multiplies only some of them in; moex applies exactly those and "
+                   "refuses the rest: docs/formats.md)"
+                 : "");
     return model;
   }
   auto checkpoint = HfCheckpoint::Open(path);

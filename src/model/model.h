@@ -51,6 +51,9 @@ struct LayerWeights {
   const TensorView* o = nullptr;
   std::vector<float> q_bias, k_bias, v_bias;  // Empty when the architecture has none.
   std::vector<float> o_bias;                  // Empty unless attention_out_bias.
+  // llama.cpp's per-matrix `.scale` tensors (NVFP4 files carry them): the projection's
+  // output is multiplied by them before its bias. 1 when the file has none (docs/formats.md).
+  float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f, o_scale = 1.0f;
   std::vector<float> q_norm, k_norm;          // Empty without q/k norm.
   std::vector<float> sinks;                   // [num_heads] with attention_sinks (gpt-oss).
   // MLA (DeepSeek-V2/V3; q above is set only without q_lora_rank, k and v stay null).
@@ -71,6 +74,9 @@ struct LayerWeights {
   // added before the activation (kernels::ExpertJob), down [E, d] to each expert's output
   // before the weighted combine (ExpertBatch::Combine). Empty otherwise.
   std::vector<float> expert_gate_bias, expert_up_bias, expert_down_bias;
+  // Per-expert output scales [E] (llama.cpp's ffn_*_exps.scale), or empty: gate and up
+  // before the activation (kernels::ExpertJob), down before the down bias and the weight.
+  std::vector<float> expert_gate_scale, expert_up_scale, expert_down_scale;
   std::optional<DenseFfn> shared_expert;    // Qwen2-MoE / DeepSeek-MoE.
   const TensorView* shared_expert_gate = nullptr;  // [1, d] (Qwen2-MoE).
   std::optional<DenseFfn> dense_ffn;        // Dense layers (DeepSeek-MoE's first layers).
@@ -93,6 +99,7 @@ struct Model {
   std::vector<float> final_norm;
   std::vector<float> final_norm_bias;  // LayerNorm only.
   std::vector<float> lm_head_bias;     // Empty unless lm_head_bias.
+  float lm_head_scale = 1.0f;          // llama.cpp's output.scale, as LayerWeights::q_scale.
   std::vector<LayerWeights> layers;
   // Copies of the q4_0 / q8_0 Linear weights' views with TensorView::interleaved set (the
   // layers' and lm_head's pointers point here), and the interleaved bytes they point to.

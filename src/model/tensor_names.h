@@ -65,6 +65,15 @@ struct TensorNames {
   std::string dense_gate = "mlp.gate_proj.weight";
   std::string dense_up = "mlp.up_proj.weight";
   std::string dense_down = "mlp.down_proj.weight";
+  // llama.cpp's per-matrix output scales (shape [1]; the routed experts' [E]), read when the
+  // file has them. Empty where llama.cpp's graph for the architecture does not multiply
+  // them in: such a file is refused rather than run differently (docs/formats.md).
+  std::string lm_head_scale = "lm_head.scale";
+  std::string q_scale = "self_attn.q_proj.scale";
+  std::string k_scale = "self_attn.k_proj.scale";
+  std::string v_scale = "self_attn.v_proj.scale";
+  std::string o_scale = "self_attn.o_proj.scale";
+  std::string expert_gate_scale, expert_up_scale, expert_down_scale;
 
   static std::string Layer(int layer, const std::string& name) {
     return "model.layers." + std::to_string(layer) + "." + name;

@@ -383,7 +383,8 @@ TEST(QuantExpertKernelTest, Int8GivesTheSameBitsOnEveryTarget) {
     const int64_t g = DTypeBlockElems(dtype);
     const int64_t d = 256, f = 2 * g;
     const Expert e = MakeExpert(dtype, d, f, 51);
-    for (int64_t n : {int64_t{1}, int64_t{6}}) {
+    // 11 tokens: AVX-512's eight-token tiles of the 256-weight formats, then three.
+    for (int64_t n : {int64_t{1}, int64_t{6}, int64_t{11}}) {
       const std::vector<float> x = RandomVector(static_cast<size_t>(n * d), 52);
       const std::vector<float> y0 = RandomVector(static_cast<size_t>(n * d), 53);
       std::vector<std::vector<float>> results;
@@ -525,10 +526,11 @@ TEST(QuantLinearTest, MatchesReferenceAndIsBatchAndThreadInvariant) {
 // CPUs).
 TEST(QuantLinearTest, Int8GivesTheSameBitsOnEveryTarget) {
   const ScopedActivationPrecision int8(ActivationPrecision::kInt8);
-  const int64_t out = 19, in = 512, n = 5;
+  const int64_t out = 19, in = 512;
   for (DType dtype : BlockDTypes()) {
     SCOPED_TRACE(DTypeName(dtype));
-    for (bool extreme : {false, true}) {
+    // 11 tokens: AVX-512's eight-token tiles of the 256-weight formats, then three.
+    for (const auto& [n, extreme] : {std::pair<int64_t, bool>{5, false}, {5, true}, {11, false}}) {
       SCOPED_TRACE(extreme ? "extreme" : "random");
       std::vector<float> x = RandomVector(static_cast<size_t>(n * in), 41);
       std::vector<float> signs(static_cast<size_t>(out * in));

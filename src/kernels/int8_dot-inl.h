@@ -20,7 +20,9 @@
 // The x86 intrinsics are the AVX2 ones (every compiled target has them). On the AVX3_DL
 // target (AVX512-VNNI: Zen 4/5, Ice Lake and later) the byte and int16 dot products that
 // feed an int32 sum are one fused instruction each (vpdpbusd, vpdpwssd; AddDotU and
-// AddMadd below): the same integers, so every target gives the same bits.
+// AddMadd below): the same integers, so every target gives the same bits. On the AVX-512
+// targets the q4_K, q5_K and q6_K tiles multiply two 32-code runs per 512-bit instruction
+// and fold the int32 halves back before the floats (FoldHalves): again the same integers.
 // Included once per Highway target, hence the toggle guard.
 #if defined(MOEX_KERNELS_INT8_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOEX_KERNELS_INT8_DOT_INL_H_
@@ -183,6 +185,35 @@ HWY_INLINE __m256i AddMadd(__m256i acc, __m256i a, __m256i b) {
 HWY_INLINE __m256i AddDotS(__m256i acc, __m256i w, __m256i q) {
   return AddDotU(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
 }
+
+#if MOEX_AVX512_TARGET
+// 512-bit forms for the 256-weight formats' prefill: one vector covers two 32-code runs.
+// Their int32 lanes are folded back to the 256-bit layout (FoldHalves: lane i of the low
+// half plus lane i of the high one) before anything becomes a float, so the integers, and
+// every float operation after them, are the 256-bit path's: the same bits on every target.
+HWY_INLINE __m512i Join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+HWY_INLINE __m512i Load64(const void* p) {
+  return _mm512_loadu_si512(p);
+}
+HWY_INLINE __m256i FoldHalves(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+HWY_INLINE __m512i MulU(__m512i u, __m512i q) {
+  return _mm512_maddubs_epi16(u, q);
+}
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_INLINE __m512i AddMadd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+  return acc;
+}
+#else
+HWY_INLINE __m512i AddMadd(__m512i acc, __m512i a, __m512i b) {
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+#endif
+#endif  // MOEX_AVX512_TARGET
 
 // Sum of the 8 lanes in a fixed order.
 HWY_INLINE float HSum(__m256 v) {
@@ -454,6 +485,11 @@ struct KernelK45 {
       __m256i isum[T];
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#if MOEX_AVX512_TARGET
+      __m512i wide[T];
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) wide[t] = _mm512_setzero_si512();
+#endif
 #pragma GCC unroll 8
       for (size_t j = 0; j < 4; ++j) {  // Sub-blocks 2j (low nibbles) and 2j + 1 (high).
         const __m256i raw = Load32(q + 32 * j);
@@ -467,12 +503,23 @@ struct KernelK45 {
         const int lo_j = static_cast<int>(2 * j), hi_j = lo_j + 1;
         const __m256i s_lo = BroadcastI16(scales, lo_j, lo_j),
                       s_hi = BroadcastI16(scales, hi_j, hi_j);
+#if MOEX_AVX512_TARGET
+        // The pair's 64 codes meet 64 contiguous activations in one vector.
+        const __m512i c = Join(lo, hi), s = Join(s_lo, s_hi);
+#pragma GCC unroll 8
+        for (size_t t = 0; t < T; ++t) wide[t] = AddMadd(wide[t], MulU(c, Load64(x[t].q + 64 * j)), s);
+#else
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
           isum[t] = AddMadd(isum[t], MulU(lo, Load32(x[t].q + 64 * j)), s_lo);
           isum[t] = AddMadd(isum[t], MulU(hi, Load32(x[t].q + 64 * j + 32)), s_hi);
         }
+#endif
       }
+#if MOEX_AVX512_TARGET
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) isum[t] = FoldHalves(wide[t]);
+#endif
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const float dx = x[t].d[0];
@@ -516,6 +563,11 @@ struct Kernel<QuantFormat::kQ6_K> {
       __m256i isum[T];
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+#if MOEX_AVX512_TARGET
+      __m512i wide[T];
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) wide[t] = _mm512_setzero_si512();
+#endif
       const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 8
       for (size_t h = 0; h < 2; ++h) {
@@ -530,6 +582,19 @@ struct Kernel<QuantFormat::kQ6_K> {
                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
             _mm256_or_si256(HighNibbles(ql0), _mm256_and_si256(qh, m2)),
             _mm256_or_si256(HighNibbles(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
+#if MOEX_AVX512_TARGET
+        // Runs p and p + 1 (64 contiguous activations) in one vector.
+#pragma GCC unroll 8
+        for (size_t p = 0; p < 4; p += 2) {
+          const size_t k = 4 * h + p;
+          const __m512i s = Join(
+              BroadcastI16(half_scales, static_cast<int>(2 * p), static_cast<int>(2 * p + 1)),
+              BroadcastI16(half_scales, static_cast<int>(2 * p + 2), static_cast<int>(2 * p + 3)));
+          const __m512i cc = Join(c[p], c[p + 1]);
+#pragma GCC unroll 8
+          for (size_t t = 0; t < T; ++t) wide[t] = AddMadd(wide[t], MulU(cc, Load64(x[t].q + 32 * k)), s);
+        }
+#else
 #pragma GCC unroll 8
         for (size_t p = 0; p < 4; ++p) {
           const size_t k = 4 * h + p;  // Activation run of 32: sub-blocks 2k and 2k + 1.
@@ -540,7 +605,12 @@ struct Kernel<QuantFormat::kQ6_K> {
             isum[t] = AddMadd(isum[t], MulU(c[p], Load32(x[t].q + 32 * k)), s);
           }
         }
+#endif
       }
+#if MOEX_AVX512_TARGET
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) isum[t] = FoldHalves(wide[t]);
+#endif
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
         const float dx = x[t].d[0];
@@ -813,6 +883,19 @@ template <QuantFormat F, size_t R>
 HWY_INLINE void BlocksDotN(const uint8_t* const* rows, size_t blocks, size_t n, const Span* x,
                            float* out) {
   size_t t = 0;
+#if MOEX_AVX512_TARGET
+  // Prefill of the 256-weight formats: each row alone with eight tokens (decoding a block's
+  // codes once per eight tokens; two rows of eight would spill the 32 vector registers).
+  if constexpr (Kernel<F>::kBlock == 256) {
+    const size_t eights = n / 8 * 8;
+    if (eights > 0) {
+      for (size_t r = 0; r < R; ++r)
+        for (size_t u = 0; u < eights; u += 8)
+          BlocksDot<F, 1, 8>(rows + r, blocks, x + u, out + r * n + u, n);
+      t = eights;
+    }
+  }
+#endif
   for (; t + 4 <= n; t += 4) BlocksDot<F, R, 4>(rows, blocks, x + t, out + t, n);
   switch (n - t) {
     case 3:

@@ -231,6 +231,12 @@ struct Kernel {
 // (x[t] at the block's first activation) to acc[r * T + t] (vector) and corr[r * T + t]
 // (scalar); out = HSum(acc) + corr.
 
+// How far ahead of its loads each row is prefetched (a row's blocks are one forward stream;
+// past a row's end the prefetch reaches the next row, the next one read in Linear and down).
+// Measured on Zen 5 (OLMoE small, 2 threads): no prefetch 90 tok/s decode in Q4_K_M, 1 KiB
+// 161-163, 2 KiB 163-165, 4 KiB 146-160; in Q8_0 110 / 117-118 / 115-116 for 1 / 2 / 4 KiB.
+constexpr size_t kPrefetchBytes = 2048;
+
 // The 32-weight formats: w = d·c (q8_0), d·(c - 8) (q4_0), d·c + m (q4_1),
 // d·(c - 16) (q5_0), d·c + m (q5_1), d·book[c] (iq4_nl), 2^(e-128)·fp4x2[c] (mxfp4). `Codes` gives
 // 32 unsigned codes (kSigned false) or signed values; `Scale` the block's scale; `Offset` what
@@ -273,6 +279,10 @@ struct Block32Kernel {
                                  const Span* x, float* const* y) {
     for (size_t r0 = 0; r0 < rows; r0 += 8) {
       const size_t count = rows - r0 < 8 ? rows - r0 : 8;
+      // The rows are one forward stream: prefetched as BlocksDot prefetches a row.
+      const char* ahead = reinterpret_cast<const char*>(first + r0 * row_bytes) + kPrefetchBytes;
+      for (size_t line = 0; line < count * row_bytes; line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
       __m256 sum[T], offset[T];
 #pragma GCC unroll 4
       for (size_t t = 0; t < T; ++t) sum[t] = offset[t] = _mm256_setzero_ps();
@@ -744,11 +754,6 @@ struct Kernel<QuantFormat::kIQ4_XS> {
   }
 };
 
-// How far ahead of its loads each row is prefetched (a row's blocks are one forward stream;
-// past a row's end the prefetch reaches the next row, the next one read in Linear and down).
-// Measured on Zen 5 (OLMoE small, 2 threads): no prefetch 90 tok/s decode in Q4_K_M, 1 KiB
-// 161-163, 2 KiB 163-165, 4 KiB 146-160; in Q8_0 110 / 117-118 / 115-116 for 1 / 2 / 4 KiB.
-constexpr size_t kPrefetchBytes = 2048;
 
 // Eight rows of a q4_0 or q8_0 matrix regrouped for 32-bit lanes (kernels/interleave.h): per
 // block the eight rows' f16 scales, then their codes four bytes of a row at a time (chunk j:

@@ -8,6 +8,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -135,6 +136,26 @@ Scales AppliedScales(const ModelConfig& c, const GgufFile& f) {
   return s;
 }
 
+// A tiny random `arch` model (its matrices in `blocks`, else bf16) at dir/plain.gguf.
+ModelConfig WritePlain(Arch arch, std::optional<DType> blocks, const std::string& dir) {
+  RandomModelOptions o;
+  o.config = arch == Arch::kDeepseekV2 ? RandomMlaConfig(arch, ModelSize::kTiny)
+                                       : RandomModelConfig(arch, ModelSize::kTiny);
+  o.format = "gguf";
+  o.gguf_type = blocks;
+  o.out = dir + "/plain.gguf";
+  WriteRandomModel(o);
+  return o.config;
+}
+
+// dir/plain.gguf with the scales llama.cpp applies added (scaled.gguf) or multiplied into
+// their matrices (folded.gguf).
+void WriteScaledAndFolded(const ModelConfig& c, const std::string& dir) {
+  const Scales scales = AppliedScales(c, GgufFile(dir + "/plain.gguf"));
+  WriteScaled(dir + "/plain.gguf", dir + "/scaled.gguf", scales, /*fold=*/false);
+  WriteScaled(dir + "/plain.gguf", dir + "/folded.gguf", scales, /*fold=*/true);
+}
+
 struct ScaleCase {
   Arch arch;
   DType dtype;
@@ -152,22 +173,17 @@ class ScaleTensors : public ::testing::TestWithParam<ScaleCase> {};
 TEST_P(ScaleTensors, MultiplyTheirMatmulsOutputLikeLlamaCpp) {
   const ScaleCase p = GetParam();
   testing::TempDir temp;
-  RandomModelOptions o;
-  o.config = RandomModelConfig(p.arch, ModelSize::kTiny);
-  o.format = "gguf";
-  if (p.dtype == DType::kQ8_0) o.gguf_type = DType::kQ8_0;
-  o.out = temp / "plain.gguf";
-  WriteRandomModel(o);
-  const Scales scales = AppliedScales(o.config, GgufFile(o.out));
-  WriteScaled(o.out, temp / "scaled.gguf", scales, /*fold=*/false);
-  WriteScaled(o.out, temp / "folded.gguf", scales, /*fold=*/true);
+  const std::string dir = temp.path().string();
+  const ModelConfig c =
+      WritePlain(p.arch, p.dtype == DType::kQ8_0 ? std::optional(DType::kQ8_0) : std::nullopt, dir);
+  WriteScaledAndFolded(c, dir);
 
   const auto model = LoadModel(temp / "scaled.gguf");
   EXPECT_EQ(model->layers[0].q_scale, 2.0f);
   EXPECT_EQ(model->layers[0].o_scale, 0.25f);
   const std::vector<float> scaled = Logits(temp / "scaled.gguf");
   EXPECT_EQ(scaled, Logits(temp / "folded.gguf"));
-  EXPECT_NE(scaled, Logits(o.out));
+  EXPECT_NE(scaled, Logits(temp / "plain.gguf"));
   const std::vector<float> prompt(scaled.begin(),
                                   scaled.end() - static_cast<int64_t>(model->config.vocab_size));
   for (const char* budget : {"5%", "50%"}) {
@@ -190,15 +206,8 @@ INSTANTIATE_TEST_SUITE_P(ArchsAndDtypes, ScaleTensors,
 TEST(ScaleTensorsF32Activations, MixtralQ8_0) {
   const kernels::ScopedActivationPrecision f32(kernels::ActivationPrecision::kF32);
   testing::TempDir temp;
-  RandomModelOptions o;
-  o.config = RandomModelConfig(Arch::kMixtral, ModelSize::kTiny);
-  o.format = "gguf";
-  o.gguf_type = DType::kQ8_0;
-  o.out = temp / "plain.gguf";
-  WriteRandomModel(o);
-  const Scales scales = AppliedScales(o.config, GgufFile(o.out));
-  WriteScaled(o.out, temp / "scaled.gguf", scales, false);
-  WriteScaled(o.out, temp / "folded.gguf", scales, true);
+  const std::string dir = temp.path().string();
+  WriteScaledAndFolded(WritePlain(Arch::kMixtral, DType::kQ8_0, dir), dir);
   EXPECT_EQ(Logits(temp / "scaled.gguf"), Logits(temp / "folded.gguf"));
 }
 
@@ -238,17 +247,11 @@ TEST(ScaleTensorsRefused, WhereLlamaCppDoesNotApplyThemOrTheyAreMalformed) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    RandomModelOptions o;
-    o.config = c.arch == Arch::kDeepseekV2 ? RandomMlaConfig(c.arch, ModelSize::kTiny)
-                                           : RandomModelConfig(c.arch, ModelSize::kTiny);
-    o.format = "gguf";
-    o.out = temp / "plain.gguf";
-    WriteRandomModel(o);
+    const ModelConfig config = WritePlain(c.arch, std::nullopt, temp.path().string());
     Scales s;
-    s[c.name] = c.values.empty()
-                    ? std::vector<float>(static_cast<size_t>(o.config.num_experts), 1.0f)
-                    : c.values;
-    WriteScaled(o.out, temp / "extra.gguf", s, false);
+    s[c.name] = c.values.empty() ? std::vector<float>(static_cast<size_t>(config.num_experts), 1.0f)
+                                 : c.values;
+    WriteScaled(temp / "plain.gguf", temp / "extra.gguf", s, false);
     const std::string error = LoadError(temp / "extra.gguf");
     EXPECT_NE(error.find(c.name), std::string::npos) << error;
     EXPECT_NE(error.find(c.message), std::string::npos) << error;

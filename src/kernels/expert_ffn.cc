@@ -206,14 +206,7 @@ void FusedNeuronWalk(const ExpertJob& job, size_t d, size_t row_bytes, const Exp
     float g[kSmallBatch], u[kSmallBatch];
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&gate, xs, n, d, g, 1);
     DotTileN<kT, 1, kSmallBatch, kDecodePrefetchBytes>(&up, xs, n, d, u, 1);
-    if (job.gate_scale != 1.0f || job.up_scale != 1.0f) {
-      for (size_t t = 0; t < n; ++t) g[t] *= job.gate_scale;
-      for (size_t t = 0; t < n; ++t) u[t] *= job.up_scale;
-    }
-    if (job.gate_bias != nullptr) {
-      for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
-      for (size_t t = 0; t < n; ++t) u[t] += job.up_bias[i];
-    }
+    NeuronScaleAndBias(g, u, n, job.gate_scale, job.up_scale, job.gate_bias, job.up_bias, i);
     GatedActArray(act.limit, act.alpha, g, u, n, nullptr, nullptr);  // h[t] in g[t].
     DownCols<kT>(up + row_bytes, rec, 1, g, 1, n, job.y, d, 0, d);
   }

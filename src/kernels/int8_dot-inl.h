@@ -492,13 +492,14 @@ struct KernelK45 {
       const float d = HalfAt(b[r]), dmin = HalfAt(b[r] + 2);
       const uint8_t* q = b[r] + (kBits == 4 ? 16 : 48);
       __m256i high = kBits == 5 ? Load32(b[r] + 16) : _mm256_setzero_si256();
-      __m256i isum[T];
-#pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+      __m256i isum[T];  // On AVX-512: FoldHalves(wide) after the runs.
 #if MOEX_AVX512_TARGET
       __m512i wide[T];
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) wide[t] = _mm512_setzero_si512();
+#else
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #endif
 #pragma GCC unroll 8
       for (size_t j = 0; j < 4; ++j) {  // Sub-blocks 2j (low nibbles) and 2j + 1 (high).
@@ -570,13 +571,14 @@ struct Kernel<QuantFormat::kQ6_K> {
       // sc0..sc7 in the low half, sc8..sc15 in the high half.
       const __m256i scales =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[r] + 192)));
-      __m256i isum[T];
-#pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+      __m256i isum[T];  // On AVX-512: FoldHalves(wide) after the runs.
 #if MOEX_AVX512_TARGET
       __m512i wide[T];
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) wide[t] = _mm512_setzero_si512();
+#else
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #endif
       const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 8

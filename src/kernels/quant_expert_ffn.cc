@@ -663,14 +663,7 @@ struct Groups {
 // g[n + t] up.
 HWY_INLINE void Activate(const ExpertJob& job, const ExpertActivation& act, size_t i, float* g,
                          size_t n) {
-  if (job.gate_scale != 1.0f || job.up_scale != 1.0f) {
-    for (size_t t = 0; t < n; ++t) g[t] *= job.gate_scale;
-    for (size_t t = 0; t < n; ++t) g[n + t] *= job.up_scale;
-  }
-  if (job.gate_bias != nullptr) {
-    for (size_t t = 0; t < n; ++t) g[t] += job.gate_bias[i];
-    for (size_t t = 0; t < n; ++t) g[n + t] += job.up_bias[i];
-  }
+  NeuronScaleAndBias(g, g + n, n, job.gate_scale, job.up_scale, job.gate_bias, job.up_bias, i);
   GatedActArray(act.limit, act.alpha, g, g + n, n, nullptr, nullptr);
 }
 

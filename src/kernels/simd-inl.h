@@ -219,6 +219,21 @@ HWY_INLINE VF ClampedSwiGluVec(DF df, VF g, VF u, VF limit, VF alpha) {
   return hn::Mul(hn::Add(u, one), glu);
 }
 
+// One neuron's n tokens before the activation: g[t] = gate_scale * g[t] + gate_bias[neuron],
+// u likewise (scales of 1 and null biases leave them as they are).
+HWY_INLINE void NeuronScaleAndBias(float* HWY_RESTRICT g, float* HWY_RESTRICT u, size_t n,
+                                   float gate_scale, float up_scale, const float* gate_bias,
+                                   const float* up_bias, size_t neuron) {
+  if (gate_scale != 1.0f || up_scale != 1.0f) {
+    for (size_t t = 0; t < n; ++t) g[t] *= gate_scale;
+    for (size_t t = 0; t < n; ++t) u[t] *= up_scale;
+  }
+  if (gate_bias != nullptr) {
+    for (size_t t = 0; t < n; ++t) g[t] += gate_bias[neuron];
+    for (size_t t = 0; t < n; ++t) u[t] += up_bias[neuron];
+  }
+}
+
 // gate[i] = act(gate[i] (+ gate_bias[i]), up[i] (+ up_bias[i])), i < n (biases may be null;
 // the bias adds are plain f32 adds, as torch's x @ W + b). With scales other than 1 (llama.cpp's
 // per-expert .scale), gate and up are multiplied by them first. The tail goes through a

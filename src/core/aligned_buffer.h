@@ -1,4 +1,6 @@
-// An owned, zero-initialised byte buffer aligned for SIMD loads and O_DIRECT I/O.
+// An owned, zero-initialised byte buffer aligned for SIMD loads and O_DIRECT I/O. Buffers of
+// a huge page or more (the resident experts, dequantised tensors) are mapped on huge pages
+// (core/huge_pages.h) and need no memset: fresh anonymous memory reads as zero.
 #pragma once
 
 #include <cstddef>
@@ -6,6 +8,8 @@
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "core/huge_pages.h"
 
 namespace moex {
 
@@ -16,12 +20,16 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t size) : size_(size) {
     if (size == 0) return;
+    if (size >= kHugePageBytes) {
+      data_ = MapHugePages(size);
+      return;
+    }
     const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
     data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
     std::memset(data_, 0, rounded);
   }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { Release(); }
   AlignedBuffer(AlignedBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
@@ -45,6 +53,13 @@ class AlignedBuffer {
   }
 
  private:
+  void Release() {
+    if (size_ >= kHugePageBytes)
+      UnmapHugePages(data_, size_);
+    else
+      std::free(data_);
+  }
+
   std::byte* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -110,14 +110,20 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
     if (!model.layers[static_cast<size_t>(l)].is_moe) continue;
     const ExpertShape& layer_shape = model.layers[static_cast<size_t>(l)].expert_shape;
     AlignedBuffer buf(shape.ExpertBytes() * static_cast<size_t>(c.num_experts));
-    std::vector<const TensorView*> sources;
+    std::vector<const TensorView*> sources;  // gate, up, down of each expert
     for (int e = 0; e < c.num_experts; ++e) {
       const TensorView *g, *u, *d;
       model.ExpertTensors(l, e, &g, &u, &d);
-      PackExpertNeuronMajor(*g, *u, *d, layer_shape,
-                            buf.data() + shape.ExpertBytes() * static_cast<size_t>(e));
       sources.insert(sources.end(), {g, u, d});
     }
+    // The copies run on every core: the load is bound by committing the fresh memory and
+    // by reading the mapped file, not by one thread's memcpy.
+    ThreadPool::Global().ParallelForDynamic(
+        static_cast<size_t>(c.num_experts), 1, [&](size_t begin, size_t end, int) {
+          for (size_t e = begin; e < end; ++e)
+            PackExpertNeuronMajor(*sources[3 * e], *sources[3 * e + 1], *sources[3 * e + 2],
+                                  layer_shape, buf.data() + shape.ExpertBytes() * e);
+        });
     // The packed copy is what runs: without this the mapped source stays resident too and
     // a model needs twice its expert bytes of RAM. Per layer rather than per expert, since
     // the kernel maps neighbouring pages around each fault and would bring them back.

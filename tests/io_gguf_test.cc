@@ -379,6 +379,8 @@ TEST_F(GgufTest, QuantizedTensorsReadAsTheirDequantizedValues) {
               std::string::npos)
         << e.what();
   }
+  // Unchecked on request (routed experts are checked when packed): the blocks as stored.
+  EXPECT_EQ(f.FindQuantizedTensor("bad", false)->dtype, DType::kQ6_K);
   // A q4_K row of 128 weights (half a block) is refused when the file is opened.
   const std::string img = TensorImage({128, 2}, 12 /* q4_K */, 0, 288);
   EXPECT_NE(ParseError(img).find("row length 128 is not a multiple of 256, its block size"),

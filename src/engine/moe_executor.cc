@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -117,13 +119,22 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
       sources.insert(sources.end(), {g, u, d});
     }
     // The copies run on every core: the load is bound by committing the fresh memory and
-    // by reading the mapped file, not by one thread's memcpy.
+    // by reading the mapped file, not by one thread's memcpy. A refused expert (a
+    // non-finite scale) is raised here, on the calling thread.
+    std::mutex failure_mutex;
+    std::exception_ptr failure;
     ThreadPool::Global().ParallelForDynamic(
         static_cast<size_t>(c.num_experts), 1, [&](size_t begin, size_t end, int) {
-          for (size_t e = begin; e < end; ++e)
-            PackExpertNeuronMajor(*sources[3 * e], *sources[3 * e + 1], *sources[3 * e + 2],
-                                  layer_shape, buf.data() + shape.ExpertBytes() * e);
+          try {
+            for (size_t e = begin; e < end; ++e)
+              PackExpertNeuronMajor(*sources[3 * e], *sources[3 * e + 1], *sources[3 * e + 2],
+                                    layer_shape, buf.data() + shape.ExpertBytes() * e);
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(failure_mutex);
+            if (!failure) failure = std::current_exception();
+          }
         });
+    if (failure) std::rethrow_exception(failure);
     // The packed copy is what runs: without this the mapped source stays resident too and
     // a model needs twice its expert bytes of RAM. Per layer rather than per expert, since
     // the kernel maps neighbouring pages around each fault and would bring them back.

@@ -302,12 +302,13 @@ void GgufFile::CheckScales(const std::string& name, const Quantized& q) const {
   q.checked = true;
 }
 
-const TensorView* GgufFile::FindQuantizedTensor(const std::string& name) const {
+const TensorView* GgufFile::FindQuantizedTensor(const std::string& name,
+                                                bool check_scales) const {
   auto it = tensor_index_.find(name);
   if (it == tensor_index_.end() || !quantized_[it->second]) return FindTensor(name);
   const Quantized& q = *quantized_[it->second];
   std::lock_guard<std::mutex> lock(dequantize_mutex_);
-  CheckScales(name, q);
+  if (check_scales) CheckScales(name, q);
   return &q.raw;
 }
 

@@ -83,8 +83,10 @@ class GgufFile {
   // As FindTensor, but a tensor of a block format other than q8_0 keeps its blocks: the view
   // has that format's DType (kQ4_K, ...) and points into the file. Weight matrices and
   // routed experts are read this way (kernels/quant_expert_ffn.cc). Throws Error for a
-  // block with a non-finite scale.
-  const TensorView* FindQuantizedTensor(const std::string& name) const;
+  // block with a non-finite scale, unless `check_scales` is false: routed experts are
+  // checked where their bytes are copied (PackExpertNeuronMajor), so that opening a model
+  // bigger than memory does not read all of it.
+  const TensorView* FindQuantizedTensor(const std::string& name, bool check_scales = true) const;
 
  private:
   void Parse(std::span<const std::byte> bytes);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quant_format.h"
 
 namespace moex {
 
@@ -106,10 +107,27 @@ void CheckExpertTensors(const TensorView& gate, const TensorView& up, const Tens
   }
 }
 
+namespace {
+
+// A block format's scales must be finite (a NaN or infinite scale would decode to non-finite
+// weights); the first bad block is named.
+void CheckBlockScales(const TensorView& t) {
+  const std::optional<QuantFormat> format = QuantFormatOf(t.dtype);
+  if (!format) return;
+  if (const auto bad =
+          FindNonFiniteScale(*format, reinterpret_cast<const uint8_t*>(t.data), t.numel())) {
+    Fail(QuantFormatName(*format), " expert tensor '", t.name, "' block ", *bad,
+         " has a non-finite scale");
+  }
+}
+
+}  // namespace
+
 void PackExpertNeuronMajor(const TensorView& gate, const TensorView& up, const TensorView& down,
                            const ExpertShape& shape, std::byte* dst) {
   CheckExpertTensors(gate, up, down, shape);
   if (shape.Blocked()) {
+    for (const TensorView* t : {&gate, &up, &down}) CheckBlockScales(*t);
     PackBlockGroups(gate, up, down, shape, dst);
     return;
   }

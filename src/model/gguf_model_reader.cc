@@ -131,8 +131,10 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
       config.moe_intermediate_size % group == 0 && config.hidden_size % group == 0;
   const bool keep_expert_blocks = expert_types.size() == 1 || (all_blocks && gate_up_alike &&
                                                                groups_fit && !expert_types.empty());
+  // Their scales are checked when they are packed (PackExpertNeuronMajor), once per pack,
+  // not at every open: an offloaded model's experts are then read only from its store.
   const auto expert_tensor = [&](const std::string& name) {
-    return keep_expert_blocks ? f.FindQuantizedTensor(name) : f.FindTensor(name);
+    return keep_expert_blocks ? f.FindQuantizedTensor(name, false) : f.FindTensor(name);
   };
   if (!keep_expert_blocks && expert_types.size() > 1)
     Log(LogLevel::kInfo, f.path(), ": routed experts mix ", expert_types.size(),

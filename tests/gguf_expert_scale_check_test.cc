@@ -62,14 +62,12 @@ TEST(GgufExpertScaleCheck, OpeningDefersItAndPackingRefusesTheBlock) {
   // The file opens as a model: its experts' bytes are not read.
   const auto model = LoadModel(path);
   // The resident copy refuses it (the copies run on the thread pool; the error reaches here).
-  EXPECT_NE(ErrorOf([&] { ResidentMoeExecutor resident(*model); }).find(kWant),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { ResidentMoeExecutor resident(*model); }).find(kWant), std::string::npos);
   // So does packing the expert store, which leaves no store behind.
   OffloadOptions o;
   o.store_path = dir / "bad.moex";
   o.progress = false;
-  EXPECT_NE(ErrorOf([&] { OffloadMoeExecutor offload(*model, o); }).find(kWant),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { OffloadMoeExecutor offload(*model, o); }).find(kWant), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(o.store_path));
 }
 

@@ -125,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // q4_0 / q8_0 Linear weights get their interleaved copy (kernels/interleave.h) at load when
-// the process computes with int8 activations, and only then (f32 would never read it).
+// the process computes with int8 activations, and only then (f32 would never read it: the
+// model's copy then holds the blocks as stored, model_linear_copies_test.cc).
 TEST(Q8ModelTest, LinearWeightsAreInterleavedOnlyForInt8Activations) {
   testing::TempDir dir;
   const std::string path =
@@ -133,15 +134,15 @@ TEST(Q8ModelTest, LinearWeightsAreInterleavedOnlyForInt8Activations) {
   {
     const kernels::ScopedActivationPrecision f32(kernels::ActivationPrecision::kF32);
     auto model = LoadModel(path);
-    EXPECT_TRUE(model->interleaved_views.empty());
     EXPECT_EQ(model->layers[0].q->interleaved, nullptr);
+    EXPECT_EQ(model->lm_head->interleaved, nullptr);
   }
   const kernels::ScopedActivationPrecision int8(kernels::ActivationPrecision::kInt8);
   auto model = LoadModel(path);
   for (const TensorView* t : {model->layers[0].q, model->layers[0].o, model->lm_head}) {
     ASSERT_EQ(t->dtype, DType::kQ8_0);
     ASSERT_NE(t->interleaved, nullptr) << t->name;
-    EXPECT_TRUE(std::any_of(model->interleaved_views.begin(), model->interleaved_views.end(),
+    EXPECT_TRUE(std::any_of(model->linear_views.begin(), model->linear_views.end(),
                             [&](const TensorView& v) { return &v == t; }));
   }
   EXPECT_EQ(model->embed->interleaved, nullptr);  // Rows looked up, never multiplied.

@@ -186,25 +186,25 @@ namespace {
 // Warns when the budget holds fewer experts than one token's forward pass routes to,
 // naming a budget that does (and LFU for recency policies, which then miss on nearly
 // every expert).
-void WarnIfBudgetMissesEveryPass(const ModelConfig& config, size_t moe_layers,
-                                 int64_t budget_bytes, int64_t full_bytes,
-                                 const std::string& policy) {
+void WarnIfBudgetMissesEveryPass(const ModelConfig& config, size_t moe_layers, int64_t budget_bytes,
+                                 int64_t full_bytes, const std::string& policy) {
   const int64_t experts = static_cast<int64_t>(moe_layers) * config.num_experts;
   if (experts == 0 || full_bytes <= 0) return;
-  const int64_t slots = static_cast<int64_t>(static_cast<double>(budget_bytes) /
-                                             static_cast<double>(full_bytes) *
-                                             static_cast<double>(experts));
+  const int64_t slots =
+      static_cast<int64_t>(static_cast<double>(budget_bytes) / static_cast<double>(full_bytes) *
+                           static_cast<double>(experts));
   const int64_t per_pass = static_cast<int64_t>(moe_layers) * config.num_experts_per_tok;
   if (slots >= per_pass || per_pass >= experts) return;
   // A recency policy then evicts every expert before the next token needs it again.
   const int64_t percent = (100 * per_pass + experts - 1) / experts;
-  const bool recency = policy.find("lru") != std::string::npos ||
-                       policy.find("fifo") != std::string::npos;
-  Log(LogLevel::kWarn, "the host budget holds about ", slots, " experts, fewer than the ",
-      per_pass, " one token's forward pass uses (top-", config.num_experts_per_tok, " x ",
-      moe_layers, " MoE layers)", recency ? ": a recency policy such as LRU will miss on nearly "
-                                            "every expert"
-                                          : "",
+  const bool recency =
+      policy.find("lru") != std::string::npos || policy.find("fifo") != std::string::npos;
+  Log(LogLevel::kWarn, "the host budget holds about ", slots, " experts, fewer than the ", per_pass,
+      " one token's forward pass uses (top-", config.num_experts_per_tok, " x ", moe_layers,
+      " MoE layers)",
+      recency ? ": a recency policy such as LRU will miss on nearly "
+                "every expert"
+              : "",
       "; use --host-budget ", percent, "% or more", recency ? ", or --policy lfu" : "");
 }
 
@@ -227,8 +227,8 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   host.weights = model.weights.get();
   host.seed = options.seed;
   host.queue_depth = options.queue_depth;
-  const int chunk = options.chunk_neurons > 0 ? options.chunk_neurons
-                                              : tiers::HostTier::AutoChunkNeurons(store);
+  const int chunk =
+      options.chunk_neurons > 0 ? options.chunk_neurons : tiers::HostTier::AutoChunkNeurons(store);
   host.chunk_neurons = chunk;
   const int64_t full = tiers::HostTier::FullFootprint(store, chunk);
   host.budget_bytes = tiers::ParseBudget(options.host_budget, full);
@@ -236,7 +236,6 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
                               options.policy);
   tier_ = std::make_unique<tiers::HostTier>(std::move(store), model.config, host);
 }
-
 
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
   const ExpertShape& shape = model_.expert_shape;

@@ -6,12 +6,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <memory>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -52,6 +52,7 @@ class GgufFile {
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
   // See WeightSource::ReleasePages; ignores views that are not into this file's mapping.
+  bool Maps(const TensorView& tensor) const { return file_ && file_->Contains(tensor.data); }
   void ReleasePages(const TensorView& tensor) const {
     if (file_) file_->ReleasePages(tensor.data, tensor.nbytes);
   }
@@ -112,7 +113,7 @@ class GgufFile {
     QuantFormat format;
     const std::byte* blocks = nullptr;
     int64_t count = 0;
-    TensorView raw;             // The blocks, with the format's DType.
+    TensorView raw;                // The blocks, with the format's DType.
     mutable bool checked = false;  // Scales checked finite (guarded by dequantize_mutex_).
   };
   void CheckScales(const std::string& name, const Quantized& q) const;

@@ -23,6 +23,9 @@ class WeightSource {
   // from the resident set (views stay valid; reading them again faults the pages back in).
   // Sources that own their memory keep it.
   virtual void ReleasePages(const TensorView& tensor) const {}
+  // Whether `tensor`'s bytes are in one of this source's file mappings (rather than memory
+  // it owns, such as a converted copy): pages that ReleasePages can drop.
+  virtual bool Maps(const TensorView& tensor) const { return false; }
   // Tensors of the file that this source maps to no name (a GGUF tensor moex does not
   // know), by their names in the file.
   virtual std::vector<std::string> Unmapped() const { return {}; }

@@ -55,6 +55,7 @@ class GgufWeights : public WeightSource {
   std::vector<std::string> Names() const override;
   std::string Describe() const override { return file_->path(); }
   void ReleasePages(const TensorView& tensor) const override { file_->ReleasePages(tensor); }
+  bool Maps(const TensorView& tensor) const override { return file_->Maps(tensor); }
   std::vector<std::string> Unmapped() const override { return unmapped_; }
   std::string FileName(const std::string& name) const override;
 
@@ -395,8 +396,8 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
   }
   if (!mla && !c.yarn && f.Find(Key(a, "rope.scaling.type")) != nullptr) {
     const std::string type = f.GetString(Key(a, "rope.scaling.type"));
-    Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ",
-          type, ": RoPE scaling is not supported for ", arch_name);
+    Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ", type,
+          ": RoPE scaling is not supported for ", arch_name);
   }
   if (!mla && !c.yarn && f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
     const double factor = f.GetFloat(Key(a, "rope.scaling.factor"));
@@ -538,10 +539,9 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.moe_intermediate_size = ToInt(f, "ffn_gate_exps", exps->ne[1]);
   }
 
-  c.norm_topk_prob =
-      f.GetBool(Key(a, "expert_weights_norm"),
-                c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe || c.arch == Arch::kQwen3Moe ||
-                    c.arch == Arch::kGptOss);
+  c.norm_topk_prob = f.GetBool(Key(a, "expert_weights_norm"),
+                               c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe ||
+                                   c.arch == Arch::kQwen3Moe || c.arch == Arch::kGptOss);
   // llama.cpp reads expert_weights_scale only for DeepSeek, where 0 means "not set"; the
   // other architectures never apply it, so a value there that would matter is refused.
   const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);

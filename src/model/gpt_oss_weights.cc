@@ -36,6 +36,9 @@ class GptOssHfWeights : public WeightSource {
   void ReleasePages(const TensorView& tensor) const override {
     if (!entries_.contains(tensor.name)) hf_->ReleasePages(tensor);
   }
+  bool Maps(const TensorView& tensor) const override {
+    return !entries_.contains(tensor.name) && hf_->Maps(tensor);
+  }
   // Every U8 tensor is an MXFP4 expert tensor taken over here (others are refused).
   std::vector<std::string> Unmapped() const override { return {}; }
   std::string FileName(const std::string& name) const override {
@@ -102,7 +105,8 @@ GptOssHfWeights::GptOssHfWeights(std::unique_ptr<HfCheckpoint> hf, const ModelCo
         for (int parity = 0; parity < 2; ++parity) {
           // Row i of gate (parity 0) or up (1) is column 2i + parity of expert e's [d, 2F].
           const std::byte* base = gu->data + static_cast<size_t>(e * d * 2 * F) * es;
-          Add(n.Expert(l, static_cast<int>(e), parity == 0 ? ExpertMatrix::kGate : ExpertMatrix::kUp),
+          Add(n.Expert(l, static_cast<int>(e),
+                       parity == 0 ? ExpertMatrix::kGate : ExpertMatrix::kUp),
               gu->dtype, {F, d}, gu->name, [=](std::byte* out) {
                 for (int64_t i = 0; i < F; ++i)
                   for (int64_t k = 0; k < d; ++k)

@@ -58,6 +58,11 @@ class HfCheckpoint : public WeightSource {
     for (const auto& f : files_)
       if (f->ReleasePages(tensor)) return;
   }
+  bool Maps(const TensorView& tensor) const override {
+    for (const auto& f : files_)
+      if (f->Maps(tensor)) return true;
+    return false;
+  }
   // U8 tensors (packed blocks) are not weights: they have no name in Names() and are listed
   // here, unless a reader that unpacks them (WrapGptOssHfWeights) takes them over.
   std::vector<std::string> Unmapped() const override;

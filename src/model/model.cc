@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <unordered_map>
 #include <unordered_set>
@@ -122,23 +123,37 @@ int Model::NumMoeLayers() const {
 
 namespace {
 
-// Points every q4_0 / q8_0 Linear weight at a view carrying an interleaved copy
-// (kernels/interleave.h) for the int8 kernels. A tensor used twice gets one copy. With f32
-// activations (set before loading, as --activations is) the copies would never be read.
-void InterleaveLinearWeights(Model& model) {
-  if (kernels::GetActivationPrecision() != kernels::ActivationPrecision::kInt8) return;
+// Gives every file-mapped Linear weight a copy of its own on huge pages (core/huge_pages.h):
+// the bytes as stored, or for q4_0 / q8_0 with int8 activations the interleaved copy the int8
+// kernels read (kernels/interleave.h; the view keeps the file's bytes for anything else).
+// Decode streams these matrices once per token; from the file's 4 KiB pages it took a TLB
+// miss every page (3 % of OLMoE-1B-7B Q4_K_M decode, docs/benchmarks.md). The file's pages
+// are released, so the copy costs no memory; a tensor used twice gets one copy, and memory
+// the source owns (an un-permuted Q) is used as it is.
+void CopyLinearWeights(Model& model) {
+  const bool int8 = kernels::GetActivationPrecision() == kernels::ActivationPrecision::kInt8;
   std::unordered_map<const TensorView*, const TensorView*> done;
   auto redirect = [&](const TensorView*& t) {
-    if (t == nullptr || kernels::InterleavedBlockBytes(t->dtype) == 0 || t->shape.size() != 2)
-      return;
+    if (t == nullptr || t->shape.size() != 2) return;
+    const bool interleave = int8 && kernels::InterleavedBlockBytes(t->dtype) != 0;
+    if (!interleave && !model.weights->Maps(*t)) return;
     auto [it, fresh] = done.emplace(t, nullptr);
     if (fresh) {
-      model.interleaved_bytes.push_back(
-          kernels::InterleaveRows(t->data, t->dtype, t->rows(), t->cols()));
-      TensorView& view = model.interleaved_views.emplace_back(*t);
-      view.interleaved = model.interleaved_bytes.back().data();
+      TensorView& view = model.linear_views.emplace_back(*t);
+      if (interleave) {
+        const std::vector<std::byte> rows =
+            kernels::InterleaveRows(t->data, t->dtype, t->rows(), t->cols());
+        AlignedBuffer& copy = model.linear_bytes.emplace_back(rows.size());
+        std::memcpy(copy.data(), rows.data(), rows.size());
+        view.interleaved = copy.data();
+      } else {
+        AlignedBuffer& copy = model.linear_bytes.emplace_back(t->nbytes);
+        std::memcpy(copy.data(), t->data, t->nbytes);
+        view.data = copy.data();
+      }
       it->second = &view;
-      // The file's pages are read again only with f32 activations (or as embedding rows).
+      // The file's pages are read again only as embedding rows (a tied LM head), or with
+      // f32 activations for an interleaved format.
       model.weights->ReleasePages(*t);
     }
     t = it->second;
@@ -277,7 +292,7 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     if (L.is_moe) L.expert_shape = shapes[next++];
   if (!shapes.empty()) model->expert_shape = shapes[0];
   model->unused_tensors = w.Unused();
-  InterleaveLinearWeights(*model);
+  CopyLinearWeights(*model);
   return model;
 }
 

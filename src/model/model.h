@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/tensor.h"
 #include "io/weight_source.h"
 #include "model/expert_layout.h"
@@ -54,8 +55,8 @@ struct LayerWeights {
   // llama.cpp's per-matrix `.scale` tensors (NVFP4 files carry them): the projection's
   // output is multiplied by them before its bias. 1 when the file has none (docs/formats.md).
   float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f, o_scale = 1.0f;
-  std::vector<float> q_norm, k_norm;          // Empty without q/k norm.
-  std::vector<float> sinks;                   // [num_heads] with attention_sinks (gpt-oss).
+  std::vector<float> q_norm, k_norm;  // Empty without q/k norm.
+  std::vector<float> sinks;           // [num_heads] with attention_sinks (gpt-oss).
   // MLA (DeepSeek-V2/V3; q above is set only without q_lora_rank, k and v stay null).
   const TensorView* q_a = nullptr;   // [q_lora_rank, d]
   const TensorView* q_b = nullptr;   // [H * qk_head_dim, q_lora_rank]
@@ -67,9 +68,9 @@ struct LayerWeights {
   MlaHeads mla_k_up, mla_v_up;
 
   bool is_moe = false;
-  const TensorView* router = nullptr;       // [E, d]
-  std::vector<float> router_bias;           // [E] DeepSeek-V3's e_score_correction_bias.
-  std::vector<float> router_logit_bias;     // [E] the router Linear's bias (gpt-oss).
+  const TensorView* router = nullptr;    // [E, d]
+  std::vector<float> router_bias;        // [E] DeepSeek-V3's e_score_correction_bias.
+  std::vector<float> router_logit_bias;  // [E] the router Linear's bias (gpt-oss).
   // Routed-expert biases (gpt-oss), kept resident with the layer: gate and up [E, F] are
   // added before the activation (kernels::ExpertJob), down [E, d] to each expert's output
   // before the weighted combine (ExpertBatch::Combine). Empty otherwise.
@@ -77,9 +78,9 @@ struct LayerWeights {
   // Per-expert output scales [E] (llama.cpp's ffn_*_exps.scale), or empty: gate and up
   // before the activation (kernels::ExpertJob), down before the down bias and the weight.
   std::vector<float> expert_gate_scale, expert_up_scale, expert_down_scale;
-  std::optional<DenseFfn> shared_expert;    // Qwen2-MoE / DeepSeek-MoE.
+  std::optional<DenseFfn> shared_expert;           // Qwen2-MoE / DeepSeek-MoE.
   const TensorView* shared_expert_gate = nullptr;  // [1, d] (Qwen2-MoE).
-  std::optional<DenseFfn> dense_ffn;        // Dense layers (DeepSeek-MoE's first layers).
+  std::optional<DenseFfn> dense_ffn;               // Dense layers (DeepSeek-MoE's first layers).
 };
 
 struct Model {
@@ -101,10 +102,11 @@ struct Model {
   std::vector<float> lm_head_bias;     // Empty unless lm_head_bias.
   float lm_head_scale = 1.0f;          // llama.cpp's output.scale, as LayerWeights::q_scale.
   std::vector<LayerWeights> layers;
-  // Copies of the q4_0 / q8_0 Linear weights' views with TensorView::interleaved set (the
-  // layers' and lm_head's pointers point here), and the interleaved bytes they point to.
-  std::deque<TensorView> interleaved_views;
-  std::vector<std::vector<std::byte>> interleaved_bytes;
+  // The Linear weights' views (the layers' and lm_head's pointers point here) and the
+  // model's own copies of their bytes, on huge pages: as stored, or interleaved for the int8
+  // kernels (TensorView::interleaved).
+  std::deque<TensorView> linear_views;
+  std::deque<AlignedBuffer> linear_bytes;
 
   // Views of the three HF tensors of expert (layer, e); throws if missing or misshapen.
   void ExpertTensors(int layer, int expert, const TensorView** gate, const TensorView** up,

@@ -10,4 +10,5 @@ print(json.dumps({"membw_gb_per_s": bw,
                   "decode_weight_gb_per_s": r["decode_weight_gb_per_s"],
                   "decode_share_of_bandwidth": r["decode_weight_gb_per_s"] / bw,
                   "decode_tokens_per_s": r["decode_tokens_per_s"],
-                  "prefill_tokens_per_s": r["prefill_tokens_per_s"]}))
+                  "prefill_tokens_per_s": r["prefill_tokens_per_s"],
+                  "load_ms": r["load_ms"]}))

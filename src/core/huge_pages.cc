@@ -11,6 +11,8 @@ namespace moex {
 
 namespace {
 
+constexpr size_t kPageBytes = 4096;
+
 size_t RoundUp(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -24,8 +26,6 @@ bool HugePagesWanted() {
 }
 
 }  // namespace
-
-constexpr size_t kPageBytes = 4096;
 
 std::byte* MapHugePages(size_t bytes) {
   // Only whole huge pages inside the mapping become huge; the tail keeps small pages, so a

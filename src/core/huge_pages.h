@@ -1,7 +1,6 @@
 // Large anonymous memory backed by transparent huge pages where the kernel allows them.
-// The expert weights are read at random, an expert at a time: with 4 KiB pages a 4 GB cache
-// needs a million page faults to fill (slow in a virtual machine, where each is also a fault
-// of the hypervisor) and a TLB miss at every new page during decode. Hosts that run THP in
+// Decode reads each expert it routes to, and every weight matrix, once per token out of
+// gigabytes: with 4 KiB pages that is a TLB miss at every new page. Hosts that run THP in
 // "madvise" mode (Debian's default) give huge pages only to ranges that ask for them.
 #pragma once
 

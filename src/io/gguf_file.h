@@ -52,10 +52,11 @@ class GgufFile {
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
   // See WeightSource::ReleasePages; ignores views that are not into this file's mapping.
-  bool Maps(const TensorView& tensor) const { return file_ && file_->Contains(tensor.data); }
   void ReleasePages(const TensorView& tensor) const {
     if (file_) file_->ReleasePages(tensor.data, tensor.nbytes);
   }
+  // See WeightSource::Maps.
+  bool Maps(const TensorView& tensor) const { return file_ && file_->Contains(tensor.data); }
   const GgufValue* Find(const std::string& key) const;
   // Keys starting with `prefix` that no Find (nor a typed accessor) has asked for: what a
   // model reader can audit to never silently ignore a key.

@@ -50,6 +50,7 @@ class SafetensorsFile {
   // The optional "__metadata__" string map.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return name_; }
+  // See WeightSource::Maps.
   bool Maps(const TensorView& tensor) const { return file_ && file_->Contains(tensor.data); }
   // See WeightSource::ReleasePages; only for views into this file's own mapping.
   bool ReleasePages(const TensorView& tensor) const {

@@ -26,7 +26,12 @@ constexpr size_t InterleavedBlockBytes(DType dtype) {
   }
 }
 
-// The interleaved copy of a row-major [rows, cols] matrix of q4_0 or q8_0 blocks.
+// Bytes of the interleaved copy of a [rows, cols] matrix (whole groups of eight rows).
+size_t InterleavedBytes(DType dtype, int64_t rows, int64_t cols);
+
+// The interleaved copy of a row-major [rows, cols] matrix of q4_0 or q8_0 blocks, written to
+// `out` (InterleavedBytes of it, zeroed beforehand: the padding rows stay zero) or returned.
+void InterleaveRows(const std::byte* w, DType dtype, int64_t rows, int64_t cols, std::byte* out);
 std::vector<std::byte> InterleaveRows(const std::byte* w, DType dtype, int64_t rows, int64_t cols);
 
 }  // namespace moex::kernels

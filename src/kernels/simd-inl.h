@@ -219,19 +219,29 @@ HWY_INLINE VF ClampedSwiGluVec(DF df, VF g, VF u, VF limit, VF alpha) {
   return hn::Mul(hn::Add(u, one), glu);
 }
 
-// One neuron's n tokens before the activation: g[t] = gate_scale * g[t] + gate_bias[neuron],
-// u likewise (scales of 1 and null biases leave them as they are).
+// Before the activation: g[i] = gate_scale * g[i] + gate_bias[i * bias_stride], u likewise
+// (scales of 1 and null biases leave them as they are). Stride 1: one bias per element;
+// stride 0: one neuron's bias for its n tokens.
+HWY_INLINE void ScaleAndBias(float* HWY_RESTRICT g, float* HWY_RESTRICT u, size_t n,
+                             float gate_scale, float up_scale, const float* gate_bias,
+                             const float* up_bias, size_t bias_stride) {
+  if (gate_scale != 1.0f || up_scale != 1.0f) {
+    for (size_t i = 0; i < n; ++i) g[i] *= gate_scale;
+    for (size_t i = 0; i < n; ++i) u[i] *= up_scale;
+  }
+  if (gate_bias != nullptr) {
+    for (size_t i = 0; i < n; ++i) g[i] += gate_bias[i * bias_stride];
+    for (size_t i = 0; i < n; ++i) u[i] += up_bias[i * bias_stride];
+  }
+}
+
+// One neuron's n tokens before the activation: its gate and up biases added to every token.
 HWY_INLINE void NeuronScaleAndBias(float* HWY_RESTRICT g, float* HWY_RESTRICT u, size_t n,
                                    float gate_scale, float up_scale, const float* gate_bias,
                                    const float* up_bias, size_t neuron) {
-  if (gate_scale != 1.0f || up_scale != 1.0f) {
-    for (size_t t = 0; t < n; ++t) g[t] *= gate_scale;
-    for (size_t t = 0; t < n; ++t) u[t] *= up_scale;
-  }
-  if (gate_bias != nullptr) {
-    for (size_t t = 0; t < n; ++t) g[t] += gate_bias[neuron];
-    for (size_t t = 0; t < n; ++t) u[t] += up_bias[neuron];
-  }
+  ScaleAndBias(g, u, n, gate_scale, up_scale,
+               gate_bias != nullptr ? gate_bias + neuron : nullptr,
+               up_bias != nullptr ? up_bias + neuron : nullptr, 0);
 }
 
 // gate[i] = act(gate[i] (+ gate_bias[i]), up[i] (+ up_bias[i])), i < n (biases may be null;
@@ -242,14 +252,7 @@ HWY_INLINE void GatedActArray(float limit, float alpha, float* HWY_RESTRICT gate
                               float* HWY_RESTRICT up, size_t n, const float* gate_bias,
                               const float* up_bias, float gate_scale = 1.0f,
                               float up_scale = 1.0f) {
-  if (gate_scale != 1.0f || up_scale != 1.0f) {
-    for (size_t i = 0; i < n; ++i) gate[i] *= gate_scale;
-    for (size_t i = 0; i < n; ++i) up[i] *= up_scale;
-  }
-  if (gate_bias != nullptr) {
-    for (size_t i = 0; i < n; ++i) gate[i] += gate_bias[i];
-    for (size_t i = 0; i < n; ++i) up[i] += up_bias[i];
-  }
+  ScaleAndBias(gate, up, n, gate_scale, up_scale, gate_bias, up_bias, 1);
   if (limit <= 0.0f) return SiluMulArray(gate, up, n);
   const DF df;
   const size_t N = hn::Lanes(df);

@@ -141,10 +141,10 @@ void CopyLinearWeights(Model& model) {
     if (fresh) {
       TensorView& view = model.linear_views.emplace_back(*t);
       if (interleave) {
-        const std::vector<std::byte> rows =
-            kernels::InterleaveRows(t->data, t->dtype, t->rows(), t->cols());
-        AlignedBuffer& copy = model.linear_bytes.emplace_back(rows.size());
-        std::memcpy(copy.data(), rows.data(), rows.size());
+        // Written in place: an AlignedBuffer starts zeroed, as the padding rows must be.
+        AlignedBuffer& copy = model.linear_bytes.emplace_back(
+            kernels::InterleavedBytes(t->dtype, t->rows(), t->cols()));
+        kernels::InterleaveRows(t->data, t->dtype, t->rows(), t->cols(), copy.data());
         view.interleaved = copy.data();
       } else {
         AlignedBuffer& copy = model.linear_bytes.emplace_back(t->nbytes);

@@ -200,6 +200,21 @@ HWY_INLINE __m512i Load64(const void* p) {
 HWY_INLINE __m256i FoldHalves(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
+// Join(Nibbles(raw), HighNibbles(raw)) of 32 bytes at p: one broadcast load, a shift of the
+// high half alone and a mask (three instructions where the 256-bit pieces take five).
+HWY_INLINE __m512i NibblePairs(const uint8_t* p) {
+  const __m512i raw = _mm512_broadcast_i64x4(Load32(p));
+  return _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4),
+                          _mm512_set1_epi8(0x0f));
+}
+// Int16 lanes a, b, c, e of v (each < 16) broadcast over the four 128-bit quarters in that
+// order: one word permute (what BroadcastI16 and Join build from the 256-bit halves).
+HWY_INLINE __m512i BroadcastPairI16(__m512i v, int a, int b, int c, int e) {
+  const auto q = [](int lane) { return _mm_set1_epi16(static_cast<int16_t>(lane)); };
+  const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q(b), q(a))),
+                                         _mm256_set_m128i(q(e), q(c)), 1);
+  return _mm512_permutexvar_epi16(idx, v);
+}
 HWY_INLINE __m512i MulU(__m512i u, __m512i q) {
   return _mm512_maddubs_epi16(u, q);
 }
@@ -459,21 +474,29 @@ HWY_INLINE __m256i BroadcastI16(__m256i v, int lo_j, int hi_j) {
   return _mm256_shuffle_epi8(v, mask);
 }
 
-// Q4_K's and Q5_K's 12 bytes of packed 6-bit scales and minimums, unpacked four at a time in
-// 32-bit words: `scales` gets sc0..sc7 as int16 in both 128-bit halves, `mins` gets m0, m0,
-// m1, m1, ..., m7, m7 (one per 16 activations, as the activation sums).
-HWY_INLINE void ScalesMinsK4(const uint8_t* packed, __m256i* scales, __m256i* mins) {
-  uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, mn_lo = u[1] & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  const __m256i wide =
-      _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
-                                          static_cast<int>(mn_lo), static_cast<int>(mn_hi)));
-  *scales = _mm256_permute2x128_si256(wide, wide, 0x00);
-  const __m128i m = _mm256_extracti128_si256(wide, 1);
-  *mins = _mm256_set_m128i(_mm_unpackhi_epi16(m, m), _mm_unpacklo_epi16(m, m));
+// Q4_K's and Q5_K's 12 bytes of packed 6-bit scales and minimums (bytes 4-15 of a block,
+// after d and dmin): `scales` gets sc0..sc7 as int16 in both 128-bit halves, `mins` gets m0,
+// m0, m1, m1, ..., m7, m7 (one per 16 activations, as the activation sums). With u0, u1, u2
+// the three 4-byte words: sc0-3 = u0 & 63, m0-3 = u1 & 63, sc4-7 = (u2 & 15) | (u0 >> 6) << 4,
+// m4-7 = (u2 >> 4 & 15) | (u1 >> 6) << 4, bytewise; computed in one 16-byte register.
+HWY_INLINE void ScalesMinsK4(const uint8_t* block, __m256i* scales, __m256i* mins) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block));
+  // [u0 | u2 | u1 | u2] and [0 | u0 | 0 | u1] (a negative index gives 0).
+  const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11,
+                                                        12, 13, 14, 15));
+  const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1,
+                                                        -1, 8, 9, 10, 11));
+  // The last word's nibbles shifted down (bits crossing into a byte are masked off).
+  const __m128i low_bits = _mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)),
+                                         _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f,
+                                                        0x0f0f0f0f));
+  // Bits 6-7 of u0 / u1 to bits 4-5.
+  const __m128i high_bits = _mm_and_si128(_mm_srli_epi32(top, 2), _mm_set1_epi8(0x30));
+  const __m128i bytes = _mm_or_si128(low_bits, high_bits);  // sc0..sc7, m0..m7.
+  *scales = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+      bytes, _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7)));
+  *mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+      bytes, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
 }
 
 // Q4_K (kBits 4) and Q5_K (kBits 5): w = d·sc_s·c - dmin·m_s per sub-block s of 32. The
@@ -488,7 +511,7 @@ struct KernelK45 {
 #pragma GCC unroll 8
     for (size_t r = 0; r < R; ++r) {
       __m256i scales, mins;
-      ScalesMinsK4(b[r] + 4, &scales, &mins);
+      ScalesMinsK4(b[r], &scales, &mins);
       const float d = HalfAt(b[r]), dmin = HalfAt(b[r] + 2);
       const uint8_t* q = b[r] + (kBits == 4 ? 16 : 48);
       __m256i high = kBits == 5 ? Load32(b[r] + 16) : _mm256_setzero_si256();
@@ -501,6 +524,29 @@ struct KernelK45 {
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #endif
+#if MOEX_AVX512_TARGET
+      // The pair's 64 codes meet 64 contiguous activations in one vector; codes and scales
+      // are built in 512-bit registers (the low half the 256-bit path's sub-block 2j, the
+      // high half its sub-block 2j + 1).
+      const __m512i sc = _mm512_castsi256_si512(scales);
+      // Fifth bits: byte l's bit 2j for sub-block 2j, bit 2j + 1 for 2j + 1, moved to 0x10.
+      __m512i fifth = kBits == 5 ? _mm512_broadcast_i64x4(high) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (size_t j = 0; j < 4; ++j) {
+        __m512i c = NibblePairs(q + 32 * j);
+        if constexpr (kBits == 5) {
+          const __m512i at4 = _mm512_mask_slli_epi16(_mm512_slli_epi16(fifth, 3), 0x0000FFFFu,
+                                                     fifth, 4);
+          c = _mm512_or_si512(c, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
+          fifth = _mm512_srli_epi16(fifth, 2);
+        }
+        const int lo_j = static_cast<int>(2 * j);
+        const __m512i s = BroadcastPairI16(sc, lo_j, lo_j, lo_j + 1, lo_j + 1);
+#pragma GCC unroll 8
+        for (size_t t = 0; t < T; ++t)
+          wide[t] = AddMadd(wide[t], MulU(c, Load64(x[t].q + 64 * j)), s);
+      }
+#else
 #pragma GCC unroll 8
       for (size_t j = 0; j < 4; ++j) {  // Sub-blocks 2j (low nibbles) and 2j + 1 (high).
         const __m256i raw = Load32(q + 32 * j);
@@ -514,19 +560,13 @@ struct KernelK45 {
         const int lo_j = static_cast<int>(2 * j), hi_j = lo_j + 1;
         const __m256i s_lo = BroadcastI16(scales, lo_j, lo_j),
                       s_hi = BroadcastI16(scales, hi_j, hi_j);
-#if MOEX_AVX512_TARGET
-        // The pair's 64 codes meet 64 contiguous activations in one vector.
-        const __m512i c = Join(lo, hi), s = Join(s_lo, s_hi);
-#pragma GCC unroll 8
-        for (size_t t = 0; t < T; ++t) wide[t] = AddMadd(wide[t], MulU(c, Load64(x[t].q + 64 * j)), s);
-#else
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t) {
           isum[t] = AddMadd(isum[t], MulU(lo, Load32(x[t].q + 64 * j)), s_lo);
           isum[t] = AddMadd(isum[t], MulU(hi, Load32(x[t].q + 64 * j + 32)), s_hi);
         }
-#endif
       }
+#endif
 #if MOEX_AVX512_TARGET
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = FoldHalves(wide[t]);
@@ -580,6 +620,34 @@ struct Kernel<QuantFormat::kQ6_K> {
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
 #endif
+#if MOEX_AVX512_TARGET
+      // Runs p and p + 1 (64 contiguous activations) in one vector, codes and scales built
+      // in 512-bit registers: the low half is quarter p's codes, the high half p + 1's.
+      const __m512i sc = _mm512_castsi256_si512(scales);
+      const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 2
+      for (size_t h = 0; h < 2; ++h) {
+        const __m512i ql = Load64(b[r] + 64 * h);  // ql0 | ql1.
+        const __m512i qh = _mm512_broadcast_i64x4(Load32(b[r] + 128 + 32 * h));
+        // Quarters 0 | 1: low nibbles, qh bits 0-1 | 2-3 moved to bits 4-5.
+        const __m512i qh01 = _mm512_mask_slli_epi16(_mm512_slli_epi16(qh, 2), 0x0000FFFFu, qh, 4);
+        // Quarters 2 | 3: high nibbles, qh bits 4-5 | 6-7 moved to bits 4-5.
+        const __m512i qh23 = _mm512_mask_srli_epi16(qh, 0xFFFF0000u, qh, 2);
+        const __m512i cc[2] = {
+            _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(qh01, m2)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                            _mm512_and_si512(qh23, m2))};
+#pragma GCC unroll 2
+        for (size_t p = 0; p < 4; p += 2) {
+          const size_t k = 4 * h + p;
+          const int s0 = static_cast<int>(8 * h + 2 * p);
+          const __m512i s = BroadcastPairI16(sc, s0, s0 + 1, s0 + 2, s0 + 3);
+#pragma GCC unroll 8
+          for (size_t t = 0; t < T; ++t)
+            wide[t] = AddMadd(wide[t], MulU(cc[p / 2], Load64(x[t].q + 32 * k)), s);
+        }
+      }
+#else
       const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 8
       for (size_t h = 0; h < 2; ++h) {
@@ -594,19 +662,6 @@ struct Kernel<QuantFormat::kQ6_K> {
                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2)),
             _mm256_or_si256(HighNibbles(ql0), _mm256_and_si256(qh, m2)),
             _mm256_or_si256(HighNibbles(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2))};
-#if MOEX_AVX512_TARGET
-        // Runs p and p + 1 (64 contiguous activations) in one vector.
-#pragma GCC unroll 8
-        for (size_t p = 0; p < 4; p += 2) {
-          const size_t k = 4 * h + p;
-          const __m512i s = Join(
-              BroadcastI16(half_scales, static_cast<int>(2 * p), static_cast<int>(2 * p + 1)),
-              BroadcastI16(half_scales, static_cast<int>(2 * p + 2), static_cast<int>(2 * p + 3)));
-          const __m512i cc = Join(c[p], c[p + 1]);
-#pragma GCC unroll 8
-          for (size_t t = 0; t < T; ++t) wide[t] = AddMadd(wide[t], MulU(cc, Load64(x[t].q + 32 * k)), s);
-        }
-#else
 #pragma GCC unroll 8
         for (size_t p = 0; p < 4; ++p) {
           const size_t k = 4 * h + p;  // Activation run of 32: sub-blocks 2k and 2k + 1.
@@ -617,8 +672,8 @@ struct Kernel<QuantFormat::kQ6_K> {
             isum[t] = AddMadd(isum[t], MulU(c[p], Load32(x[t].q + 32 * k)), s);
           }
         }
-#endif
       }
+#endif
 #if MOEX_AVX512_TARGET
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) isum[t] = FoldHalves(wide[t]);

@@ -19,8 +19,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +32,7 @@
 
 #include "core/dtype.h"
 #include "core/quant_format.h"
+#include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
 #include "kernels/activation_precision.h"
 #include "kernels/decode_order.h"
@@ -36,7 +40,6 @@
 #include "kernels/ops.h"
 #include "kernels/quant_expert_ffn.h"
 #include "kernels/quantize.h"
-#include "membw_probe.h"
 
 namespace moex::bench {
 namespace {
@@ -85,11 +88,17 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale) {
   return v;
 }
 
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
+
 // `count` matrices of rows x cols in `dtype`, contiguous, every byte written.
 Buffer MakeMatrices(DType dtype, int64_t rows, int64_t cols, int count) {
   const size_t row_bytes = DTypeBytes(dtype, cols);
   const size_t bytes = row_bytes * rows * count;
-  Buffer buf = AllocateTouched(bytes);
+  Buffer buf(static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
+  if (buf == nullptr) throw std::bad_alloc();
   const std::vector<float> row = Random(cols, 1, 0.05f);
   std::vector<std::byte> enc(row_bytes);
   kernels::FromF32(row.data(), dtype, cols, enc.data());
@@ -284,7 +293,7 @@ ActivationError ActivationErrors(DType t) {
 // One-token decode through 8 OLMoE-1B-7B experts (d = 2048, F = 1024) per call in each
 // block format and in f32 / bf16, cycling through at least 384 MB of experts; block formats
 // with f32 and with int8 activations, side by side.
-int QuantDecode(bool json, bool quick, int threads, const Bandwidth& bw) {
+int QuantDecode(bool json, bool quick, int threads, const ReadBandwidth& bw) {
   const int reps = quick ? 2 : 3;
   std::vector<DType> types = {DType::kF32, DType::kBF16};
   for (QuantFormat f : kAllQuantFormats) types.push_back(DTypeOf(f));
@@ -401,7 +410,7 @@ int Main(int argc, char** argv) {
   openblas_set_num_threads(threads);
   const int reps = quick ? 2 : 4;
 
-  const Bandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
+  const ReadBandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
   if (quant) return QuantDecode(json, quick, threads, bw);
   // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
   // Every decode case runs in both row orders (kernels/decode_order.h), alternating, so

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
-#include "membw_probe.h"
 
 int main(int argc, char** argv) {
   size_t mib = 1024;
@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     }
   }
   const int threads = moex::ThreadPool::Global().size();
-  const moex::bench::Bandwidth bw = moex::bench::MeasureReadBandwidth(mib << 20, 5);
+  const moex::ReadBandwidth bw = moex::MeasureReadBandwidth(mib << 20, 5);
   if (json) {
     std::printf(
         "{\"read_gb_per_s\": %.2f, \"read_gb_per_s_cpu_time\": %.2f, \"buffer_mib\": %zu, "

@@ -133,6 +133,22 @@ TEST(CliTest, BenchJsonReportsThroughput) {
   EXPECT_EQ(j["activations"], "int8");  // The default.
 }
 
+TEST(CliTest, BenchMembwReportsTheDecodeShareOfTheStreamingRead) {
+  const std::string model = testing::TinyModelPath(Arch::kQwen2Moe);
+  const std::string args = "bench --model " + model + " --prompt-tokens 4 --gen-tokens 4 --json";
+  const auto plain = RunCommand(Moex(args));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).contains("membw_gb_per_s"));
+  const auto r = RunCommand(Moex(args + " --membw"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const double membw = j["membw_gb_per_s"].get<double>();
+  EXPECT_GT(membw, 0.0);
+  EXPECT_GT(j["membw_gb_per_s_cpu_time"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["decode_share_of_membw"].get<double>(),
+                   j["decode_weight_gb_per_s"].get<double>() / membw);
+}
+
 struct BadInput {
   std::string name;
   std::string args;

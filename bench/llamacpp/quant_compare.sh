@@ -48,11 +48,11 @@ for ((r = 1; r <= ROUNDS; ++r)); do
   for act in int8 f32; do
     la=$(loadavg)
     "$MOEX" bench --model "$GGUF" --threads "$THREADS" --activations "$act" \
-        --prompt-tokens "$PROMPT" --gen-tokens "$GEN" --json 2>/dev/null |
+        --prompt-tokens "$PROMPT" --gen-tokens "$GEN" --membw --json 2>/dev/null |
       jq -c --arg la "$la" --argjson r "$r" --arg e "moex_$act" \
         '{engine: $e, round: $r, loadavg_before: $la, prefill_tokens_per_s,
           decode_tokens_per_s, load_ms, expert_dtype, activations,
-          decode_weight_gb_per_s}' | tee -a "$RUNS"
+          decode_weight_gb_per_s, membw_gb_per_s, decode_share_of_membw}' | tee -a "$RUNS"
   done
   la=$(loadavg)
   "$LLAMA_BENCH" -m "$GGUF" -p "$PROMPT" -n "$GEN" -t "$THREADS" -r 1 -o json 2>/dev/null |
@@ -75,6 +75,8 @@ jq -s -c --arg la "$(loadavg)" --arg model "$(basename "$GGUF")" '
    moex_f32_decode: med("moex_f32"; "decode_tokens_per_s"),
    llama_decode: med("llama.cpp"; "decode_tokens_per_s"),
    moex_int8_decode_gb_per_s: med("moex_int8"; "decode_weight_gb_per_s"),
+   moex_int8_membw_gb_per_s: med("moex_int8"; "membw_gb_per_s"),
+   moex_int8_decode_share_of_membw: med("moex_int8"; "decode_share_of_membw"),
    loadavg_after: $la}
   | .prefill_ratio_int8_over_llama = (.moex_int8_prefill / .llama_prefill)
   | .decode_ratio_int8_over_llama = (.moex_int8_decode / .llama_decode)

@@ -1,5 +1,6 @@
 // `moex bench`: prefill and decode throughput on random prompt ids, with the weight bytes a
 // decode step streams and the achieved GB/s. Prints one JSON object with --json.
+#include <cmath>
 #include <iostream>
 #include <random>
 #include <set>
@@ -8,6 +9,7 @@
 #include "cli/session.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
 #include "engine/generator.h"
 #include "kernels/activation_precision.h"
@@ -23,6 +25,7 @@ struct BenchOptions {
   int batch = 1;
   uint64_t seed = 1;
   bool json = false;
+  bool membw = false;
 };
 
 // Counts the distinct experts touched per forward pass (summed over MoE layers).
@@ -129,6 +132,15 @@ int RunBench(const BenchOptions& o) {
   out["tpot_ms"] = t.decode_steps > 0 ? t.decode_ms / static_cast<double>(t.decode_steps) : 0.0;
   out["decode_weight_bytes_per_step"] = bytes_per_step;
   out["decode_weight_gb_per_s"] = gbps;
+  double membw = 0;
+  if (o.membw) {
+    // Right after the timed decode, with the same threads: the share is taken side by side.
+    const ReadBandwidth bw = MeasureReadBandwidth(size_t{512} << 20, 3);
+    membw = bw.wall_gb_per_s;
+    out["membw_gb_per_s"] = bw.wall_gb_per_s;
+    out["membw_gb_per_s_cpu_time"] = bw.cpu_gb_per_s;
+    out["decode_share_of_membw"] = membw > 0 ? gbps / membw : 0.0;
+  }
   out["offload"] = session->executor->MetricsJson();
   session->AddRoutingReplayJson(out);
   out["memory"] = {{"peak_rss_bytes", PeakRssBytes()},
@@ -138,7 +150,11 @@ int RunBench(const BenchOptions& o) {
     std::cout << out.dump(2) << "\n";
   } else {
     std::cout << "prefill " << prefill_tok_s << " tok/s, decode " << decode_tok_s
-              << " tok/s, weights " << gbps << " GB/s\n";
+              << " tok/s, weights " << gbps << " GB/s";
+    if (membw > 0)
+      std::cout << " (" << std::lround(100 * gbps / membw) << " % of a " << std::lround(membw)
+                << " GB/s streaming read)";
+    std::cout << "\n";
   }
   return 0;
 }
@@ -153,6 +169,9 @@ Runner AddBenchCommand(CLI::App& app) {
   cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--batch", o->batch, "sequences decoded together")->check(CLI::Range(1, 256));
   cmd->add_option("--seed", o->seed, "seed of the random prompt ids");
+  cmd->add_flag("--membw", o->membw,
+                "after decoding, measure the streaming-read memory bandwidth and report the "
+                "decode's share of it");
   cmd->add_flag("--json", o->json, "print one JSON object");
   return [o] { return RunBench(*o); };
 }

@@ -1,41 +1,27 @@
-// Streaming-read memory bandwidth probe shared by the benchmarks: every thread of the
-// global pool reads its own contiguous slice of a buffer far larger than the LLC.
-#pragma once
+#include "core/read_bandwidth.h"
 
 #include <immintrin.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "core/thread_pool.h"
 
-namespace moex::bench {
+namespace moex {
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
-
-// Page-aligned buffer with every page written (so the probe never measures page faults).
-inline Buffer AllocateTouched(size_t bytes, uint8_t fill = 1) {
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
-  ThreadPool::Global().ParallelFor(
-      bytes, 1 << 20, [&](size_t b, size_t e, int) { std::memset(p + b, fill, e - b); });
-  return Buffer(p);
-}
+namespace {
 
 // Sums the 64-bit words of [p, p + bytes) (bytes a multiple of 256) as four interleaved
 // sequential streams, one per quarter, with the widest vectors the CPU has. The kernels read
 // several weight rows at once; a single stream per core keeps fewer cache lines in flight
 // and would understate what the memory system delivers.
-__attribute__((target("avx512f"))) inline uint64_t ReadSliceAvx512(const std::byte* p,
-                                                                   size_t bytes) {
+__attribute__((target("avx512f"))) uint64_t ReadSliceAvx512(const std::byte* p, size_t bytes) {
   __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
   const auto* v = reinterpret_cast<const __m512i*>(p);
   const size_t q = bytes / 256;  // Lines per stream.
@@ -50,7 +36,7 @@ __attribute__((target("avx512f"))) inline uint64_t ReadSliceAvx512(const std::by
   return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
 }
 
-__attribute__((target("avx2"))) inline uint64_t ReadSliceAvx2(const std::byte* p, size_t bytes) {
+__attribute__((target("avx2"))) uint64_t ReadSliceAvx2(const std::byte* p, size_t bytes) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   const auto* v = reinterpret_cast<const __m256i*>(p);
   const size_t q = bytes / 256;  // Lines per stream, two vectors each.
@@ -70,12 +56,12 @@ __attribute__((target("avx2"))) inline uint64_t ReadSliceAvx2(const std::byte* p
   return out[0] + out[1] + out[2] + out[3];
 }
 
-inline uint64_t ReadSliceSse2(const std::byte* p, size_t bytes) {
+uint64_t ReadSliceSse2(const std::byte* p, size_t bytes) {
   __m128i a = _mm_setzero_si128(), b = a, c = a, d = a;
   const auto* v = reinterpret_cast<const __m128i*>(p);
   const size_t q = bytes / 256;  // Lines per stream, four vectors each.
   for (size_t i = 0; i < 4 * q; i += 4) {
-    for (int k = 0; k < 4; ++k) {
+    for (size_t k = 0; k < 4; ++k) {
       a = _mm_add_epi64(a, _mm_load_si128(v + i + k));
       b = _mm_add_epi64(b, _mm_load_si128(v + 4 * q + i + k));
       c = _mm_add_epi64(c, _mm_load_si128(v + 8 * q + i + k));
@@ -88,7 +74,7 @@ inline uint64_t ReadSliceSse2(const std::byte* p, size_t bytes) {
   return out[0] + out[1];
 }
 
-inline uint64_t ReadSlice(const std::byte* p, size_t bytes) {
+uint64_t ReadSlice(const std::byte* p, size_t bytes) {
   static const int level = __builtin_cpu_supports("avx512f") ? 2
                            : __builtin_cpu_supports("avx2")  ? 1
                                                              : 0;
@@ -97,31 +83,36 @@ inline uint64_t ReadSlice(const std::byte* p, size_t bytes) {
                       : ReadSliceSse2(p, bytes);
 }
 
-inline double ProcessCpuSeconds() {
+double ProcessCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// Read bandwidth in GB/s (1e9 bytes/s), best of several passes: by wall clock, and by
-// process CPU time per thread (what the threads achieve while they actually run; the
-// honest figure on a machine shared with other jobs).
-struct Bandwidth {
-  double wall_gb_per_s = 0;
-  double cpu_gb_per_s = 0;
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
 };
 
-inline Bandwidth MeasureReadBandwidth(size_t bytes, int passes) {
+}  // namespace
+
+ReadBandwidth MeasureReadBandwidth(size_t bytes, int passes) {
+  constexpr size_t kPage = 4096;
+  bytes = std::max(kPage, bytes / kPage * kPage);
   ThreadPool& pool = ThreadPool::Global();
-  Buffer buf = AllocateTouched(bytes);
-  Bandwidth best;
+  std::unique_ptr<std::byte, FreeDeleter> buf(
+      static_cast<std::byte*>(std::aligned_alloc(kPage, bytes)));
+  if (buf == nullptr) throw std::bad_alloc();
+  // Every page written first, so that no pass measures page faults.
+  pool.ParallelFor(bytes, 1 << 20,
+                   [&](size_t b, size_t e, int) { std::memset(buf.get() + b, 1, e - b); });
+  ReadBandwidth best;
   volatile uint64_t sink = 0;
   for (int pass = 0; pass < passes; ++pass) {
     uint64_t sums[256] = {};
     const double c0 = ProcessCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
-    pool.ParallelFor(bytes / 4096, 16, [&](size_t b, size_t e, int w) {
-      sums[w % 256] += ReadSlice(buf.get() + b * 4096, (e - b) * 4096);
+    pool.ParallelFor(bytes / kPage, 16, [&](size_t b, size_t e, int w) {
+      sums[w % 256] += ReadSlice(buf.get() + b * kPage, (e - b) * kPage);
     });
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -133,4 +124,4 @@ inline Bandwidth MeasureReadBandwidth(size_t bytes, int passes) {
   return best;
 }
 
-}  // namespace moex::bench
+}  // namespace moex

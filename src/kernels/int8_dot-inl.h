@@ -187,29 +187,27 @@ HWY_INLINE __m256i AddDotS(__m256i acc, __m256i w, __m256i q) {
 }
 
 #if MOEX_AVX512_TARGET
-// 512-bit forms for the 256-weight formats' prefill: one vector covers two 32-code runs.
+// 512-bit forms for the 256-weight formats: one vector covers two 32-code runs.
 // Their int32 lanes are folded back to the 256-bit layout (FoldHalves: lane i of the low
 // half plus lane i of the high one) before anything becomes a float, so the integers, and
 // every float operation after them, are the 256-bit path's: the same bits on every target.
-HWY_INLINE __m512i Join(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
 HWY_INLINE __m512i Load64(const void* p) {
   return _mm512_loadu_si512(p);
 }
 HWY_INLINE __m256i FoldHalves(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
-// Join(Nibbles(raw), HighNibbles(raw)) of 32 bytes at p: one broadcast load, a shift of the
-// high half alone and a mask (three instructions where the 256-bit pieces take five).
+// [Nibbles(raw) | HighNibbles(raw)] of the 32 bytes at p as one vector: one broadcast load, a
+// shift of the high half alone and a mask (three instructions where two 256-bit halves and
+// their insertion take five).
 HWY_INLINE __m512i NibblePairs(const uint8_t* p) {
   const __m512i raw = _mm512_broadcast_i64x4(Load32(p));
   return _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4),
                           _mm512_set1_epi8(0x0f));
 }
 // Int16 lanes a, b, c, e of v (each < 16) broadcast over the four 128-bit quarters in that
-// order: one word permute (what BroadcastI16 and Join build from the 256-bit halves).
-HWY_INLINE __m512i BroadcastPairI16(__m512i v, int a, int b, int c, int e) {
+// order: one word permute (what two BroadcastI16 and an insertion build otherwise).
+HWY_INLINE __m512i BroadcastQuartersI16(__m512i v, int a, int b, int c, int e) {
   const auto q = [](int lane) { return _mm_set1_epi16(static_cast<int16_t>(lane)); };
   const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q(b), q(a))),
                                          _mm256_set_m128i(q(e), q(c)), 1);
@@ -565,7 +563,7 @@ struct KernelK45 {
           fifth = _mm512_srli_epi16(fifth, 2);
         }
         const int lo_j = static_cast<int>(2 * j);
-        const __m512i s = BroadcastPairI16(sc, lo_j, lo_j, lo_j + 1, lo_j + 1);
+        const __m512i s = BroadcastQuartersI16(sc, lo_j, lo_j, lo_j + 1, lo_j + 1);
 #pragma GCC unroll 8
         for (size_t t = 0; t < T; ++t)
           wide[t] = AddMadd(wide[t], MulU(c, Load64(x[t].q + 64 * j)), s);
@@ -665,7 +663,7 @@ struct Kernel<QuantFormat::kQ6_K> {
         for (size_t p = 0; p < 4; p += 2) {
           const size_t k = 4 * h + p;
           const int s0 = static_cast<int>(8 * h + 2 * p);
-          const __m512i s = BroadcastPairI16(sc, s0, s0 + 1, s0 + 2, s0 + 3);
+          const __m512i s = BroadcastQuartersI16(sc, s0, s0 + 1, s0 + 2, s0 + 3);
 #pragma GCC unroll 8
           for (size_t t = 0; t < T; ++t)
             wide[t] = AddMadd(wide[t], MulU(cc[p / 2], Load64(x[t].q + 32 * k)), s);

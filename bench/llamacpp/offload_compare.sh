@@ -75,7 +75,7 @@ if [[ -d $HF ]]; then
   VOCAB=$(jq '.vocab_size' "$HF/config.json")
 else
   # The store holds the experts' blocks as the file does (plus a header of a few KiB).
-  EXPERT_BYTES=$(stat -c %s "$STORE")
+  EXPERT_BYTES=$(stat -L -c %s "$STORE")  # -L: the store may be a link.
   VOCAB=${VOCAB:-50304}
 fi
 # The prompt bench.mjs uses: a deterministic walk over the vocabulary.

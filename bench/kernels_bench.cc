@@ -19,17 +19,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <memory>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/aligned_buffer.h"
 #include "core/dtype.h"
 #include "core/quant_format.h"
 #include "core/read_bandwidth.h"
@@ -88,22 +86,16 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale) {
   return v;
 }
 
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
-
 // `count` matrices of rows x cols in `dtype`, contiguous, every byte written.
-Buffer MakeMatrices(DType dtype, int64_t rows, int64_t cols, int count) {
+AlignedBuffer MakeMatrices(DType dtype, int64_t rows, int64_t cols, int count) {
   const size_t row_bytes = DTypeBytes(dtype, cols);
   const size_t bytes = row_bytes * rows * count;
-  Buffer buf(static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
-  if (buf == nullptr) throw std::bad_alloc();
+  AlignedBuffer buf(bytes);  // As the model's weights: huge pages where allowed.
   const std::vector<float> row = Random(cols, 1, 0.05f);
   std::vector<std::byte> enc(row_bytes);
   kernels::FromF32(row.data(), dtype, cols, enc.data());
   for (size_t r = 0; r < static_cast<size_t>(rows) * count; ++r) {
-    std::memcpy(buf.get() + r * row_bytes, enc.data(), row_bytes);
+    std::memcpy(buf.data() + r * row_bytes, enc.data(), row_bytes);
   }
   return buf;
 }
@@ -130,7 +122,7 @@ struct Decode {
 // or by the core.
 Decode DecodeLinear(DType dtype, int count, int reps, int threads, int64_t rows = kModel,
                     int64_t cols = kModel, int passes = 1) {
-  const Buffer w = MakeMatrices(dtype, rows, cols, count);
+  const AlignedBuffer w = MakeMatrices(dtype, rows, cols, count);
   const size_t bytes = DTypeBytes(dtype, cols) * rows;
   const std::vector<float> x = Random(cols, 2, 1.0f);
   std::vector<float> y(rows);
@@ -138,12 +130,12 @@ Decode DecodeLinear(DType dtype, int count, int reps, int threads, int64_t rows 
   std::vector<std::vector<std::byte>> interleaved(static_cast<size_t>(count));
   if (kernels::InterleavedBlockBytes(dtype) != 0) {
     for (int m = 0; m < count; ++m)
-      interleaved[m] = kernels::InterleaveRows(w.get() + m * bytes, dtype, rows, cols);
+      interleaved[m] = kernels::InterleaveRows(w.data() + m * bytes, dtype, rows, cols);
   }
   const Timing t = BestOf(reps, [&] {
     for (int p = 0; p < passes; ++p) {
       for (int m = 0; m < count; ++m) {
-        kernels::LinearOutput o{w.get() + m * bytes, dtype, rows, cols, y.data()};
+        kernels::LinearOutput o{w.data() + m * bytes, dtype, rows, cols, y.data()};
         if (!interleaved[m].empty()) o.interleaved = interleaved[m].data();
         kernels::LinearMulti(std::span<const kernels::LinearOutput>(&o, 1), x.data(), 1);
       }
@@ -159,7 +151,7 @@ Decode DecodeLinear(DType dtype, int count, int reps, int threads, int64_t rows 
 Decode DecodeExperts(DType dtype, int pool_experts, int reps, int threads, int64_t d = kModel,
                      int64_t neurons = kNeurons) {
   const size_t expert_bytes = kernels::ExpertRecordBytes(dtype, d) * neurons;
-  const Buffer w = MakeMatrices(dtype, 3 * neurons, d, pool_experts);
+  const AlignedBuffer w = MakeMatrices(dtype, 3 * neurons, d, pool_experts);
   const std::vector<float> x = Random(d, 3, 1.0f);
   std::vector<float> y(kActive * d, 0.0f);
   const int calls = pool_experts / kActive;
@@ -168,7 +160,7 @@ Decode DecodeExperts(DType dtype, int pool_experts, int reps, int threads, int64
       std::vector<ExpertJob> jobs;
       for (int e = 0; e < kActive; ++e) {
         jobs.push_back(
-            {w.get() + (c * kActive + e) * expert_bytes, neurons, x.data(), 1, y.data() + e * d});
+            {w.data() + (c * kActive + e) * expert_bytes, neurons, x.data(), 1, y.data() + e * d});
       }
       kernels::ExpertFfn(jobs, dtype, d);
     }
@@ -185,16 +177,16 @@ struct Prefill {
 };
 
 Prefill PrefillLinear(DType dtype, int64_t n, int reps, int threads) {
-  const Buffer w = MakeMatrices(dtype, kModel, kModel, 1);
-  const Buffer wf = MakeMatrices(DType::kF32, kModel, kModel, 1);
+  const AlignedBuffer w = MakeMatrices(dtype, kModel, kModel, 1);
+  const AlignedBuffer wf = MakeMatrices(DType::kF32, kModel, kModel, 1);
   const std::vector<float> x = Random(n * kModel, 4, 1.0f);
   std::vector<float> y(n * kModel);
   const double gflop = 2.0 * n * kModel * kModel / 1e9;
   const Timing ours =
-      BestOf(reps, [&] { kernels::Linear(w.get(), dtype, kModel, kModel, x.data(), n, y.data()); });
+      BestOf(reps, [&] { kernels::Linear(w.data(), dtype, kModel, kModel, x.data(), n, y.data()); });
   const Timing blas = BestOf(reps, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, kModel, kModel, 1.0f, x.data(), kModel,
-                reinterpret_cast<const float*>(wf.get()), kModel, 0.0f, y.data(), kModel);
+                reinterpret_cast<const float*>(wf.data()), kModel, 0.0f, y.data(), kModel);
   });
   return {std::string("linear_2048x2048_") + DTypeName(dtype), n, RateOf(gflop, ours, threads),
           RateOf(gflop, blas, threads)};
@@ -203,13 +195,13 @@ Prefill PrefillLinear(DType dtype, int64_t n, int reps, int threads) {
 // n tokens through one expert; OpenBLAS does the same math as two sgemms on f32 weights
 // (gate|up stacked, then down) plus an element-wise SwiGLU.
 Prefill PrefillExpert(DType dtype, int64_t n, int reps, int threads) {
-  const Buffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, 1);
+  const AlignedBuffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, 1);
   const std::vector<float> gate_up = Random(2 * kNeurons * kModel, 5, 0.05f);
   const std::vector<float> down = Random(kModel * kNeurons, 6, 0.05f);
   const std::vector<float> x = Random(n * kModel, 7, 1.0f);
   std::vector<float> y(n * kModel, 0.0f), h(n * 2 * kNeurons);
   const double gflop = 2.0 * n * 3 * kModel * kNeurons / 1e9;
-  const ExpertJob job{w.get(), kNeurons, x.data(), n, y.data()};
+  const ExpertJob job{w.data(), kNeurons, x.data(), n, y.data()};
   const Timing ours =
       BestOf(reps, [&] { kernels::ExpertFfn(std::span<const ExpertJob>(&job, 1), dtype, kModel); });
   const Timing blas = BestOf(reps, [&] {
@@ -234,13 +226,13 @@ struct FewTokens {
 };
 
 FewTokens PrefillFewTokenExperts(DType dtype, int experts, int64_t tokens, int reps, int threads) {
-  const Buffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, experts);
+  const AlignedBuffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, experts);
   const size_t bytes = DTypeBytes(dtype, kModel) * 3 * kNeurons;
   const std::vector<float> x = Random(tokens * kModel, 7, 1.0f);
   std::vector<std::vector<float>> ys(experts, std::vector<float>(tokens * kModel, 0.0f));
   std::vector<ExpertJob> jobs;
   for (int e = 0; e < experts; ++e) {
-    jobs.push_back({w.get() + e * bytes, kNeurons, x.data(), tokens, ys[e].data()});
+    jobs.push_back({w.data() + e * bytes, kNeurons, x.data(), tokens, ys[e].data()});
   }
   const Timing t = BestOf(reps, [&] { kernels::ExpertFfn(jobs, dtype, kModel); });
   const double gflop = 2.0 * tokens * 3 * kModel * kNeurons * experts / 1e9;

@@ -6,11 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <new>
 
+#include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 
 namespace moex {
@@ -89,22 +87,17 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-
 }  // namespace
 
 ReadBandwidth MeasureReadBandwidth(size_t bytes, int passes) {
   constexpr size_t kPage = 4096;
   bytes = std::max(kPage, bytes / kPage * kPage);
   ThreadPool& pool = ThreadPool::Global();
-  std::unique_ptr<std::byte, FreeDeleter> buf(
-      static_cast<std::byte*>(std::aligned_alloc(kPage, bytes)));
-  if (buf == nullptr) throw std::bad_alloc();
-  // Every page written first, so that no pass measures page faults.
+  // The kind of memory the model's weights live in (huge pages where allowed), every page
+  // written first, so that no pass measures page faults.
+  AlignedBuffer buf(bytes);
   pool.ParallelFor(bytes, 1 << 20,
-                   [&](size_t b, size_t e, int) { std::memset(buf.get() + b, 1, e - b); });
+                   [&](size_t b, size_t e, int) { std::memset(buf.data() + b, 1, e - b); });
   ReadBandwidth best;
   volatile uint64_t sink = 0;
   for (int pass = 0; pass < passes; ++pass) {
@@ -112,7 +105,7 @@ ReadBandwidth MeasureReadBandwidth(size_t bytes, int passes) {
     const double c0 = ProcessCpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     pool.ParallelFor(bytes / kPage, 16, [&](size_t b, size_t e, int w) {
-      sums[w % 256] += ReadSlice(buf.get() + b * kPage, (e - b) * kPage);
+      sums[w % 256] += ReadSlice(buf.data() + b * kPage, (e - b) * kPage);
     });
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

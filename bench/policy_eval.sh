@@ -14,7 +14,11 @@
 # prompt sets' directory, default ../shared/data/prompts beside the repository); BASELINES
 # (default lru,lfu,nextgate+lru,belady,oracle+belady; keep lru and oracle+belady for the
 # gap column); CASES (default all five, e.g. "sharegpt gsm8k" for fewer); LIMIT (at
-# most this many prompts of each set, for a shorter run on a busy machine; default: all).
+# most this many prompts of each set, for a shorter run on a busy machine; default: all);
+# STATIC: specs that learn nothing from traces (e.g. "lru,lfu,belady"), replayed once per
+# case without --learn-from (same results, without re-reading the learning trace for each
+# budget) and merged into the same results; PROFILES (default "cpu rtx4090": which of the
+# two profiles to replay).
 # Traces are kept in OUT_DIR/traces and reused; tables go to OUT_DIR/tables.md.
 set -euo pipefail
 usage="usage: policy_eval.sh BUILD_DIR OUT_DIR [EXTRA_POLICY_SPECS]"
@@ -56,10 +60,25 @@ for c in $cases; do
   if [ -n "${CASES:-}" ] && [[ " $CASES " != *" $name "* ]]; then continue; fi
   for hw in cpu:"$cpu_profile" rtx4090:rtx4090; do
     label=${hw%%:*}
+    if [[ " ${PROFILES:-cpu rtx4090} " != *" $label "* ]]; then continue; fi
     echo "replaying $name on $label" >&2
     "$moex" sim --trace "$traces/$test.trace" --learn-from "$traces/$learn.trace" \
       --policy "$policies" --budget "$budgets" --hardware "${hw#*:}" --scale-to olmoe:full \
       --json >"$out/results/$name-$label.json"
+    if [ -n "${STATIC:-}" ]; then
+      "$moex" sim --trace "$traces/$test.trace" --policy "$STATIC" --budget "$budgets" \
+        --hardware "${hw#*:}" --scale-to olmoe:full --json >"$out/results/$name-$label.static.json"
+      python3 - "$out/results/$name-$label.json" "$out/results/$name-$label.static.json" <<'PY'
+import json, sys
+main, static = (json.load(open(p)) for p in sys.argv[1:3])
+def results(j):  # `moex sim --json` prints one result as the object itself.
+    return j["results"] if "results" in j else [j]
+merged = {k: main[k] for k in ("trace", "model", "hardware")}
+merged["results"] = results(static) + results(main)
+json.dump(merged, open(sys.argv[1], "w"), indent=1)
+PY
+      rm "$out/results/$name-$label.static.json"
+    fi
   done
 done
 python3 "$root/tools/bench/policy_eval_table.py" "$out" --summary >"$out/tables.md"

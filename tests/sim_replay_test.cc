@@ -194,18 +194,31 @@ TEST(SimBelady, HandComputedAccessString) {
   EXPECT_EQ(min.total.hits, 2);
   EXPECT_EQ(min.total.misses, 7);
   EXPECT_EQ(min.total.evictions, 5);
+  // MIN with bypass keeps 0 and 1: 2 (used at 9) and 3 (never again) are used later than
+  // both and go through staging; the last 2 ties with them (no future use) and is inserted.
+  const sim::ReplayResult bypass = ReplayToy(reader, "belady:bypass=true", "8192");
+  EXPECT_EQ(bypass.total.hits, 4);
+  EXPECT_EQ(bypass.total.misses, 5);
+  EXPECT_EQ(bypass.total.bypassed, 2);
+  EXPECT_EQ(bypass.total.evictions, 1);
 }
 
 // Belady bounds every policy: no demand-only policy has more hits, and no policy loads
-// fewer experts (demand misses plus prefetches).
-void ExpectBeladyBoundsAll(trace::TraceReader& reader, const std::vector<std::string>& policies) {
+// fewer experts (demand misses plus prefetches). Policies that may bypass the cache
+// (`admission`) are bounded by MIN with bypass, which itself never does worse than MIN.
+void ExpectBeladyBoundsAll(trace::TraceReader& reader, const std::vector<std::string>& policies,
+                           bool admission = false) {
   const policy::FutureDemand future = sim::ReadFutureDemand(reader);
   for (const char* budget : {"5%", "10%", "25%", "50%", "75%"}) {
     sim::ReplayOptions o;
     o.hardware = TestHardware();
     o.budget = budget;
     o.policy = "belady";
-    const sim::ReplayResult best = sim::Replay(reader, o, &future);
+    const sim::ReplayResult min = sim::Replay(reader, o, &future);
+    o.policy = "belady:bypass=true";
+    const sim::ReplayResult min_bypass = sim::Replay(reader, o, &future);
+    EXPECT_GE(min_bypass.total.hits, min.total.hits);
+    const sim::ReplayResult& best = admission ? min_bypass : min;
     for (const std::string& p : policies) {
       SCOPED_TRACE(p + " at " + budget);
       o.policy = p;
@@ -237,6 +250,7 @@ TEST(SimBelady, NeverBeatenOnSkewedRandomTraces) {
     WriteSequence(path, h, gates);
     trace::TraceReader reader(path);
     ExpectBeladyBoundsAll(reader, {"lru", "lfu", "random"});
+    ExpectBeladyBoundsAll(reader, {"reuse", "cycle-lru"}, /*admission=*/true);
   }
 }
 
@@ -246,6 +260,7 @@ TEST(SimBelady, NeverBeatenOnRecordedTraces) {
   RecordRun(*model, dir / "run.trace", trace::Precision::kNone);
   trace::TraceReader reader(dir / "run.trace");
   ExpectBeladyBoundsAll(reader, {"lru", "lfu", "random", "nextgate", "nextgate+lfu"});
+  ExpectBeladyBoundsAll(reader, {"reuse", "nextgate+reuse", "cycle-lru"}, /*admission=*/true);
 }
 
 TEST(SimErrors, PoliciesThatCannotRunSayWhy) {

@@ -33,6 +33,10 @@ class ComposedPolicy : public Policy {
   void OnTouch(const ExpertKey& expert, bool demand) override { evictor().OnTouch(expert, demand); }
   double EvictScore(const ExpertKey& expert) override { return evictor().EvictScore(expert); }
   NeuronRange KeepOnMiss(const ExpertKey& expert) override { return evictor().KeepOnMiss(expert); }
+  bool decides_admission() const override { return parts_.back().policy->decides_admission(); }
+  bool Admit(const ExpertKey& expert, double lowest_score) override {
+    return evictor().Admit(expert, lowest_score);
+  }
   void ComputeOrder(int layer, std::vector<ExpertKey>* experts) override;
   // The first part that regroups decides.
   bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,

@@ -2,6 +2,7 @@
 // again: first). With equal-sized experts and demand fetching this minimises misses, so it
 // is the upper bound on hit rate every simulator report shows. It needs the future, which
 // only the trace-replay simulator has (PolicyFacts::future).
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace {
 
 class BeladyEvictor : public Policy {
  public:
-  explicit BeladyEvictor(const PolicyFacts& ctx) : experts_(ctx.num_experts) {
+  BeladyEvictor(const PolicyFacts& ctx, bool bypass) : experts_(ctx.num_experts), bypass_(bypass) {
     Check(ctx.future != nullptr,
           "policy belady needs the future demand, which only `moex sim` has (it replays a "
           "recorded trace); the engine cannot run it");
@@ -26,6 +27,17 @@ class BeladyEvictor : public Policy {
   }
   std::string name() const override { return "belady"; }
   bool evicts() const override { return true; }
+  // With bypass, a miss used again later than every cached expert is not inserted: MIN
+  // for a cache that may bypass, the bound for policies that decide admission.
+  bool decides_admission() const override { return bypass_; }
+  bool Admit(const ExpertKey& k, double lowest) override {
+    const std::vector<int64_t>& uses = uses_[Index(k)];
+    // Its next use after the gate being served (number cursor_).
+    const auto next = std::upper_bound(uses.begin(), uses.end(), cursor_);
+    const double score =
+        next == uses.end() ? -std::numeric_limits<double>::infinity() : -static_cast<double>(*next);
+    return score >= lowest;
+  }
   void OnGate(const GateEvent&, Decisions*) override { ++cursor_; }
   // A learning replay is another stream: its gates are not this replay's.
   void OnLearnBegin() override { saved_cursor_ = cursor_; }
@@ -47,6 +59,7 @@ class BeladyEvictor : public Policy {
     return static_cast<size_t>(k.layer) * experts_ + static_cast<size_t>(k.expert);
   }
   size_t experts_;
+  bool bypass_;
   std::vector<std::vector<int64_t>> uses_;  // Per expert: gate indices that route to it.
   std::vector<size_t> next_;                // Per expert: first use not yet passed.
   int64_t cursor_ = 0;                      // Gate events seen so far.
@@ -58,9 +71,15 @@ MOEX_REGISTER_POLICY({
     .roles = kEvicts,
     .doc = "Belady's MIN: evict the expert whose next use is farthest (needs the future)",
     .source = "Belady 1966; the bound for eviction",
+    .params = {{.name = "bypass",
+                .type = ParamType::kBool,
+                .default_value = "false",
+                .doc = "do not insert a miss used again later than every cached expert (MIN "
+                       "when the cache may bypass: the bound for admission policies)"}},
     .needs_future = true,
-    .make = [](const PolicyFacts& f, const Params&) -> std::unique_ptr<Policy> {
-      return std::make_unique<BeladyEvictor>(f);
+    .test_specs = {"belady:bypass=true"},
+    .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
+      return std::make_unique<BeladyEvictor>(f, p.Bool("bypass"));
     },
 });
 

@@ -44,8 +44,17 @@ class Policy {
   virtual double EvictScore(const ExpertKey& expert) { return 0; }
 
   // The neurons of a demanded, missing expert to keep in the cache; the rest is read for
-  // this use only (streamed past the cache). Default: the whole expert.
+  // this use only (streamed past the cache). Default: the whole expert. Called once per
+  // demanded miss, before the gate's OnGate, so it also tells the policy which layer's gate
+  // is being served.
   virtual NeuronRange KeepOnMiss(const ExpertKey& expert) { return {}; }
+  // Admission (bypass). A policy that decides admission is asked, for a demanded miss whose
+  // insertion would evict something, whether to insert it at all: `lowest_score` is the
+  // lowest EvictScore among the experts it would compete with (unpinned, resident). Not
+  // admitted, the expert is computed from staging pages for this use only (counted as
+  // `bypassed`), and nothing is evicted. Default: every miss is admitted.
+  virtual bool decides_admission() const { return false; }
+  virtual bool Admit(const ExpertKey& expert, double lowest_score) { return true; }
   // May reorder a layer's demanded experts (given: cached first, then by id). The executor
   // still computes whatever has landed first; this orders fetch issue and ties.
   virtual void ComputeOrder(int layer, std::vector<ExpertKey>* experts) {}

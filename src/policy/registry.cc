@@ -152,6 +152,10 @@ std::string Params::NonDefault() const {
     const std::string& v = Raw(p.name);
     // Compare canonical forms: "0.50" and "0.5" are the same setting.
     bool same = v == p.default_value;
+    if (!same && p.type == ParamType::kBool)  // "true" and "1" are the same setting.
+      same = v == (p.default_value == "1" || p.default_value == "true" || p.default_value == "on"
+                       ? "1"
+                       : "0");
     if (!same && (p.type == ParamType::kReal || p.type == ParamType::kInt))
       same = std::stod(v) == std::stod(p.default_value);
     if (!same) text += (text.empty() ? "" : ",") + p.name + "=" + v;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "core/error.h"
 
@@ -52,16 +53,51 @@ void ExpertCache::FreeAll(size_t index, std::vector<CacheCommand>* out) {
   e.unused_prefetch = false;
 }
 
-bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t global_need,
-                           const Scorer& scorer, std::vector<CacheCommand>* out) {
-  if (layer_need <= 0 && global_need <= 0) return true;
-  // Every candidate is scored once, in ascending key order, before anything changes.
+void ExpertCache::SortHolders() {
   std::erase_if(holders_, [&](size_t i) { return entries_[i].present == 0; });
   // Holders stay sorted but for the few added since the last call: merge those in.
   const auto tail = std::is_sorted_until(holders_.begin(), holders_.end());
   std::sort(tail, holders_.end());
   std::inplace_merge(holders_.begin(), tail, holders_.end());
   holders_.erase(std::unique(holders_.begin(), holders_.end()), holders_.end());
+}
+
+int ExpertCache::MissingChunks(size_t index, NeuronRange range) const {
+  const auto [first, last] = ChunksOf(range);
+  int missing = 0;
+  for (int c = first; c < last; ++c) missing += entries_[index].pages[static_cast<size_t>(c)] < 0;
+  return missing;
+}
+
+bool ExpertCache::LayerBudgetBinds(const ExpertKey& key, int missing) const {
+  const int64_t budget = layer_budget_[static_cast<size_t>(key.layer)];
+  return budget >= 0 && used_per_layer_[static_cast<size_t>(key.layer)] + missing > budget;
+}
+
+bool ExpertCache::InsertEvicts(const ExpertKey& key, NeuronRange range) const {
+  const int missing = MissingChunks(Index(key), range);
+  if (missing == 0) return false;
+  return missing > static_cast<int64_t>(free_.size()) || LayerBudgetBinds(key, missing);
+}
+
+double ExpertCache::LowestScore(const ExpertKey& key, NeuronRange range, const Scorer& scorer) {
+  const size_t keep = Index(key);
+  const bool layer_only = LayerBudgetBinds(key, MissingChunks(keep, range));
+  SortHolders();
+  double lowest = std::numeric_limits<double>::infinity();
+  for (size_t i : holders_) {
+    if (i == keep || !entries_[i].evictable()) continue;
+    if (layer_only && LayerOf(i) != key.layer) continue;
+    lowest = std::min(lowest, scorer(KeyOf(i)));
+  }
+  return lowest;
+}
+
+bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t global_need,
+                           const Scorer& scorer, std::vector<CacheCommand>* out) {
+  if (layer_need <= 0 && global_need <= 0) return true;
+  // Every candidate is scored once, in ascending key order, before anything changes.
+  SortHolders();
   std::vector<std::pair<double, size_t>> candidates;
   int64_t available = 0, available_in_layer = 0;
   for (size_t i : holders_) {
@@ -116,8 +152,7 @@ bool ExpertCache::Insert(const ExpertKey& key, NeuronRange range, bool demand, d
   const size_t index = Index(key);
   Entry& entry = entries_[index];
   const auto [first, last] = ChunksOf(range);
-  int missing = 0;
-  for (int c = first; c < last; ++c) missing += entry.pages[static_cast<size_t>(c)] < 0;
+  const int missing = MissingChunks(index, range);
   if (missing == 0) return true;
 
   // Choose victims before changing anything, so a failed insert leaves no trace.

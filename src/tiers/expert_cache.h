@@ -65,6 +65,13 @@ class ExpertCache {
   // room. New chunks are emitted as kFetch commands with the given class and priority.
   bool Insert(const ExpertKey& key, NeuronRange range, bool demand, double priority,
               const Scorer& scorer, std::vector<CacheCommand>* out);
+  // Whether inserting `range` of `key` would have to evict (free pages or the key's layer
+  // budget do not cover its missing chunks).
+  bool InsertEvicts(const ExpertKey& key, NeuronRange range) const;
+  // The lowest score among the unpinned resident experts other than `key` (those an insert
+  // of `key` would evict from; only its layer's when that layer's budget is what binds);
+  // +infinity when there is none. Scores every candidate once, in ascending key order.
+  double LowestScore(const ExpertKey& key, NeuronRange range, const Scorer& scorer);
   // Drops the expert (all its pages). Pinned experts cannot be removed.
   void Remove(const ExpertKey& key, std::vector<CacheCommand>* out);
   // Drops the chunks outside `range`. False (nothing changes) while the executor uses it.
@@ -122,6 +129,10 @@ class ExpertCache {
     return {static_cast<int32_t>(index / static_cast<size_t>(g_.num_experts)),
             static_cast<int32_t>(index % static_cast<size_t>(g_.num_experts))};
   }
+  int MissingChunks(size_t index, NeuronRange range) const;
+  // Whether the key's layer budget (not the free pages) is what an insert must make room in.
+  bool LayerBudgetBinds(const ExpertKey& key, int missing) const;
+  void SortHolders();
   void FreeAll(size_t index, std::vector<CacheCommand>* out);
   void FreeChunk(size_t index, int chunk, std::vector<CacheCommand>* out);
   // Evicts unpinned experts (never `keep`) so that `layer` frees `layer_need` pages and the

@@ -12,6 +12,7 @@ void LayerCounters::Add(const LayerCounters& o) {
   misses += o.misses;
   partial_hits += o.partial_hits;
   streamed += o.streamed;
+  bypassed += o.bypassed;
   chunks_streamed += o.chunks_streamed;
   prefetch_issued += o.prefetch_issued;
   prefetch_used += o.prefetch_used;
@@ -164,11 +165,21 @@ std::vector<PlannedExpert> OffloadController::Gate(const policy::GateEvent& e,
     if (p.hit) {
       ++c.hits;
     } else {
+      const auto start = std::chrono::steady_clock::now();
       ++c.misses;
       if (cache_.PresentChunks(k) > 0) ++c.partial_hits;
       // What the policy keeps of a miss is inserted; the rest is streamed past the cache.
-      if (!cache_.Insert(k, policy_->KeepOnMiss(k), true, 0, scorer_, out)) ++c.streamed;
+      NeuronRange keep = policy_->KeepOnMiss(k);
+      if (policy_->decides_admission() && cache_.InsertEvicts(k, keep) &&
+          !policy_->Admit(k, cache_.LowestScore(k, keep, scorer_))) {
+        keep = {0, 0};  // Not admitted: every chunk goes through staging.
+        ++c.bypassed;
+      }
+      if (!cache_.Insert(k, keep, true, 0, scorer_, out)) ++c.streamed;
       c.chunks_streamed += chunks - cache_.PresentChunks(k);
+      timing_.evict_us +=
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
     }
     plan.push_back(p);
   }

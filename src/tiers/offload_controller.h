@@ -23,6 +23,7 @@ struct LayerCounters {
   int64_t misses = 0;           // Routed experts with at least one chunk absent.
   int64_t partial_hits = 0;     // Misses with some chunks present (a resident prefix, say).
   int64_t streamed = 0;         // Misses that did not fit (all pages pinned): read, used, not kept.
+  int64_t bypassed = 0;  // Misses the policy did not admit (Policy::Admit): read, used, not kept.
   int64_t chunks_streamed = 0;  // Chunks read for one use only (no room, or not kept).
   int64_t prefetch_issued = 0;  // Prefetches that inserted at least one chunk.
   int64_t prefetch_used = 0;    // Prefetched experts later routed to.
@@ -50,6 +51,9 @@ struct PolicyTiming {
   bool jobs_inline = false;  // Jobs ran inside Submit (sync, modelled), so inside hook_us.
   int64_t passes = 0;
   int64_t budget_refused = 0;  // Per-layer budget splits the cache could not honour.
+  // Demand misses' insertions at the gates: the evictor's scoring and admission with the
+  // cache's bookkeeping (an upper bound on the eviction policy's share of the forward pass).
+  double evict_us = 0;
 };
 
 class OffloadController {

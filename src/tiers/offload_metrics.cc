@@ -25,6 +25,7 @@ nlohmann::json CountersJson(const LayerCounters& c, int64_t page_bytes) {
           {"misses", c.misses},
           {"partial_hits", c.partial_hits},
           {"streamed", c.streamed},
+          {"bypassed", c.bypassed},
           {"chunks_streamed", c.chunks_streamed},
           {"prefetch_issued", c.prefetch_issued},
           {"prefetch_used", c.prefetch_used},
@@ -45,7 +46,9 @@ nlohmann::json PolicyTimingJson(const PolicyTiming& t) {
           // Inline jobs are inside hook_us already; a worker thread's are not.
           {"cpu_us_per_pass", (t.hook_us + (t.jobs_inline ? 0 : t.worker_us)) / passes},
           {"hook_us_per_pass", t.hook_us / passes},
-          {"budget_refused", t.budget_refused}};
+          {"budget_refused", t.budget_refused},
+          {"evict_us", t.evict_us},
+          {"evict_us_per_pass", t.evict_us / passes}};
 }
 
 double OffloadMetrics::hit_rate() const {

@@ -7,7 +7,9 @@ For each case (default: every results/*.json) and profile, one row per policy an
 decode hit rate, bytes moved per decoded token, stall per decoded token (decode passes),
 modelled TPOT and TTFT, prefetch precision and recall at look-ahead distance 1 (and the
 farthest distance predicted), wasted prefetch bytes per decoded token, policy CPU µs per
-pass, and the share of the way from lru to oracle+belady the policy closes in TPOT.
+pass (hooks and worker jobs; and the demand insertions' eviction work apart), TPOT as a
+multiple of lru's, and the share of the way from lru to oracle+belady the policy closes in
+TPOT.
 --summary prints one compact table per case instead: modelled TPOT and gap closed per
 policy and budget, both profiles side by side.
 """
@@ -39,6 +41,10 @@ def gap_closed(tpot, lru, bound):
     return f"{(lru - tpot) / (lru - bound) * 100:.0f} %"
 
 
+def ratio(tpot, lru):
+    return f"{tpot / lru:.2f}×" if lru else "–"
+
+
 def table(path):
     j = json.load(open(path))
     rows = j["results"]
@@ -49,8 +55,8 @@ def table(path):
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     out = ["| policy | budget | decode hit rate | MiB / decoded token | stall ms / decoded token "
            "| TPOT ms | TTFT ms | precision d1 | recall d1 | wasted MiB / decoded token "
-           "| policy µs / pass | lru → oracle+belady gap closed |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| policy µs / pass | evict µs / pass | TPOT × lru | lru → oracle+belady gap closed |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b in budgets:
         lru = by.get(("lru", b))
         bound = by.get(("oracle+belady", b))
@@ -69,6 +75,8 @@ def table(path):
                 f"{m['tpot_ms']:.2f} | {m['ttft_ms']:.1f} | {prec} | {rec} | "
                 f"{mib(r['prefetch_wasted_bytes'] / dec)} | "
                 f"{r['policy_cpu']['cpu_us_per_pass']:.1f} | "
+                f"{r['policy_cpu'].get('evict_us_per_pass', 0):.1f} | "
+                f"{ratio(m['tpot_ms'], lru_t)} | "
                 f"{gap_closed(m['tpot_ms'], lru_t, bound_t)} |")
     return j, "\n".join(out)
 
@@ -92,10 +100,11 @@ def summary(out_dir, case):
             t = r["modelled"]["tpot_ms"]
             gap = gap_closed(t, lru and lru["modelled"]["tpot_ms"],
                              bound and bound["modelled"]["tpot_ms"])
-            cells[(hw, p, b)] = f"{r['decode_hit_rate']:.2f} / {t:.1f} ms / {gap}"
+            x = ratio(t, lru and lru["modelled"]["tpot_ms"])
+            cells[(hw, p, b)] = f"{r['decode_hit_rate']:.2f} / {t:.1f} ms ({x}) / {gap}"
     budgets.sort()
     head = [f"{name} {b * 100:.0f} %" for _, name in hws for b in budgets]
-    print(f"**{case}**: decode hit rate / modelled TPOT / gap closed\n")
+    print(f"**{case}**: decode hit rate / modelled TPOT (× lru) / gap closed\n")
     print("| policy | " + " | ".join(head) + " |")
     print("|---|" + "---|" * len(head))
     for p in policies:

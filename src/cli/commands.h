@@ -18,6 +18,7 @@ Runner AddRandomModelCommand(CLI::App& app);
 Runner AddPackCommand(CLI::App& app);
 Runner AddTraceCommand(CLI::App& app);
 Runner AddSimCommand(CLI::App& app);
+Runner AddTuneCommand(CLI::App& app);
 Runner AddPoliciesCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
 

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(moex::cli::AddPackCommand);
   add(moex::cli::AddTraceCommand);
   add(moex::cli::AddSimCommand);
+  add(moex::cli::AddTuneCommand);
   add(moex::cli::AddPoliciesCommand);
   add(moex::cli::AddServeCommand);
   // CLI11 would answer an unknown command with "A subcommand is required".

@@ -148,7 +148,12 @@ TEST(NewUserPath, BudgetBelowOnePassIsWarnedWithABetterOne) {
   EXPECT_NE(small.err.find("use --host-budget " + std::to_string(percent) + "% or more"),
             std::string::npos)
       << small.err;
-  EXPECT_NE(small.err.find("--policy lfu"), std::string::npos) << small.err;
+  EXPECT_NE(small.err.find("--policy reuse"), std::string::npos) << small.err;
+  // A cycle-aware evictor is not told to switch.
+  const auto cycle = RunCommand(Moex(gen + "5% --policy cycle-lru"));
+  ASSERT_EQ(cycle.exit_code, 0) << cycle.err;
+  EXPECT_NE(cycle.err.find("use --host-budget"), std::string::npos) << cycle.err;
+  EXPECT_EQ(cycle.err.find("--policy reuse"), std::string::npos) << cycle.err;
   const auto enough =
       RunCommand(Moex(gen + std::to_string(std::min(100, percent + 5)) + "% --policy lru"));
   ASSERT_EQ(enough.exit_code, 0) << enough.err;

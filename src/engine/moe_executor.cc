@@ -12,6 +12,7 @@
 #include "engine/layer_runner.h"
 #include "kernels/ops.h"
 #include "model/expert_store_packer.h"
+#include "policy/registry.h"
 
 namespace moex {
 
@@ -195,17 +196,20 @@ void WarnIfBudgetMissesEveryPass(const ModelConfig& config, size_t moe_layers, i
                            static_cast<double>(experts));
   const int64_t per_pass = static_cast<int64_t>(moe_layers) * config.num_experts_per_tok;
   if (slots >= per_pass || per_pass >= experts) return;
-  // A recency policy then evicts every expert before the next token needs it again.
+  // A recency evictor (lru, also appended to a spec without an evictor) then evicts every
+  // expert before the next token needs it again; the cycle-aware ones (cycle-lru, reuse) do
+  // not.
   const int64_t percent = (100 * per_pass + experts - 1) / experts;
-  const bool recency =
-      policy.find("lru") != std::string::npos || policy.find("fifo") != std::string::npos;
+  const std::vector<policy::ResolvedPart> parts = policy::ResolvePolicySpec(policy);
+  const bool recency = parts.empty() || !(parts.back().info->roles & policy::kEvicts) ||
+                       parts.back().info->name == "lru";
   Log(LogLevel::kWarn, "the host budget holds about ", slots, " experts, fewer than the ", per_pass,
       " one token's forward pass uses (top-", config.num_experts_per_tok, " x ", moe_layers,
       " MoE layers)",
       recency ? ": a recency policy such as LRU will miss on nearly "
                 "every expert"
               : "",
-      "; use --host-budget ", percent, "% or more", recency ? ", or --policy lfu" : "");
+      "; use --host-budget ", percent, "% or more", recency ? ", or --policy reuse" : "");
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ struct ReuseOptions {
   bool guard = true;
   double guard_half_life = 32;  // Passes.
   double guard_margin = 0.02;
+  int64_t nextgate_tokens = 8;  // Largest pass the next-gate feature is computed for.
 };
 
 class ReuseEvictor : public Policy {
@@ -146,7 +147,9 @@ class ReuseEvictor : public Policy {
     }
     saw_hidden_ = true;
     const int next = facts_.NextMoeLayer(e.layer);
-    if (next < 0) return;
+    // A pass of many tokens (a prefill) routes most experts of the next layer anyway: its
+    // prediction would say little and cost a router product per token.
+    if (next < 0 || e.n_tokens > o_.nextgate_tokens) return;
     estimator_.SetPredicted(next, routers_->Predict(next, e.hidden, e.n_tokens, e.d).topk);
   }
 
@@ -264,7 +267,13 @@ MOEX_REGISTER_POLICY({
                {.name = "nextgate",
                 .type = ParamType::kBool,
                 .default_value = "true",
-                .doc = "feature: next layer's router on this gate's input (needs gate inputs)"}},
+                .doc = "feature: next layer's router on this gate's input (needs gate inputs)"},
+               {.name = "nextgate_tokens",
+                .type = ParamType::kInt,
+                .default_value = "8",
+                .min = 1,
+                .max = 1e9,
+                .doc = "largest pass (tokens) the next-gate feature is computed for"}},
     .test_specs = {"nextgate+reuse", "reuse:admission=false,guard=false"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
       ReuseOptions o;
@@ -280,6 +289,7 @@ MOEX_REGISTER_POLICY({
       o.guard = p.Bool("guard");
       o.guard_half_life = p.Real("guard_half_life");
       o.guard_margin = p.Real("guard_margin");
+      o.nextgate_tokens = p.Int("nextgate_tokens");
       return std::make_unique<ReuseEvictor>(f, o);
     },
 });

@@ -277,6 +277,34 @@ TEST(AdmissionTest, AMissNotAdmittedIsStreamedAndEvictsNothing) {
   EXPECT_TRUE(ctl.cache().Present({0, 0}) && ctl.cache().Present({0, 1}));
 }
 
+TEST(ReuseTest, TheGuardFallsBackToRecencyWhenLruWouldHitMore) {
+  // Learned: each pair of experts comes back three gates after its use (recently used =
+  // far). Served: each pair is used twice in a row, which LRU catches (every second gate
+  // hits) and the learned table calls far, so without the guard every miss is bypassed.
+  auto run = [](const std::string& spec) {
+    Harness h(spec, 1, 2);
+    Decisions d;
+    h.controller->policy().OnLearnBegin();
+    for (int g = 0; g < 300; ++g) {
+      std::vector<int32_t> ids{2 * (g % 3), 2 * (g % 3) + 1};
+      h.controller->policy().OnGate(testing::TopTwoGate(0, ids), &d);
+    }
+    h.controller->policy().OnLearnEnd();
+    for (int g = 0; g < 120; ++g) {
+      const int32_t pair = (g / 2) % 3;
+      h.Pass({2 * pair, 2 * pair + 1});
+    }
+    nlohmann::json report;
+    h.controller->policy().ReportJson(&report);
+    return std::make_pair(h.Total().hits, report["reuse"]["fallback_share"].get<double>());
+  };
+  const auto [guarded_hits, guarded_fallback] = run("reuse:min_samples=1");
+  const auto [bare_hits, bare_fallback] = run("reuse:min_samples=1,guard=false");
+  EXPECT_EQ(bare_fallback, 0.0);
+  EXPECT_GT(guarded_fallback, 0.0);
+  EXPECT_GT(guarded_hits, bare_hits) << guarded_hits << " against " << bare_hits;
+}
+
 TEST(ReuseTest, ReportsTheFeaturesItLacks) {
   Harness h("reuse", 3, 3);  // No router weights in these facts.
   h.Pass({0, 1});

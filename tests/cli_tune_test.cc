@@ -43,6 +43,7 @@ TEST(CliTuneTest, RanksCandidatesBesideLruAndTheBounds) {
   EXPECT_GT(lru, 0);
   EXPECT_LE(j["best"]["tpot_ms"].get<double>(), lru);
   EXPECT_LT(j["belady"]["tpot_ms"].get<double>(), lru);
+  EXPECT_LE(j["belady_bypass"]["tpot_ms"].get<double>(), j["belady"]["tpot_ms"].get<double>());
   EXPECT_LT(j["oracle_belady"]["tpot_ms"].get<double>(), lru);
   EXPECT_DOUBLE_EQ(j["lru"]["gap_closed"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(j["oracle_belady"]["gap_closed"].get<double>(), 100);

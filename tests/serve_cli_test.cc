@@ -78,6 +78,15 @@ TEST(ServeCli, BusyPortIsAClearError) {
   EXPECT_EQ(first.Wait(), 0);
 }
 
+TEST(ServeCli, AnEmptyApiKeyIsRefused) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const testing::CommandResult r = testing::RunCommand(
+      testing::MoexBinary() + " serve --model " + model + " --port 0 --api-key ''");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("an empty key would turn authentication off"), std::string::npos)
+      << r.err;
+}
+
 TEST(ServeCli, BadSchedulerOptionsAreRefused) {
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
   const testing::CommandResult r =

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -342,6 +343,20 @@ TEST(TraceFormat, HeaderFieldsAreChecked) {
   EXPECT_THROW(HeaderFromJson(bad), Error);
   bad = j;
   bad["probs"] = "f8";
+  EXPECT_THROW(HeaderFromJson(bad), Error);
+  // Sizes whose product wraps (the simulator once divided by the wrapped page size).
+  for (int64_t record : {int64_t{1} << 62, int64_t{1} << 45, std::numeric_limits<int64_t>::max()}) {
+    bad = j;
+    bad["model"]["record_bytes"] = record;
+    try {
+      HeaderFromJson(bad);
+      ADD_FAILURE() << "record_bytes " << record << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("exceed 2^50 bytes"), std::string::npos) << e.what();
+    }
+  }
+  bad = j;
+  bad["model"]["block_neurons"] = bad["model"]["expert_neurons"].get<int>() + 1;
   EXPECT_THROW(HeaderFromJson(bad), Error);
 }
 

@@ -81,8 +81,14 @@ Runner AddServeCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   cmd->add_option(
-      "--api-key", s.api_key,
-      "require 'Authorization: Bearer KEY' on every endpoint but /health and the page at /");
+         "--api-key", s.api_key,
+         "require 'Authorization: Bearer KEY' on every endpoint but /health and the page at /")
+      // `--api-key "$KEY"` with KEY unset must not quietly serve without authentication.
+      ->check([](const std::string& key) -> std::string {
+        return key.empty() ? "an empty key would turn authentication off (is the variable that "
+                             "holds it unset?); leave --api-key out to serve without one"
+                           : "";
+      });
   cmd->add_option("--model-name", s.model_name,
                   "model id reported by /v1/models (default: the model's directory name)");
   cmd->add_option("--max-running", s.scheduler.max_running,

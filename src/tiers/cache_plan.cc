@@ -39,6 +39,10 @@ CacheGeometry PlanCache(const ExpertGeometry& g, int chunk_neurons, int64_t budg
   c.neurons = g.neurons;
   c.chunk_neurons = std::min(chunk, g.neurons);
   c.page_bytes = PageBytes(g, c.chunk_neurons);
+  Check(c.page_bytes > 0 && g.record_bytes > 0 &&
+            c.page_bytes / g.record_bytes >= static_cast<int64_t>(c.chunk_neurons),
+        "cache plan: a chunk of ", c.chunk_neurons, " neurons of ", g.record_bytes,
+        " bytes does not fit in 64 bits");
   c.capacity_pages =
       std::min(budget_bytes / c.page_bytes, FullFootprint(g, c.chunk_neurons) / c.page_bytes);
   return c;

@@ -95,6 +95,19 @@ TraceHeader HeaderFromJson(const nlohmann::json& j) {
             t.record_bytes > 0 && t.block_neurons > 0 && !t.moe_layers.empty(),
         "trace header: invalid model shape (layers ", t.num_layers, ", experts ", t.num_experts,
         ", top-k ", t.top_k, ", hidden ", t.hidden_size, ", neurons ", t.expert_neurons, ")");
+  // Caches are sized from these numbers' product: it must not wrap (a wrapped page size of
+  // zero once divided in the cache plan). 2^50 bytes of experts is far beyond any model.
+  int64_t all_experts = t.record_bytes;
+  for (int64_t factor :
+       {static_cast<int64_t>(t.expert_neurons), static_cast<int64_t>(t.num_experts),
+        static_cast<int64_t>(t.moe_layers.size())})
+    Check(!__builtin_mul_overflow(all_experts, factor, &all_experts) &&
+              all_experts <= (int64_t{1} << 50),
+          "trace header: experts of ", t.record_bytes, " bytes per neuron x ", t.expert_neurons,
+          " neurons x ", t.num_experts, " experts x ", t.moe_layers.size(),
+          " MoE layers exceed 2^50 bytes");
+  Check(t.block_neurons <= t.expert_neurons, "trace header: store blocks of ", t.block_neurons,
+        " neurons in experts of ", t.expert_neurons);
   for (int l : t.moe_layers)
     Check(l >= 0 && l < t.num_layers, "trace header: MoE layer ", l, " is outside 0..",
           t.num_layers - 1);

@@ -6,6 +6,7 @@
 #include "cli/session.h"
 #include "core/error.h"
 #include "io/output_file.h"
+#include "io/output_guard.h"
 
 namespace moex::cli {
 
@@ -15,9 +16,13 @@ struct LogitsOptions {
   ModelOptions model;
   PromptOptions prompt;
   std::string out;
+  bool force = false;
 };
 
 int RunLogits(const LogitsOptions& o) {
+  std::vector<std::string> reads = ModelReads(o.model);
+  reads.push_back(o.prompt.file);
+  CheckOutputPath(o.out, {.flag = "--out", .reads = reads, .force = o.force});
   auto session = OpenSession(o.model);
   const std::vector<int32_t> ids = session->PromptTokens(o.prompt);
   const ModelConfig& c = session->model->config;
@@ -41,6 +46,7 @@ Runner AddLogitsCommand(CLI::App& app) {
   AddModelOptions(*cmd, o->model);
   AddPromptOptions(*cmd, o->prompt, true);
   cmd->add_option("--out", o->out, "output file (raw float32, [tokens, vocab])")->required();
+  cmd->add_flag("--force", o->force, "replace an existing --out file");
   return [o] { return RunLogits(*o); };
 }
 

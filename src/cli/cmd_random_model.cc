@@ -1,8 +1,10 @@
 // `moex random-model`: a model with random weights in a real architecture's shape.
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "io/output_guard.h"
 #include "model/random_model.h"
 
 namespace moex::cli {
@@ -23,9 +25,17 @@ struct RandomModelCliOptions {
   int rope_original = 0;
   bool no_tokenizer = false;
   bool hf_mxfp4 = false;
+  bool force = false;
 };
 
 int RunRandomModel(const RandomModelCliOptions& o) {
+  // An HF model is a directory: an empty one is fine, one holding anything (a model, say) is
+  // not replaced without --force; a GGUF is a file, refused the same way when it exists.
+  namespace fs = std::filesystem;
+  const bool empty_dir = fs::is_directory(o.out) && fs::is_empty(o.out);
+  if (!empty_dir)
+    CheckOutputPath(o.out,
+                    {.flag = "--out", .reads = {o.tokenizer, o.gguf_vocab}, .force = o.force});
   RandomModelOptions options;
   options.config = RandomModelConfig(ParseArch(o.arch), ParseModelSize(o.size));
   if (o.layers > 0) {
@@ -86,7 +96,10 @@ Runner AddRandomModelCommand(CLI::App& app) {
                 "gpt_oss, hf: routed experts in MXFP4 (_blocks/_scales and quantization_config), "
                 "as openai/gpt-oss checkpoints are published; values drawn in --dtype");
   cmd->add_option("--seed", o->seed, "weight seed");
-  cmd->add_option("--layers", o->layers, "override the number of layers")->check(CLI::Range(0, 256));
+  cmd->add_flag("--force", o->force,
+                "write over an existing --out (a file, or a directory's files)");
+  cmd->add_option("--layers", o->layers, "override the number of layers")
+      ->check(CLI::Range(0, 256));
   cmd->add_option("--rope-original", o->rope_original,
                   "phimoe: LongRoPE original_max_position_embeddings (default 32 tiny, 512 "
                   "small, 4096 full); longer sequences use the long factors")

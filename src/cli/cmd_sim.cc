@@ -8,10 +8,11 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "core/progress.h"
 #include "cli/policy_setup.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "io/output_file.h"
+#include "io/output_guard.h"
 #include "policy/policy_spec.h"
 #include "policy/registry.h"
 #include "sim/replay.h"
@@ -32,6 +33,7 @@ struct SimOptions {
   PolicySetup learning;  // --learn-from, --policy-state (spec set per policy).
   std::string worker;
   std::string html;
+  bool force = false;  // --force: --html may replace a file that is not a sim page.
   bool json = false;
   bool list_hardware = false;
 };
@@ -77,6 +79,17 @@ int RunSim(const SimOptions& o) {
     return 0;
   }
   Check(!o.trace.empty(), "--trace is required");
+  if (!o.html.empty()) {
+    std::vector<std::string> reads = o.learning.learn_from;
+    for (const std::string& p : {o.trace, o.hardware, o.scale_to, o.learning.state_path})
+      reads.push_back(p);
+    CheckOutputPath(o.html, {.flag = "--html",
+                             .reads = reads,
+                             .force = o.force,
+                             .same_kind = [](const std::string& existing) {
+                               return FileStartsWith(existing, sim::kSweepHtmlStart);
+                             }});
+  }
   sim::ReplayOptions options;  // Arguments first: a bad one fails before a long read.
   options.hardware = sim::LoadHardwareProfile(o.hardware);
   options.chunk_neurons = o.chunk_neurons;
@@ -146,8 +159,9 @@ int RunSim(const SimOptions& o) {
                                r.decode_bytes_per_token(), r.tpot_ms, r.ttft_ms});
     for (const sim::ReplayResult& r : results)
       for (sim::LayerProfile& p : sim::LayerProfilesOf(
-               r.policy_report, r.policy + " at " +
-                                    std::to_string(static_cast<int>(std::lround(r.budget_fraction * 100))) + " %"))
+               r.policy_report,
+               r.policy + " at " +
+                   std::to_string(static_cast<int>(std::lround(r.budget_fraction * 100))) + " %"))
         report.layer_profiles.push_back(std::move(p));
     const std::string page = sim::RenderSweepHtml(report);
     OutputFile file(o.html);
@@ -191,6 +205,7 @@ Runner AddSimCommand(CLI::App& app) {
   AddPolicyLearningOptions(*cmd, o->learning);
   AddPolicyWorkerOption(*cmd, o->worker, "modelled");
   cmd->add_option("--html", o->html, "write the sweep as a self-contained HTML page");
+  cmd->add_flag("--force", o->force, "replace an existing --html file that is not a sim page");
   cmd->add_flag("--json", o->json,
                 "print JSON (one object; a sweep lists its results) instead of a table");
   cmd->add_flag("--list-hardware", o->list_hardware, "print the built-in hardware profiles");

@@ -8,11 +8,12 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "core/progress.h"
 #include "cli/session.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "engine/generator.h"
+#include "io/output_guard.h"
 #include "io/prompt_set.h"
 #include "trace/trace_import.h"
 #include "trace/trace_reader.h"
@@ -39,9 +40,24 @@ struct RecordOptions {
   std::string hidden = "none";
   bool pooled = false;
   bool json = false;
+  bool force = false;
 };
 
+// A trace may replace a trace; anything else needs --force.
+OutputRules TraceOutput(const char* flag, std::vector<std::string> reads, bool force) {
+  return {.flag = flag,
+          .reads = std::move(reads),
+          .force = force,
+          .same_kind = [](const std::string& existing) {
+            return FileStartsWith(existing,
+                                  std::string(trace::kTraceMagic, sizeof trace::kTraceMagic));
+          }};
+}
+
 int RunRecord(const RecordOptions& o) {
+  std::vector<std::string> reads = ModelReads(o.model);
+  reads.push_back(o.prompts);
+  CheckOutputPath(o.out, TraceOutput("--out", reads, o.force));
   const std::vector<PromptEntry> prompts = LoadPromptSet(o.prompts, o.format);
   auto session = OpenSession(o.model);
   const Model& model = *session->model;
@@ -203,7 +219,8 @@ int RunInfo(const std::string& path, bool json) {
 }
 
 // `moex trace import`: a routing log captured elsewhere (vLLM, HF Switch) as a trace.
-int RunImport(const trace::ImportOptions& o, bool json) {
+int RunImport(const trace::ImportOptions& o, bool json, bool force) {
+  CheckOutputPath(o.output, TraceOutput("--out", {o.input, o.metadata}, force));
   const trace::ImportSummary s = trace::ImportRoutingLog(o);
   nlohmann::json out = {{"trace", o.output},          {"format", o.format},
                         {"input", o.input},           {"requests", s.requests},
@@ -221,7 +238,10 @@ int RunImport(const trace::ImportOptions& o, bool json) {
   return 0;
 }
 
-int RunSplit(const trace::SplitOptions& o, bool json) {
+int RunSplit(const trace::SplitOptions& o, bool json, bool force) {
+  Check(o.learn_out != o.test_out, "--learn and --test name the same file, ", o.test_out);
+  CheckOutputPath(o.learn_out, TraceOutput("--learn", {o.input}, force));
+  CheckOutputPath(o.test_out, TraceOutput("--test", {o.input}, force));
   const trace::SplitSummary s = trace::SplitTrace(o);
   auto part = [](const std::string& path, const trace::SplitPart& p) {
     return nlohmann::json{{"trace", path},
@@ -280,6 +300,7 @@ Runner AddTraceCommand(CLI::App& app) {
                      "stores the router weights (next-layer speculation needs both)");
   record->add_flag("--pooled", r->pooled, "store each request's mean input embedding per pass");
   record->add_flag("--json", r->json, "print one JSON object");
+  record->add_flag("--force", r->force, "replace an existing --out file that is not a trace");
 
   auto info_path = std::make_shared<std::string>();
   auto info_json = std::make_shared<bool>(false);
@@ -301,6 +322,8 @@ Runner AddTraceCommand(CLI::App& app) {
                    "vllm-jsonl: drop runs of this many identically routed tokens (0 = keep)")
       ->check(CLI::Range(0, 1 << 30));
   import->add_flag("--json", *im_json, "print one JSON object");
+  auto im_force = std::make_shared<bool>(false);
+  import->add_flag("--force", *im_force, "replace an existing --out file that is not a trace");
 
   auto sp = std::make_shared<trace::SplitOptions>();
   auto sp_json = std::make_shared<bool>(false);
@@ -315,11 +338,13 @@ Runner AddTraceCommand(CLI::App& app) {
                    "share of requests, in the order they began, that go to --learn")
       ->capture_default_str();
   split->add_flag("--json", *sp_json, "print one JSON object");
+  auto sp_force = std::make_shared<bool>(false);
+  split->add_flag("--force", *sp_force, "replace existing output files that are not traces");
 
   return [=] {
     if (record->parsed()) return RunRecord(*r);
-    if (split->parsed()) return RunSplit(*sp, *sp_json);
-    if (import->parsed()) return RunImport(*im, *im_json);
+    if (split->parsed()) return RunSplit(*sp, *sp_json, *sp_force);
+    if (import->parsed()) return RunImport(*im, *im_json, *im_force);
     return RunInfo(*info_path, *info_json);
   };
 }

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "io/output_file.h"
+#include "io/output_guard.h"
 #include "policy/policy_spec.h"
 #include "policy/registry.h"
 #include "sim/replay.h"
@@ -46,6 +47,7 @@ struct TuneOptions {
   std::string policies;  // Names the candidates may use; empty: every registered policy.
   int max_candidates = 60;
   std::string save_state;
+  bool force = false;  // --force: --save-state may replace a file that is not a policy state.
   bool json = false;
 };
 
@@ -335,6 +337,13 @@ int RunTune(const TuneOptions& o) {
   tiers::ParseBudget(o.budget, 1);  // Throws naming a malformed budget.
   Check(o.save_state.empty() || !fs::is_directory(o.save_state), "--save-state ", o.save_state,
         " is a directory");
+  if (!o.save_state.empty())  // A policy state may replace a policy state; nothing else may.
+    CheckOutputPath(o.save_state, {.flag = "--save-state",
+                                   .reads = {o.trace, o.learn, o.judge, o.hardware, o.scale_to},
+                                   .force = o.force,
+                                   .same_kind = [](const std::string& existing) {
+                                     return FileStartsWith(existing, "MOEXPOL1");
+                                   }});
   sim::ReplayOptions options;
   options.hardware = sim::LoadHardwareProfile(o.hardware);
   options.chunk_neurons = o.chunk_neurons;
@@ -550,6 +559,7 @@ Runner AddTuneCommand(CLI::App& app) {
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--save-state", o->save_state,
                   "write the best spec's learned state (for --policy-state of generate/serve)");
+  cmd->add_flag("--force", o->force, "replace an existing --save-state that is not a policy state");
   cmd->add_flag("--json", o->json, "print one JSON object instead of a table");
   return [o] { return RunTune(*o); };
 }

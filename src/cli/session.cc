@@ -51,6 +51,13 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
                  "topology; outputs become meaningless, timing and I/O stay real)");
 }
 
+std::vector<std::string> ModelReads(const ModelOptions& options) {
+  std::vector<std::string> reads = options.learn_from;
+  reads.push_back(options.model.empty() ? DefaultModelPath() : options.model);
+  reads.push_back(options.replay_routing);
+  return reads;
+}
+
 std::string DefaultModelPath() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("MOEX_MODEL"); env != nullptr && *env) return env;
@@ -196,8 +203,7 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   } catch (const Error& e) {
     // The weights do not depend on it: run on ids, refuse text (RequireTokenizer).
     session->tokenizer_error = e.what();
-    Log(LogLevel::kWarn, "the model's tokenizer cannot be used (", e.what(),
-        "): token ids only");
+    Log(LogLevel::kWarn, "the model's tokenizer cannot be used (", e.what(), "): token ids only");
   }
   // A tokenizer with more ids than the embedding has rows would index past it.
   if (session->tokenizer)

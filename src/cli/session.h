@@ -11,9 +11,9 @@
 
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
-#include "text/tokenizer.h"
 #include "model/model.h"
 #include "sim/routing_replay.h"
+#include "text/tokenizer.h"
 
 namespace moex::cli {
 
@@ -29,8 +29,8 @@ struct ModelOptions {
   std::string policy_state;             // --policy-state file.
   std::string policy_worker = "async";
   std::string replay_routing;  // --replay-routing trace: MoE layers follow its routes.
-  std::string store;  // Empty: next to the model.
-  uint64_t seed = 0;  // For randomised policies.
+  std::string store;           // Empty: next to the model.
+  uint64_t seed = 0;           // For randomised policies.
 };
 
 // Registers --model, --threads, --activations, --host-budget, --policy and --store on a
@@ -39,6 +39,11 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& options);
 
 // The bundled demo model's directory (MOEX_MODEL overrides it).
 std::string DefaultModelPath();
+
+// What a command with these options reads (the model, --learn-from traces, the
+// --replay-routing trace), for the output rules of io/output_guard.h. The policy state and
+// the expert store are read and rewritten by design, so they are not listed.
+std::vector<std::string> ModelReads(const ModelOptions& options);
 
 // A prompt as text (optionally wrapped in the chat template) or as token ids.
 struct PromptOptions {

@@ -444,7 +444,8 @@ std::string RenderSweepHtml(const SweepReport& report) {
                MaxOf(report.points, [](const SweepPoint& p) { return p.budget_fraction; }));
 
   std::string out =
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      std::string(kSweepHtmlStart) +
+      "<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
       EscapeHtml(title) + "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n";
   out += RenderHeader(report, series, title);

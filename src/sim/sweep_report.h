@@ -40,4 +40,7 @@ struct SweepReport {
 // finite, is negative, or (hit rate) is above 1.
 std::string RenderSweepHtml(const SweepReport& report);
 
+// How every such page begins: `moex sim --html` replaces a file that starts so.
+inline constexpr char kSweepHtmlStart[] = "<!DOCTYPE html>\n<!-- moex sim sweep -->\n";
+
 }  // namespace moex::sim

@@ -146,6 +146,28 @@ TEST(CliReliability, FullDiskLeavesNoPartialFiles) {
 }
 
 // pack --verify reads the finished store back, block by block.
+TEST(CliReliability, PromptsAreBoundedByASizeAndTheContext) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  // An endless prompt file stops at the limit instead of exhausting memory.
+  auto r = RunCommand(Moex("generate --model " + model + " --prompt-file /dev/zero"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("prompt file '/dev/zero' holds more than 64 MiB"), std::string::npos)
+      << r.err;
+  // `logits` keeps a KV cache for the whole prompt: past the context it is refused.
+  const auto config = nlohmann::json::parse(ReadFile(model + "/config.json"));
+  const int context = config["max_position_embeddings"];
+  std::string ids = "1";
+  for (int i = 0; i < context; ++i) ids += ",1";
+  testing::TempDir dir;
+  r = RunCommand(
+      Moex("logits --model " + model + " --prompt-ids " + ids + " --out " + (dir / "l.f32")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("more than the model's context of " + std::to_string(context)),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "l.f32"));
+}
+
 TEST(CliReliability, PackVerifyReadsTheStoreBack) {
   testing::TempDir dir;
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
@@ -217,8 +239,8 @@ TEST(CliReliability, UnknownGgufTokenizerRunsOnIds) {
                             " --out " + (dir / "m.gguf")))
                 .exit_code,
             0);
-  const auto ids = RunCommand(Moex("generate --model " + (dir / "m.gguf") +
-                                   " --prompt-ids 1,2 --max-tokens 2 --json"));
+  const auto ids = RunCommand(
+      Moex("generate --model " + (dir / "m.gguf") + " --prompt-ids 1,2 --max-tokens 2 --json"));
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
   EXPECT_EQ(nlohmann::json::parse(ids.out)["tokens"].size(), 2u);
   EXPECT_NE(ids.err.find("tomorrows-pre"), std::string::npos) << ids.err;

@@ -111,6 +111,23 @@ void AddPromptOptions(CLI::App& cmd, PromptOptions& o, bool with_chat) {
   cmd.add_option("--system", o.system, "system message for --chat");
 }
 
+namespace {
+// A prompt longer than this is surely not one (`--prompt-file /dev/zero`, a wrong file):
+// reading stops there instead of running out of memory.
+constexpr size_t kMaxPromptBytes = size_t{64} << 20;
+
+std::string ReadBounded(std::istream& in, const std::string& what) {
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    Check(text.size() <= kMaxPromptBytes, what, " holds more than ", kMaxPromptBytes >> 20,
+          " MiB; a prompt that long is not a prompt");
+  }
+  return text;
+}
+}  // namespace
+
 std::string PromptText(const PromptOptions& o) {
   if (o.file.empty() && o.text != "-") return o.text;
   std::string text;
@@ -118,13 +135,9 @@ std::string PromptText(const PromptOptions& o) {
     std::ifstream in(o.file, std::ios::binary);
     Check(in.is_open() && !std::filesystem::is_directory(o.file), "cannot read prompt file '",
           o.file, "'");
-    std::ostringstream all;
-    all << in.rdbuf();
-    text = all.str();
+    text = ReadBounded(in, "prompt file '" + o.file + "'");
   } else {
-    std::ostringstream all;
-    all << std::cin.rdbuf();
-    text = all.str();
+    text = ReadBounded(std::cin, "the prompt on stdin");
   }
   // One trailing newline is the file's end, not part of the prompt.
   if (!text.empty() && text.back() == '\n') text.pop_back();
@@ -154,6 +167,11 @@ std::vector<int32_t> Session::PromptTokens(const PromptOptions& options) const {
     ids = tok.Encode(o.text, tok.add_bos_default());
   }
   Check(!ids.empty(), "the prompt encodes to no tokens");
+  // Every command that runs a prompt holds its KV cache: beyond the context it is neither
+  // meaningful nor affordable (a prompt 800 times the context ran `logits` out of memory).
+  Check(static_cast<int64_t>(ids.size()) <= model->config.max_position_embeddings, "the prompt is ",
+        ids.size(), " tokens, more than the model's context of ",
+        model->config.max_position_embeddings);
   for (int32_t id : ids)
     Check(id < model->config.vocab_size, "prompt token id ", id, " is outside the vocabulary (",
           model->config.vocab_size, " tokens)");

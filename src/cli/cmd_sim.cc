@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/policy_setup.h"
+#include "cli/sim_setup.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "io/output_file.h"
@@ -90,15 +91,9 @@ int RunSim(const SimOptions& o) {
                                return FileStartsWith(existing, sim::kSweepHtmlStart);
                              }});
   }
-  sim::ReplayOptions options;  // Arguments first: a bad one fails before a long read.
-  options.hardware = sim::LoadHardwareProfile(o.hardware);
-  options.chunk_neurons = o.chunk_neurons;
-  options.seed = o.seed;
-  if (!o.scale_to.empty()) {
-    options.scale_to = sim::LoadScaleTarget(o.scale_to);
-    options.scale_name = o.scale_to;
-  }
-  options.worker = policy::PolicyWorker::ParseMode(o.worker);
+  // Arguments first: a bad one fails before a long read.
+  sim::ReplayOptions options =
+      ReplayOptionsOf({o.hardware, o.chunk_neurons, o.seed, o.scale_to, o.worker});
   const std::vector<std::string> policies = policy::SplitPolicyList(o.policies);
   const std::vector<std::string> budgets = SplitBudgets(o.budgets, "budget");
   Check(o.learning.state_path.empty() || policies.size() * budgets.size() == 1,

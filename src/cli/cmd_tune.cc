@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/policy_setup.h"
+#include "cli/sim_setup.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "io/output_file.h"
@@ -72,31 +73,6 @@ class ScratchDir {
  private:
   fs::path path_;
 };
-
-// What a spec needs that a trace lacks, with how to record it ("the gate inputs, which
-// the trace does not carry (record it with --hidden f32)"); empty when it has it all.
-std::string Missing(unsigned needs, const trace::TraceHeader& h) {
-  std::vector<std::string> what, flags;
-  auto need = [&](unsigned bit, bool has, const char* name, const char* flag) {
-    if (!(needs & bit) || has) return;
-    what.push_back(name);
-    if (std::find(flags.begin(), flags.end(), flag) == flags.end()) flags.push_back(flag);
-  };
-  need(policy::kNeedsRouterWeights, h.router_weights, "the router weights", "--hidden f32");
-  need(policy::kNeedsHidden, h.hidden != trace::Precision::kNone, "the gate inputs",
-       "--hidden f32");
-  need(policy::kNeedsProbs, h.probs != trace::Precision::kNone, "the gate probabilities",
-       "--probs f16");
-  need(policy::kNeedsPooled, h.pooled, "the pooled prompt embeddings", "--pooled");
-  if (what.empty()) return "";
-  auto join = [](const std::vector<std::string>& items) {
-    std::string text;
-    for (size_t i = 0; i < items.size(); ++i)
-      text += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
-    return text;
-  };
-  return join(what) + ", which the trace does not carry (record it with " + join(flags) + ")";
-}
 
 // Learning on routing of another shape would teach a policy the wrong experts.
 void CheckSameShape(const trace::TraceReader& learn, const trace::TraceReader& judge) {
@@ -233,7 +209,7 @@ Plan PlanCandidates(const TuneOptions& o, const std::vector<const trace::TraceHe
     } else {
       std::string missing;
       for (const trace::TraceHeader* h : traces)
-        if (missing.empty()) missing = Missing(info->trace_needs, *h);
+        if (missing.empty()) missing = sim::MissingTraceInputs(*h, info->trace_needs);
       if (!missing.empty()) {
         skip("it needs " + missing);
         continue;
@@ -344,16 +320,9 @@ int RunTune(const TuneOptions& o) {
                                    .same_kind = [](const std::string& existing) {
                                      return FileStartsWith(existing, "MOEXPOL1");
                                    }});
-  sim::ReplayOptions options;
-  options.hardware = sim::LoadHardwareProfile(o.hardware);
-  options.chunk_neurons = o.chunk_neurons;
-  options.seed = o.seed;
+  sim::ReplayOptions options =
+      ReplayOptionsOf({o.hardware, o.chunk_neurons, o.seed, o.scale_to, o.worker});
   options.budget = o.budget;
-  if (!o.scale_to.empty()) {
-    options.scale_to = sim::LoadScaleTarget(o.scale_to);
-    options.scale_name = o.scale_to;
-  }
-  options.worker = policy::PolicyWorker::ParseMode(o.worker);
 
   std::optional<ScratchDir> scratch;
   if (!o.trace.empty() || !o.save_state.empty()) scratch.emplace();

@@ -144,22 +144,35 @@ ModelConfig LoadScaleTarget(const std::string& spec) {
                            ParseModelSize(spec.substr(colon + 1)));
 }
 
+std::string MissingTraceInputs(const trace::TraceHeader& h, unsigned needs) {
+  std::vector<std::string> what, flags;
+  auto need = [&](unsigned bit, bool has, const char* name, const char* flag) {
+    if (!(needs & bit) || has) return;
+    what.push_back(name);
+    if (std::find(flags.begin(), flags.end(), flag) == flags.end()) flags.push_back(flag);
+  };
+  need(policy::kNeedsRouterWeights, h.router_weights, "the router weights", "--hidden f32");
+  need(policy::kNeedsHidden, h.hidden != trace::Precision::kNone, "the gate inputs",
+       "--hidden f32");
+  need(policy::kNeedsProbs, h.probs != trace::Precision::kNone, "the gate probabilities",
+       "--probs f16");
+  need(policy::kNeedsPooled, h.pooled, "the pooled prompt embeddings", "--pooled");
+  if (what.empty()) return "";
+  auto join = [](const std::vector<std::string>& items) {
+    std::string text;
+    for (size_t i = 0; i < items.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+    return text;
+  };
+  return join(what) + ", which the trace does not carry (record it with " + join(flags) + ")";
+}
+
 namespace {
 
 // The trace must carry what the policy reads (gate inputs, probabilities, embeddings).
 void CheckTraceCarries(const trace::TraceReader& reader, const std::string& spec) {
-  const trace::TraceHeader& h = reader.header();
-  const unsigned needs = policy::SpecTraceNeeds(spec);
-  auto require = [&](unsigned need, bool has, const char* what, const char* flag) {
-    Check(!(needs & need) || has, "policy ", spec, " needs ", what, ", which trace ", reader.path(),
-          " does not carry (record it with ", flag, ")");
-  };
-  require(policy::kNeedsRouterWeights, h.router_weights, "the router weights", "--hidden f32");
-  require(policy::kNeedsHidden, h.hidden != trace::Precision::kNone, "the gate inputs",
-          "--hidden f32");
-  require(policy::kNeedsProbs, h.probs != trace::Precision::kNone, "the gate probabilities",
-          "--probs f16");
-  require(policy::kNeedsPooled, h.pooled, "the pooled prompt embeddings", "--pooled");
+  const std::string missing = MissingTraceInputs(reader.header(), policy::SpecTraceNeeds(spec));
+  Check(missing.empty(), "trace ", reader.path(), ": policy ", spec, " needs ", missing);
 }
 
 // The costs a planning policy sees (MoEpic's configurator): one decode token's pieces on

@@ -80,6 +80,10 @@ struct ReplayResult {
 ModelConfig TraceConfig(const trace::TraceHeader& header);
 // Every gate's routed experts, for Belady. Rewinds the reader before and after.
 policy::FutureDemand ReadFutureDemand(trace::TraceReader& reader);
+// What `needs` (policy::TraceNeed bits) asks of a trace that it does not carry, with how to
+// record it ("the gate inputs, which the trace does not carry (record it with --hidden
+// f32)"); empty when it carries everything.
+std::string MissingTraceInputs(const trace::TraceHeader& header, unsigned needs);
 // "arch:size" (e.g. "olmoe:full"), a config.json, or a model directory.
 ModelConfig LoadScaleTarget(const std::string& spec);
 

@@ -1,0 +1,23 @@
+// The simulator options that `moex sim` and `moex tune` share, read from their flags: the
+// hardware profile, chunking, seed, the model to cost as (--scale-to) and the worker mode.
+// Each is checked here, before a long replay starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/replay.h"
+
+namespace moex::cli {
+
+struct SimFlags {
+  std::string hardware;
+  int chunk_neurons = 0;
+  uint64_t seed = 0;
+  std::string scale_to;
+  std::string worker;
+};
+
+sim::ReplayOptions ReplayOptionsOf(const SimFlags& flags);
+
+}  // namespace moex::cli

@@ -27,12 +27,8 @@ struct SimOptions {
   std::string trace;
   std::string policies = "lru";
   std::string budgets = "25%";
-  std::string hardware = "this-machine";
-  std::string scale_to;
-  int chunk_neurons = 0;
-  uint64_t seed = 0;
+  SimFlags sim;          // --hardware, --scale-to, --chunk-neurons, --seed, --policy-worker.
   PolicySetup learning;  // --learn-from, --policy-state (spec set per policy).
-  std::string worker;
   std::string html;
   bool force = false;  // --force: --html may replace a file that is not a sim page.
   bool json = false;
@@ -82,7 +78,7 @@ int RunSim(const SimOptions& o) {
   Check(!o.trace.empty(), "--trace is required");
   if (!o.html.empty()) {
     std::vector<std::string> reads = o.learning.learn_from;
-    for (const std::string& p : {o.trace, o.hardware, o.scale_to, o.learning.state_path})
+    for (const std::string& p : {o.trace, o.sim.hardware, o.sim.scale_to, o.learning.state_path})
       reads.push_back(p);
     CheckOutputPath(o.html, {.flag = "--html",
                              .reads = reads,
@@ -92,8 +88,7 @@ int RunSim(const SimOptions& o) {
                              }});
   }
   // Arguments first: a bad one fails before a long read.
-  sim::ReplayOptions options =
-      ReplayOptionsOf({o.hardware, o.chunk_neurons, o.seed, o.scale_to, o.worker});
+  sim::ReplayOptions options = ReplayOptionsOf(o.sim);
   const std::vector<std::string> policies = policy::SplitPolicyList(o.policies);
   const std::vector<std::string> budgets = SplitBudgets(o.budgets, "budget");
   Check(o.learning.state_path.empty() || policies.size() * budgets.size() == 1,
@@ -135,7 +130,7 @@ int RunSim(const SimOptions& o) {
   const trace::TraceHeader& h = reader.header();
   const std::string model =
       h.model.name +
-      (o.scale_to.empty() ? "" : " (expert sizes and compute of " + o.scale_to + ")");
+      (o.sim.scale_to.empty() ? "" : " (expert sizes and compute of " + o.sim.scale_to + ")");
   nlohmann::json out = {{"trace", o.trace},
                         {"model", model},
                         {"hardware", sim::ProfileToJson(options.hardware)},
@@ -190,15 +185,8 @@ Runner AddSimCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--budget", o->budgets,
                   "cache budget: bytes (4GiB) or share of expert bytes (25%); a list sweeps");
-  cmd->add_option("--hardware", o->hardware, "built-in profile or a JSON file (--list-hardware)");
-  cmd->add_option(
-      "--scale-to", o->scale_to,
-      "cost experts as another model's: ARCH:SIZE (olmoe:full), config.json or model dir");
-  cmd->add_option("--chunk-neurons", o->chunk_neurons, "transfer chunk (0 = as the engine)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--seed", o->seed, "seed of randomised policies");
+  AddSimFlags(*cmd, o->sim);
   AddPolicyLearningOptions(*cmd, o->learning);
-  AddPolicyWorkerOption(*cmd, o->worker, "modelled");
   cmd->add_option("--html", o->html, "write the sweep as a self-contained HTML page");
   cmd->add_flag("--force", o->force, "replace an existing --html file that is not a sim page");
   cmd->add_flag("--json", o->json,

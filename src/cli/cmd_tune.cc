@@ -40,11 +40,7 @@ struct TuneOptions {
   std::string judge;
   double fraction = 0.7;
   std::string budget = "25%";
-  std::string hardware = "this-machine";
-  std::string scale_to;
-  int chunk_neurons = 0;
-  uint64_t seed = 0;
-  std::string worker;
+  SimFlags sim;          // --hardware, --scale-to, --chunk-neurons, --seed, --policy-worker.
   std::string policies;  // Names the candidates may use; empty: every registered policy.
   int max_candidates = 60;
   std::string save_state;
@@ -314,14 +310,14 @@ int RunTune(const TuneOptions& o) {
   Check(o.save_state.empty() || !fs::is_directory(o.save_state), "--save-state ", o.save_state,
         " is a directory");
   if (!o.save_state.empty())  // A policy state may replace a policy state; nothing else may.
-    CheckOutputPath(o.save_state, {.flag = "--save-state",
-                                   .reads = {o.trace, o.learn, o.judge, o.hardware, o.scale_to},
-                                   .force = o.force,
-                                   .same_kind = [](const std::string& existing) {
-                                     return FileStartsWith(existing, "MOEXPOL1");
-                                   }});
-  sim::ReplayOptions options =
-      ReplayOptionsOf({o.hardware, o.chunk_neurons, o.seed, o.scale_to, o.worker});
+    CheckOutputPath(o.save_state,
+                    {.flag = "--save-state",
+                     .reads = {o.trace, o.learn, o.judge, o.sim.hardware, o.sim.scale_to},
+                     .force = o.force,
+                     .same_kind = [](const std::string& existing) {
+                       return FileStartsWith(existing, "MOEXPOL1");
+                     }});
+  sim::ReplayOptions options = ReplayOptionsOf(o.sim);
   options.budget = o.budget;
 
   std::optional<ScratchDir> scratch;
@@ -423,7 +419,7 @@ int RunTune(const TuneOptions& o) {
     if (options.scale_to &&
         options.scale_to->moe_intermediate_size != judge.header().model.expert_neurons)
       std::cerr << "moex tune: note: the state in " << o.save_state << " was learned with "
-                << o.scale_to << "'s expert width on the trace's routing shape; the engine "
+                << o.sim.scale_to << "'s expert width on the trace's routing shape; the engine "
                 << "loads it only into a model of both (tune without --scale-to for one)\n";
     const std::string bytes = ReadBytes(*best_state);
     OutputFile out(o.save_state);
@@ -433,7 +429,7 @@ int RunTune(const TuneOptions& o) {
 
   const trace::TraceHeader& h = judge.header();
   const std::string model =
-      h.model.name + (o.scale_to.empty() ? "" : " (costed as " + o.scale_to + ")");
+      h.model.name + (o.sim.scale_to.empty() ? "" : " (costed as " + o.sim.scale_to + ")");
   if (o.json) {
     nlohmann::json out = {
         {"judge", o.trace.empty() ? o.judge : o.trace},
@@ -512,15 +508,7 @@ Runner AddTuneCommand(CLI::App& app) {
   cmd->add_option("--fraction", o->fraction, "with --trace: share of requests that learn");
   cmd->add_option("--budget", o->budget,
                   "cache budget: bytes (4GiB) or share of expert bytes (25%)");
-  cmd->add_option("--hardware", o->hardware,
-                  "built-in profile or a JSON file (sim --list-hardware)");
-  cmd->add_option(
-      "--scale-to", o->scale_to,
-      "cost experts as another model's: ARCH:SIZE (olmoe:full), config.json or model dir");
-  cmd->add_option("--chunk-neurons", o->chunk_neurons, "transfer chunk (0 = as the engine)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--seed", o->seed, "seed of randomised policies");
-  AddPolicyWorkerOption(*cmd, o->worker, "modelled");
+  AddSimFlags(*cmd, o->sim);
   cmd->add_option("--policies", o->policies,
                   "comma-separated policy names the candidates may use (default: all)");
   cmd->add_option("--max-candidates", o->max_candidates,

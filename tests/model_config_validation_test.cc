@@ -36,6 +36,19 @@ TEST(ConfigValidation, RopeThetaMustBeFiniteAndPositive) {
   }
 }
 
+TEST(ConfigValidation, IntegersOutsideIntAreRefusedNotWrapped) {
+  nlohmann::json j = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny).ToHfJson();
+  // 2^32 + 512 once served with a context of 512.
+  for (const nlohmann::json& v :
+       {nlohmann::json(int64_t{1} << 32), nlohmann::json((int64_t{1} << 32) + 512),
+        nlohmann::json(std::numeric_limits<uint64_t>::max())}) {
+    j["max_position_embeddings"] = v;
+    const std::string error = ErrorOf(j);
+    EXPECT_NE(error.find("'max_position_embeddings' out of range: " + v.dump()), std::string::npos)
+        << error;
+  }
+}
+
 TEST(ConfigValidation, SharedExpertSizesMustNotBeNegative) {
   nlohmann::json deepseek = RandomModelConfig(Arch::kDeepseekMoe, ModelSize::kTiny).ToHfJson();
   EXPECT_EQ(ErrorOf(deepseek), "");

@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -15,17 +16,21 @@ struct ArchEntry {
   const char* name;
 };
 constexpr ArchEntry kArchNames[] = {
-    {Arch::kMixtral, "mixtral"},   {Arch::kPhiMoe, "phimoe"}, {Arch::kQwen2Moe, "qwen2_moe"},
-    {Arch::kQwen3Moe, "qwen3_moe"}, {Arch::kOlmoe, "olmoe"},   {Arch::kDeepseekMoe, "deepseek"},
-    {Arch::kDeepseekV2, "deepseek_v2"}, {Arch::kDeepseekV3, "deepseek_v3"},
+    {Arch::kMixtral, "mixtral"},
+    {Arch::kPhiMoe, "phimoe"},
+    {Arch::kQwen2Moe, "qwen2_moe"},
+    {Arch::kQwen3Moe, "qwen3_moe"},
+    {Arch::kOlmoe, "olmoe"},
+    {Arch::kDeepseekMoe, "deepseek"},
+    {Arch::kDeepseekV2, "deepseek_v2"},
+    {Arch::kDeepseekV3, "deepseek_v3"},
     {Arch::kGlm4Moe, "glm4_moe"},
     {Arch::kGptOss, "gpt_oss"},
 };
 
 int RequireInt(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  Check(it != j.end() && it->is_number_integer(), "config.json: missing integer field '", key,
-        "'");
+  Check(it != j.end() && it->is_number_integer(), "config.json: missing integer field '", key, "'");
   const int64_t v = it->get<int64_t>();
   Check(v >= 0 && v < (1ll << 31), "config.json: field '", key, "' out of range: ", v);
   return static_cast<int>(v);
@@ -35,7 +40,12 @@ int OptionalInt(const nlohmann::json& j, const char* key, int fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   Check(it->is_number_integer(), "config.json: field '", key, "' must be an integer");
-  return it->get<int>();
+  // Read wide and checked: a value past int's range must not wrap (2^32 + 512 read as 512).
+  const int64_t v =
+      it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX ? INT64_MAX : it->get<int64_t>();
+  Check(v >= INT32_MIN && v <= INT32_MAX, "config.json: field '", key,
+        "' out of range: ", it->dump());
+  return static_cast<int>(v);
 }
 
 float OptionalFloat(const nlohmann::json& j, const char* key, float fallback) {
@@ -88,8 +98,8 @@ void ParsePhiMoe(const nlohmann::json& j, ModelConfig& c) {
   // PhimoeAttention always uses hidden_size / num_attention_heads.
   if (c.num_heads > 0) {
     Check(c.head_dim * c.num_heads == c.hidden_size, "config.json: phimoe needs head_dim (",
-          c.head_dim, ") = hidden_size / num_attention_heads (", c.hidden_size, " / ",
-          c.num_heads, ")");
+          c.head_dim, ") = hidden_size / num_attention_heads (", c.hidden_size, " / ", c.num_heads,
+          ")");
   }
 }
 
@@ -119,8 +129,8 @@ void ParseDeepseekMla(const nlohmann::json& j, ModelConfig& c) {
   Check(!OptionalBool(j, "attention_bias", false),
         "config.json: attention_bias = true is not supported for ", ArchName(c.arch));
   if (auto act = j.find("hidden_act"); act != j.end() && !act->is_null()) {
-    Check(act->is_string() && act->get<std::string>() == "silu", "config.json: ",
-          ArchName(c.arch), " hidden_act must be \"silu\", got ", act->dump());
+    Check(act->is_string() && act->get<std::string>() == "silu", "config.json: ", ArchName(c.arch),
+          " hidden_act must be \"silu\", got ", act->dump());
   }
   c.rms_norm_eps = OptionalFloat(j, "rms_norm_eps", 1e-6f);
 
@@ -319,7 +329,8 @@ void ParseGptOss(const nlohmann::json& j, ModelConfig& c) {
   for (const auto& t : *types) {
     Check(t.is_string() && (t == "sliding_attention" || t == "full_attention"),
           "config.json: layer_types entries must be \"sliding_attention\" or "
-          "\"full_attention\", got ", t.dump());
+          "\"full_attention\", got ",
+          t.dump());
     c.layer_sliding.push_back(t == "sliding_attention");
   }
 }
@@ -340,7 +351,8 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
   }
   if (type == "default") return;
   if (type == "yarn") {
-    Check(c.IsDeepseekMla() || c.arch == Arch::kGptOss, "config.json: rope_scaling type "
+    Check(c.IsDeepseekMla() || c.arch == Arch::kGptOss,
+          "config.json: rope_scaling type "
           "'yarn' is supported for deepseek_v2, deepseek_v3 and gpt_oss only, not ",
           ArchName(c.arch));
     c.yarn = c.arch == Arch::kGptOss ? ParseGenericYarn(*rs, c) : ParseYarn(*rs);
@@ -371,8 +383,8 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
     fallback = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
   lr.short_mscale = static_cast<float>(OptionalDouble(*rs, "short_mscale", fallback));
   lr.long_mscale = static_cast<float>(OptionalDouble(*rs, "long_mscale", fallback));
-  Check(std::isfinite(lr.short_mscale) && std::isfinite(lr.long_mscale) &&
-            lr.short_mscale > 0 && lr.long_mscale > 0,
+  Check(std::isfinite(lr.short_mscale) && std::isfinite(lr.long_mscale) && lr.short_mscale > 0 &&
+            lr.long_mscale > 0,
         "config.json: rope_scaling short_mscale and long_mscale must be finite and > 0");
   c.longrope = std::move(lr);
 }
@@ -524,8 +536,10 @@ nlohmann::json ModelConfig::ToHfJson() const {
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["torch_dtype"] = "bfloat16";
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
-  if (eos_token_ids.size() == 1) j["eos_token_id"] = eos_token_ids[0];
-  else if (!eos_token_ids.empty()) j["eos_token_id"] = eos_token_ids;
+  if (eos_token_ids.size() == 1)
+    j["eos_token_id"] = eos_token_ids[0];
+  else if (!eos_token_ids.empty())
+    j["eos_token_id"] = eos_token_ids;
   j["num_experts_per_tok"] = num_experts_per_tok;
   // The expert layout keys every DeepSeek config spells the same way.
   const auto deepseek_experts = [&] {
@@ -542,11 +556,11 @@ nlohmann::json ModelConfig::ToHfJson() const {
   const auto yarn_json = [&] {
     j["rope_scaling"] = nullptr;
     if (!yarn) return;
-    j["rope_scaling"] = {{"factor", yarn->factor},
-                         {"original_max_position_embeddings",
-                          yarn->original_max_position_embeddings},
-                         {"beta_fast", yarn->beta_fast},
-                         {"beta_slow", yarn->beta_slow}};
+    j["rope_scaling"] = {
+        {"factor", yarn->factor},
+        {"original_max_position_embeddings", yarn->original_max_position_embeddings},
+        {"beta_fast", yarn->beta_fast},
+        {"beta_slow", yarn->beta_slow}};
     if (arch == Arch::kGptOss) {
       j["rope_scaling"]["rope_type"] = "yarn";
       j["rope_scaling"]["truncate"] = yarn->truncate;
@@ -575,13 +589,13 @@ nlohmann::json ModelConfig::ToHfJson() const {
       j["rope_scaling"] = nullptr;
       if (longrope) {
         j["original_max_position_embeddings"] = longrope->original_max_position_embeddings;
-        j["rope_scaling"] = {{"type", "longrope"},
-                             {"short_factor", longrope->short_factor},
-                             {"long_factor", longrope->long_factor},
-                             {"short_mscale", longrope->short_mscale},
-                             {"long_mscale", longrope->long_mscale},
-                             {"original_max_position_embeddings",
-                              longrope->original_max_position_embeddings}};
+        j["rope_scaling"] = {
+            {"type", "longrope"},
+            {"short_factor", longrope->short_factor},
+            {"long_factor", longrope->long_factor},
+            {"short_mscale", longrope->short_mscale},
+            {"long_mscale", longrope->long_mscale},
+            {"original_max_position_embeddings", longrope->original_max_position_embeddings}};
       }
       break;
     case Arch::kQwen2Moe:
@@ -678,14 +692,15 @@ void ModelConfig::Validate() const {
     Check(mla->q_lora_rank >= 0 && mla->kv_lora_rank > 0 && mla->qk_nope_head_dim > 0 &&
               mla->qk_rope_head_dim > 0 && mla->v_head_dim > 0,
           "config: MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim > 0 "
-          "and q_lora_rank >= 0 (got ", mla->kv_lora_rank, ", ", mla->qk_nope_head_dim, ", ",
-          mla->qk_rope_head_dim, ", ", mla->v_head_dim, ", ", mla->q_lora_rank, ")");
+          "and q_lora_rank >= 0 (got ",
+          mla->kv_lora_rank, ", ", mla->qk_nope_head_dim, ", ", mla->qk_rope_head_dim, ", ",
+          mla->v_head_dim, ", ", mla->q_lora_rank, ")");
     Check(head_dim == mla->qk_rope_head_dim && num_kv_heads == num_heads,
           "config: with MLA, head_dim must equal qk_rope_head_dim (", mla->qk_rope_head_dim,
           ") and num_key_value_heads num_attention_heads (", num_heads, ")");
   }
-  Check(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_heads > 0 &&
-            num_kv_heads > 0 && head_dim > 0,
+  Check(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_heads > 0 && num_kv_heads > 0 &&
+            head_dim > 0,
         "config: vocab_size, hidden_size, num_hidden_layers, heads and head_dim must be > 0");
   Check(num_heads % num_kv_heads == 0, "config: num_attention_heads (", num_heads,
         ") must be a multiple of num_key_value_heads (", num_kv_heads, ")");
@@ -697,10 +712,13 @@ void ModelConfig::Validate() const {
   Check(moe_layer_freq > 0, "config: moe_layer_freq must be > 0");
   Check(first_k_dense_replace == 0 || intermediate_size > 0,
         "config: dense layers need intermediate_size > 0");
-  Check(std::isfinite(rms_norm_eps) && rms_norm_eps > 0, "config: rms_norm_eps must be a finite "
-        "number > 0, got ", rms_norm_eps);
+  Check(std::isfinite(rms_norm_eps) && rms_norm_eps > 0,
+        "config: rms_norm_eps must be a finite "
+        "number > 0, got ",
+        rms_norm_eps);
   Check(std::isfinite(rope_theta) && rope_theta > 0,
-        "config: rope_theta (rope.freq_base in GGUF) must be a finite number > 0, got ", rope_theta);
+        "config: rope_theta (rope.freq_base in GGUF) must be a finite number > 0, got ",
+        rope_theta);
   Check(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0,
         "config: routed_scaling_factor must be a finite number > 0, got ", routed_scaling_factor);
   Check(shared_expert_intermediate_size >= 0,
@@ -720,8 +738,8 @@ void ModelConfig::Validate() const {
           "config: YaRN factor must be >= 1, got ", yarn->factor);
     Check(yarn->original_max_position_embeddings > 0,
           "config: YaRN original_max_position_embeddings must be > 0");
-    Check(std::isfinite(yarn->beta_fast) && std::isfinite(yarn->beta_slow) &&
-              yarn->beta_fast > 0 && yarn->beta_slow > 0,
+    Check(std::isfinite(yarn->beta_fast) && std::isfinite(yarn->beta_slow) && yarn->beta_fast > 0 &&
+              yarn->beta_slow > 0,
           "config: YaRN beta_fast and beta_slow must be finite and > 0");
     Check(std::isfinite(yarn->mscale) && std::isfinite(yarn->mscale_all_dim),
           "config: YaRN mscale and mscale_all_dim must be finite");
@@ -748,16 +766,15 @@ void ModelConfig::Validate() const {
         ") is defined for num_experts_per_tok = 2 only, got ", num_experts_per_tok);
   Check(sliding_window >= 0, "config: sliding_window must be >= 0");
   Check(layer_sliding.empty() || static_cast<int>(layer_sliding.size()) == num_layers,
-        "config: layer_types has ", layer_sliding.size(), " entries for ", num_layers,
-        " layers");
+        "config: layer_types has ", layer_sliding.size(), " entries for ", num_layers, " layers");
   Check(layer_sliding.empty() || sliding_window > 0,
         "config: sliding_attention layers need sliding_window > 0");
   Check(!layer_sliding.empty() == (arch == Arch::kGptOss),
         "config: per-layer sliding windows (layer_types) are implemented for gpt_oss only");
   Check(std::isfinite(swiglu_limit) && swiglu_limit >= 0,
         "config: swiglu_limit must be a finite number >= 0, got ", swiglu_limit);
-  Check((swiglu_limit > 0) == (arch == Arch::kGptOss) && attention_sinks == (arch == Arch::kGptOss)
-            && router_bias == (arch == Arch::kGptOss),
+  Check((swiglu_limit > 0) == (arch == Arch::kGptOss) &&
+            attention_sinks == (arch == Arch::kGptOss) && router_bias == (arch == Arch::kGptOss),
         "config: expert biases with the clamped SwiGLU, attention sinks and a router bias "
         "are gpt_oss's (and all of them are)");
   Check(arch != Arch::kGptOss || router == RouterKind::kSoftmaxTopK,
@@ -776,8 +793,10 @@ void ModelConfig::Validate() const {
   Check(rope_dim >= 0 && rope_dim <= head_dim && rope_dim % 2 == 0,
         "config: the rotary dimension (head_dim * partial_rotary_factor = ", rope_dim,
         ") must be even and in 2..head_dim (", head_dim, ")");
-  Check(rope_dim == 0 || arch == Arch::kGlm4Moe, "config: partial rotary is supported for "
-        "glm4_moe only, not ", ArchName(arch));
+  Check(rope_dim == 0 || arch == Arch::kGlm4Moe,
+        "config: partial rotary is supported for "
+        "glm4_moe only, not ",
+        ArchName(arch));
   Check(!yarn || rope_dim == 0, "config: YaRN with partial rotary is not supported");
 }
 

@@ -74,6 +74,37 @@ TEST(ExpertCacheTest, EvictsLowestScoreUnpinnedAndNeverExceedsCapacity) {
   EXPECT_THROW(cache.Remove({0, 0}, &out), Error);  // Still pinned.
 }
 
+TEST(ExpertCacheTest, AdmissionIsAskedOnlyToEvictAndSeesTheLowestCompetitor) {
+  ExpertCache cache(Geometry(6));  // Room for two whole experts.
+  std::map<std::pair<int, int>, double> score{{{0, 0}, 5}, {{0, 1}, 1}, {{1, 0}, 4}};
+  auto scorer = [&](const ExpertKey& k) { return score[{k.layer, k.expert}]; };
+  std::vector<double> asked;
+  bool answer = false;
+  auto admit = [&](double lowest) {
+    asked.push_back(lowest);
+    return answer;
+  };
+  std::vector<CacheCommand> out;
+  ASSERT_TRUE(cache.Insert({0, 0}, {}, true, 0, scorer, &out, admit));  // Free pages: not asked.
+  ASSERT_TRUE(cache.Insert({0, 1}, {}, true, 0, scorer, &out, admit));
+  EXPECT_TRUE(asked.empty());
+  out.clear();
+  EXPECT_FALSE(cache.Insert({1, 0}, {}, true, 0, scorer, &out, admit));  // Refused: no change.
+  EXPECT_EQ(asked, std::vector<double>{1});
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(cache.Present({0, 0}) && cache.Present({0, 1}));
+  answer = true;
+  EXPECT_TRUE(cache.Insert({1, 0}, {}, true, 0, scorer, &out, admit));
+  EXPECT_FALSE(cache.Present({0, 1}));
+  // With layer 0 held to one expert, a layer-0 insert competes with layer 0's experts only.
+  ASSERT_TRUE(cache.SetLayerBudgets({3, -1}, scorer, &out));
+  asked.clear();
+  EXPECT_TRUE(cache.Insert({0, 2}, {}, true, 0, scorer, &out, admit));
+  EXPECT_EQ(asked, std::vector<double>{5});  // L0e0 (5), not L1e0 (4).
+  EXPECT_FALSE(cache.Present({0, 0}));
+  EXPECT_TRUE(cache.Present({1, 0}));
+}
+
 TEST(ExpertCacheTest, PagesAndGenerationsAreReusedDeterministically) {
   ExpertCache cache(Geometry(3));
   auto scorer = [](const ExpertKey& k) { return static_cast<double>(k.expert); };

@@ -69,32 +69,9 @@ int ExpertCache::MissingChunks(size_t index, NeuronRange range) const {
   return missing;
 }
 
-bool ExpertCache::LayerBudgetBinds(const ExpertKey& key, int missing) const {
-  const int64_t budget = layer_budget_[static_cast<size_t>(key.layer)];
-  return budget >= 0 && used_per_layer_[static_cast<size_t>(key.layer)] + missing > budget;
-}
-
-bool ExpertCache::InsertEvicts(const ExpertKey& key, NeuronRange range) const {
-  const int missing = MissingChunks(Index(key), range);
-  if (missing == 0) return false;
-  return missing > static_cast<int64_t>(free_.size()) || LayerBudgetBinds(key, missing);
-}
-
-double ExpertCache::LowestScore(const ExpertKey& key, NeuronRange range, const Scorer& scorer) {
-  const size_t keep = Index(key);
-  const bool layer_only = LayerBudgetBinds(key, MissingChunks(keep, range));
-  SortHolders();
-  double lowest = std::numeric_limits<double>::infinity();
-  for (size_t i : holders_) {
-    if (i == keep || !entries_[i].evictable()) continue;
-    if (layer_only && LayerOf(i) != key.layer) continue;
-    lowest = std::min(lowest, scorer(KeyOf(i)));
-  }
-  return lowest;
-}
-
 bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t global_need,
-                           const Scorer& scorer, std::vector<CacheCommand>* out) {
+                           const Scorer& scorer, std::vector<CacheCommand>* out,
+                           const Admission& admit) {
   if (layer_need <= 0 && global_need <= 0) return true;
   // Every candidate is scored once, in ascending key order, before anything changes.
   SortHolders();
@@ -108,6 +85,12 @@ bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t g
     if (LayerOf(i) == layer) available_in_layer += e.present;
   }
   if (available < global_need || available_in_layer < layer_need) return false;
+  if (admit) {  // Against what it would evict: its layer's experts when the layer's budget binds.
+    double lowest = std::numeric_limits<double>::infinity();
+    for (const auto& [score, i] : candidates)
+      if (layer_need <= 0 || LayerOf(i) == layer) lowest = std::min(lowest, score);
+    if (!admit(lowest)) return false;
+  }
   auto evict = [&](size_t i) {
     FreeAll(i, out);
     ++evictions_[static_cast<size_t>(LayerOf(i))];
@@ -148,7 +131,8 @@ bool ExpertCache::MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t g
 }
 
 bool ExpertCache::Insert(const ExpertKey& key, NeuronRange range, bool demand, double priority,
-                         const Scorer& scorer, std::vector<CacheCommand>* out) {
+                         const Scorer& scorer, std::vector<CacheCommand>* out,
+                         const Admission& admit) {
   const size_t index = Index(key);
   Entry& entry = entries_[index];
   const auto [first, last] = ChunksOf(range);
@@ -161,7 +145,7 @@ bool ExpertCache::Insert(const ExpertKey& key, NeuronRange range, bool demand, d
   if (budget >= 0 && missing > budget) return false;
   const int64_t layer_need = budget >= 0 ? used_per_layer_[l] + missing - budget : 0;
   if (!MakeRoom(index, key.layer, layer_need, missing - static_cast<int64_t>(free_.size()), scorer,
-                out))
+                out, admit))
     return false;
   if (entry.present == 0) holders_.push_back(index);
   for (int c = first; c < last; ++c) {

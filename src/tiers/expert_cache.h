@@ -1,7 +1,7 @@
 // The deterministic state of one budgeted expert cache: which chunks (neuron ranges) of
-// which experts own which pages, pins, per-layer budgets, and eviction. It does no I/O and reads no clock;
-// every change is a function of the calls made, so the trace-replay simulator reproduces
-// the engine's hits, misses and evictions exactly. The I/O side follows its Commands.
+// which experts own which pages, pins, per-layer budgets, and eviction. It does no I/O and reads no
+// clock; every change is a function of the calls made, so the trace-replay simulator reproduces the
+// engine's hits, misses and evictions exactly. The I/O side follows its Commands.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,9 @@ struct CacheGeometry {
 // Instructions for the mechanism, to be applied in order.
 struct CacheCommand {
   enum Kind : uint8_t {
-    kFetch,    // Read chunk of expert into page (new generation).
-    kRelease,  // Page left the cache: drop its queued transfers (in-flight ones drain).
-    kPromote,  // The expert is now demanded: its queued transfers become demand.
+    kFetch,         // Read chunk of expert into page (new generation).
+    kRelease,       // Page left the cache: drop its queued transfers (in-flight ones drain).
+    kPromote,       // The expert is now demanded: its queued transfers become demand.
     kReprioritize,  // The expert's queued prefetch transfers take `priority`.
   };
   Kind kind = kFetch;
@@ -59,19 +59,19 @@ class ExpertCache {
   // Chunks [first, last) that hold neurons of `range` (end < 0: to the last neuron).
   std::pair<int, int> ChunksOf(NeuronRange range) const;
 
+  // Admission (Policy::Admit): asked, when an insert must evict, with the lowest score among
+  // the experts it would evict from (its layer's when that layer's budget is what binds);
+  // false refuses the insert.
+  using Admission = std::function<bool(double lowest_score)>;
+
   // Makes every chunk of `range` present, evicting unpinned experts (not `key`) by score:
   // within the key's layer first when that layer has a budget it would exceed, then
   // anywhere. All-or-nothing: returns false and changes nothing when there is not enough
-  // room. New chunks are emitted as kFetch commands with the given class and priority.
+  // room or `admit` (may be null: admit everything) refuses. New chunks are emitted as
+  // kFetch commands with the given class and priority.
   bool Insert(const ExpertKey& key, NeuronRange range, bool demand, double priority,
-              const Scorer& scorer, std::vector<CacheCommand>* out);
-  // Whether inserting `range` of `key` would have to evict (free pages or the key's layer
-  // budget do not cover its missing chunks).
-  bool InsertEvicts(const ExpertKey& key, NeuronRange range) const;
-  // The lowest score among the unpinned resident experts other than `key` (those an insert
-  // of `key` would evict from; only its layer's when that layer's budget is what binds);
-  // +infinity when there is none. Scores every candidate once, in ascending key order.
-  double LowestScore(const ExpertKey& key, NeuronRange range, const Scorer& scorer);
+              const Scorer& scorer, std::vector<CacheCommand>* out,
+              const Admission& admit = nullptr);
   // Drops the expert (all its pages). Pinned experts cannot be removed.
   void Remove(const ExpertKey& key, std::vector<CacheCommand>* out);
   // Drops the chunks outside `range`. False (nothing changes) while the executor uses it.
@@ -130,16 +130,17 @@ class ExpertCache {
             static_cast<int32_t>(index % static_cast<size_t>(g_.num_experts))};
   }
   int MissingChunks(size_t index, NeuronRange range) const;
-  // Whether the key's layer budget (not the free pages) is what an insert must make room in.
-  bool LayerBudgetBinds(const ExpertKey& key, int missing) const;
   void SortHolders();
   void FreeAll(size_t index, std::vector<CacheCommand>* out);
   void FreeChunk(size_t index, int chunk, std::vector<CacheCommand>* out);
   // Evicts unpinned experts (never `keep`) so that `layer` frees `layer_need` pages and the
-  // cache `global_need`; all-or-nothing.
+  // cache `global_need`; all-or-nothing, and nothing when `admit` refuses.
   bool MakeRoom(size_t keep, int layer, int64_t layer_need, int64_t global_need,
-                const Scorer& scorer, std::vector<CacheCommand>* out);
-  int LayerOf(size_t index) const { return static_cast<int>(index / static_cast<size_t>(g_.num_experts)); }
+                const Scorer& scorer, std::vector<CacheCommand>* out,
+                const Admission& admit = nullptr);
+  int LayerOf(size_t index) const {
+    return static_cast<int>(index / static_cast<size_t>(g_.num_experts));
+  }
 
   CacheGeometry g_;
   std::vector<Entry> entries_;

@@ -169,13 +169,13 @@ std::vector<PlannedExpert> OffloadController::Gate(const policy::GateEvent& e,
       ++c.misses;
       if (cache_.PresentChunks(k) > 0) ++c.partial_hits;
       // What the policy keeps of a miss is inserted; the rest is streamed past the cache.
-      NeuronRange keep = policy_->KeepOnMiss(k);
-      if (policy_->decides_admission() && cache_.InsertEvicts(k, keep) &&
-          !policy_->Admit(k, cache_.LowestScore(k, keep, scorer_))) {
-        keep = {0, 0};  // Not admitted: every chunk goes through staging.
-        ++c.bypassed;
-      }
-      if (!cache_.Insert(k, keep, true, 0, scorer_, out)) ++c.streamed;
+      // A miss the policy does not admit goes through staging like one that finds no room.
+      bool refused = false;
+      ExpertCache::Admission admit;
+      if (policy_->decides_admission())
+        admit = [&](double lowest) { return !(refused = !policy_->Admit(k, lowest)); };
+      if (!cache_.Insert(k, policy_->KeepOnMiss(k), true, 0, scorer_, out, admit))
+        ++(refused ? c.bypassed : c.streamed);
       c.chunks_streamed += chunks - cache_.PresentChunks(k);
       timing_.evict_us +=
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)

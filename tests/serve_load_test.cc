@@ -114,7 +114,8 @@ TEST(ServeLoad, ThirtyTwoStreamingClientsThenSigterm) {
   const double warmup_s = duration_s / 4;
 
   testing::ServeProcess server({"--model", (testing::SourceDir() / "models/olmoe-demo").string(),
-                                "--port", "0", "--max-running", "32", "--max-queue", "64"});
+                                "--port", "0", "--max-running", "32", "--max-queue", "64",
+                                "--prefix-cache", "32MiB"});
   const int port = server.ReadPort();
   ASSERT_GT(port, 0);
 
@@ -193,7 +194,8 @@ TEST(ServeLoad, ThirtyTwoStreamingClientsThenSigterm) {
               at_warmup / 1048576.0, peak_after / 1048576.0);
   for (size_t i = 0; i < rss.size(); i += 10) std::printf(" %.0f", rss[i].second / 1048576.0);
   std::printf("\n");
-  EXPECT_LE(peak_after, at_warmup + at_warmup / 5 + (32 << 20))
+  // Allowing for the prefix cache filling its budget after the warm-up.
+  EXPECT_LE(peak_after, at_warmup + at_warmup / 5 + (32 << 20) + (32 << 20))
       << "RSS grew from " << at_warmup << " to " << peak_after << " bytes";
 
   // Phase 3: SIGTERM while 8 streams run; each still gets every token and [DONE].

@@ -11,6 +11,7 @@
 #include "cli/session.h"
 #include "core/error.h"
 #include "serve/server.h"
+#include "tiers/host_tier.h"
 
 namespace moex::cli {
 
@@ -26,9 +27,14 @@ struct ServeOptions {
   ModelOptions model;
   serve::ServerOptions server;
   double drain_s = 60;
+  std::string prefix_cache = "1GiB";
 };
 
 int RunServe(ServeOptions o) {
+  Check(o.prefix_cache.empty() || o.prefix_cache.back() != '%',
+        "--prefix-cache takes bytes (1GiB, 512MiB, 0 to turn it off), not a share: '",
+        o.prefix_cache, "'");
+  o.server.scheduler.prefix_cache_bytes = tiers::ParseBudget(o.prefix_cache, 0);
   auto session = OpenSession(o.model);
   if (o.server.model_name.empty()) {
     std::filesystem::path path(o.model.model.empty() ? DefaultModelPath() : o.model.model);
@@ -106,6 +112,14 @@ Runner AddServeCommand(CLI::App& app) {
                   "prompt tokens of one request per pass, so long prompts do not stall decodes")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--prefix-cache", o->prefix_cache,
+                  "KV bytes kept for prompts that start like earlier ones (multi-turn chats, "
+                  "shared system prompts): their prefill is copied, not computed (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-cache-block", s.scheduler.prefix_block_tokens,
+                  "tokens per prefix-cache block (a prefix is reused in whole blocks)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--timeout", s.scheduler.timeout_s,
                   "seconds a request may take from arrival (0: no limit)")
       ->capture_default_str()

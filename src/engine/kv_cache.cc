@@ -14,7 +14,7 @@ int64_t RowSize(const ModelConfig& config) {
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& config, int64_t capacity)
-    : capacity_(capacity), row_size_(RowSize(config)) {
+    : capacity_(capacity), row_size_(RowSize(config)), num_layers_(config.num_layers) {
   Check(capacity > 0, "KV cache capacity must be positive");
   const size_t n = static_cast<size_t>(config.num_layers) * static_cast<size_t>(capacity) *
                    static_cast<size_t>(row_size_);

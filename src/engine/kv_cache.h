@@ -23,6 +23,11 @@ class KvCache {
   // Rows [0, capacity) of layer `layer`.
   float* keys(int layer) { return &keys_[Offset(layer)]; }
   float* values(int layer) { return values_.empty() ? nullptr : &values_[Offset(layer)]; }
+  const float* keys(int layer) const { return &keys_[Offset(layer)]; }
+  const float* values(int layer) const {
+    return values_.empty() ? nullptr : &values_[Offset(layer)];
+  }
+  int num_layers() const { return num_layers_; }
   // Marks `count` more positions as filled; throws Error past capacity.
   void Advance(int64_t count);
   size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
@@ -35,6 +40,7 @@ class KvCache {
   }
   int64_t capacity_;
   int64_t row_size_;
+  int num_layers_;
   int64_t length_ = 0;
   std::vector<float> keys_;
   std::vector<float> values_;

@@ -55,6 +55,10 @@ class Transformer {
   void set_observer(EventObserver* observer) { observer_ = observer; }
   // Routing replay: MoE layers follow `source` instead of the router (null: the router).
   void set_routing_source(RoutingSource* source) { routing_source_ = source; }
+  bool replays_routing() const { return routing_source_ != nullptr; }
+  // True when a pass that ends with the sequence `seq_len` tokens long rotates with
+  // LongRoPE's long set (never without LongRoPE).
+  bool RotatesLong(int64_t seq_len) const { return rope_.UsesLong(seq_len); }
   const Model& model() const { return model_; }
 
  private:

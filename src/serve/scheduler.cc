@@ -70,15 +70,20 @@ struct Scheduler::Sequence {
   Sampler sampler;
   std::unique_ptr<StreamDecoder> decoder;
   StopText stop_text;
-  size_t prefilled = 0;  // Prompt tokens in the cache.
-  int32_t next = -1;     // Sampled, not yet fed back (decoding).
+  std::vector<int32_t> history;  // The prompt, then every emitted token.
+  size_t prefilled = 0;          // Prompt tokens in the cache.
+  int32_t next = -1;             // Sampled, not yet fed back (decoding).
   int generated = 0;
   bool done = false;
   Clock::time_point deadline = Clock::time_point::max();
   Clock::time_point first_token{};
 
   Sequence(Job j, std::shared_ptr<JobHandle> h)
-      : job(std::move(j)), handle(std::move(h)), sampler(job.sampling), stop_text(job.stop_texts) {}
+      : job(std::move(j)),
+        handle(std::move(h)),
+        sampler(job.sampling),
+        stop_text(job.stop_texts),
+        history(job.prompt) {}
   bool decoding() const { return prefilled == job.prompt.size(); }
 };
 
@@ -98,6 +103,13 @@ Scheduler::Scheduler(Transformer& transformer, const Tokenizer* tokenizer, Sched
   Check(options_.max_batch_tokens >= options_.prefill_chunk, "--max-batch-tokens (",
         options_.max_batch_tokens, ") must be at least --prefill-chunk (", options_.prefill_chunk,
         ")");
+  Check(options_.prefix_cache_bytes >= 0, "--prefix-cache must not be negative");
+  Check(options_.prefix_block_tokens >= 1, "--prefix-cache-block must be at least 1");
+  // Replayed routing follows a recorded trace token by token: skipping a cached prefix
+  // would shift it, so replays compute every prompt.
+  if (options_.prefix_cache_bytes > 0 && !transformer_.replays_routing())
+    prefix_cache_ = std::make_unique<PrefixCache>(
+        transformer_.model().config, options_.prefix_cache_bytes, options_.prefix_block_tokens);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -225,6 +237,15 @@ void Scheduler::Admit() {
       s->handle->Finish("error", "out of memory for the request's KV cache");
       continue;
     }
+    if (prefix_cache_) {
+      // At most all but the last prompt token: its logits start the reply.
+      const int64_t prompt = static_cast<int64_t>(s->job.prompt.size());
+      const int64_t reused = prefix_cache_->Restore(
+          s->job.prompt, prompt - 1, transformer_.RotatesLong(prompt), s->cache.get());
+      s->prefilled = static_cast<size_t>(reused);
+      s->handle->cached_tokens_ = reused;
+      if (metrics_) metrics_->SetPrefixCache(prefix_cache_->stats(), prefix_cache_->budget_bytes());
+    }
     if (tokenizer_) s->decoder = std::make_unique<StreamDecoder>(*tokenizer_, true);
     s->id = transformer_.BeginRequest(s->job.prompt);
     running_.push_back(std::move(s));
@@ -232,9 +253,29 @@ void Scheduler::Admit() {
   }
 }
 
+int64_t Scheduler::NextChunk(const Sequence& s) const {
+  const int64_t left = static_cast<int64_t>(s.job.prompt.size() - s.prefilled);
+  const int64_t chunk = options_.prefill_chunk;
+  return std::min(left, chunk - static_cast<int64_t>(s.prefilled) % chunk);
+}
+
+void Scheduler::StorePrefix(const Sequence& s) {
+  if (!prefix_cache_) return;
+  // Prefill rows rotate by the whole prompt's length, decoded rows by their own (rope.h).
+  const int64_t prompt = static_cast<int64_t>(s.job.prompt.size());
+  const bool prompt_long = transformer_.RotatesLong(prompt);
+  prefix_cache_->Store(s.history, *s.cache, [&](int64_t p) {
+    return p < prompt ? prompt_long : transformer_.RotatesLong(p + 1);
+  });
+  if (metrics_) metrics_->SetPrefixCache(prefix_cache_->stats(), prefix_cache_->budget_bytes());
+}
+
 void Scheduler::Retire(Sequence& s, const std::string& reason, const std::string& error) {
   if (s.done) return;
   s.done = true;
+  // A failed pass may have left its rows half written; any other ending leaves every row
+  // of the cache computed, for a later turn of the same conversation.
+  if (reason != "error") StorePrefix(s);
   if (s.decoder && reason != "cancelled") {
     const std::string rest = s.stop_text.Push(s.decoder->Flush());
     s.handle->Append(rest + s.stop_text.Flush(), -1);
@@ -257,6 +298,7 @@ void Scheduler::Emit(Sequence& s, int32_t token) {
           std::chrono::duration<double>(s.first_token - s.handle->arrival()).count());
   }
   ++s.generated;
+  s.history.push_back(token);
   const auto& stops = s.job.stop_ids;
   const bool stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
   std::string text;
@@ -281,8 +323,7 @@ void Scheduler::FormUnit() {
       c.n_tokens = 1;
     } else {
       c.tokens = s->job.prompt.data() + s->prefilled;
-      c.n_tokens = std::min<int64_t>(static_cast<int64_t>(s->job.prompt.size() - s->prefilled),
-                                     options_.prefill_chunk);
+      c.n_tokens = NextChunk(*s);
     }
     candidates.push_back(c);
   }
@@ -338,10 +379,8 @@ bool Scheduler::RunPass() {
   std::vector<Candidate> candidates;
   for (const auto& s : running_) {
     if (members && std::find(members->begin(), members->end(), s->id) == members->end()) continue;
-    const int64_t left = static_cast<int64_t>(s->job.prompt.size() - s->prefilled);
-    candidates.push_back({s->id, s->decoding(),
-                          s->decoding() ? 1 : std::min(left, options_.prefill_chunk),
-                          s->cache->length()});
+    candidates.push_back(
+        {s->id, s->decoding(), s->decoding() ? 1 : NextChunk(*s), s->cache->length()});
   }
   PassHook hook;
   {
@@ -363,8 +402,7 @@ bool Scheduler::RunPass() {
     if (s.decoding()) {
       batch.push_back({s.cache.get(), std::span<const int32_t>(&s.next, 1), false, s.id});
     } else {
-      const size_t take = std::min<size_t>(s.job.prompt.size() - s.prefilled,
-                                           static_cast<size_t>(options_.prefill_chunk));
+      const size_t take = static_cast<size_t>(NextChunk(s));
       batch.push_back({s.cache.get(),
                        std::span<const int32_t>(s.job.prompt).subspan(s.prefilled, take), false,
                        s.id, static_cast<int64_t>(s.job.prompt.size())});
@@ -393,6 +431,7 @@ bool Scheduler::RunPass() {
     if (!s.decoding()) {
       s.prefilled += batch[b].tokens.size();
       if (!s.decoding()) continue;  // More prompt to go.
+      StorePrefix(s);  // The whole prompt, for requests that share its start.
     }
     const std::span<const float> row(&logits[b * vocab], vocab);
     try {

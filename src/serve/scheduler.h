@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
 #include "text/tokenizer.h"
@@ -47,6 +48,10 @@ struct SchedulerOptions {
   int64_t prefill_chunk = 256;     // Prompt tokens of one request in one pass.
   double timeout_s = 600;          // Per request, from arrival; 0 = none.
   int regroup = 1;                 // Passes per regrouping unit; 0 or 1: no units.
+  // Prefix caching (engine/prefix_cache.h): bytes of KV rows kept for later requests that
+  // start with the same tokens (0: off), in blocks of this many tokens.
+  int64_t prefix_cache_bytes = int64_t{1} << 30;
+  int64_t prefix_block_tokens = 16;
 };
 
 // What the scheduler runs for one request.
@@ -76,6 +81,8 @@ class JobHandle {
   bool cancelled() const { return cancelled_; }
 
   int64_t prompt_tokens() const { return prompt_tokens_; }
+  // Prompt tokens whose KV rows came from the prefix cache (set before the first token).
+  int64_t cached_tokens() const { return cached_tokens_; }
   int64_t completion_tokens() const;
   Clock::time_point arrival() const { return arrival_; }
 
@@ -94,6 +101,7 @@ class JobHandle {
   std::string finish_reason_, error_;
   std::atomic<bool> cancelled_{false};
   int64_t prompt_tokens_ = 0;
+  std::atomic<int64_t> cached_tokens_{0};
   Clock::time_point arrival_ = Clock::now();
 };
 
@@ -138,6 +146,11 @@ class Scheduler {
   void Admit();
   bool RunPass();  // False when the hook left the pass empty.
   int groups() const { return std::max(1, options_.regroup); }
+  // Prompt tokens `s` prefills in its next pass: up to the next multiple of --prefill-chunk,
+  // so chunks stay at the same offsets whatever prefix the cache supplied.
+  int64_t NextChunk(const Sequence& s) const;
+  // Offers the rows `s` has computed to the prefix cache.
+  void StorePrefix(const Sequence& s);
   // Splits the running requests into the groups of the next unit (regroup >= 2).
   void FormUnit();
   void Emit(Sequence& s, int32_t token);
@@ -148,6 +161,7 @@ class Scheduler {
   const Tokenizer* tokenizer_;
   SchedulerOptions options_;
   ServeMetrics* metrics_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // Scheduler thread only; null when off.
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

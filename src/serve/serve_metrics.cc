@@ -101,6 +101,12 @@ void ServeMetrics::CountUnit(bool regrouped) {
   units_regrouped_ += regrouped ? 1 : 0;
 }
 
+void ServeMetrics::SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prefix_ = stats;
+  prefix_budget_ = budget_bytes;
+}
+
 std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& offload) const {
   std::string out;
   {
@@ -130,6 +136,21 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
     Counter(out, "moex_regroup_units_regrouped_total",
             "regrouping units whose split the policy changed",
             static_cast<double>(units_regrouped_));
+    Counter(out, "moex_prefix_cache_lookups_total", "requests that looked up the prefix cache",
+            static_cast<double>(prefix_.lookups));
+    Counter(out, "moex_prefix_cache_hits_total", "requests that reused a cached prefix",
+            static_cast<double>(prefix_.hits));
+    Counter(out, "moex_prefix_cache_tokens_total",
+            "prompt tokens whose KV rows came from the prefix cache (prefill saved)",
+            static_cast<double>(prefix_.tokens_reused));
+    Counter(out, "moex_prefix_cache_evicted_blocks_total", "blocks evicted to keep the budget",
+            static_cast<double>(prefix_.evicted));
+    Gauge(out, "moex_prefix_cache_blocks", "token blocks held by the prefix cache",
+          static_cast<double>(prefix_.blocks));
+    Gauge(out, "moex_prefix_cache_bytes", "KV bytes held by the prefix cache",
+          static_cast<double>(prefix_.bytes));
+    Gauge(out, "moex_prefix_cache_budget_bytes", "prefix cache budget (0: off)",
+          static_cast<double>(prefix_budget_));
   }
   Gauge(out, "moex_queue_length", "requests waiting for a slot", queued);
   Gauge(out, "moex_running_requests", "requests holding a KV cache", running);

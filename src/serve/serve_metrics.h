@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/prefix_cache.h"
+
 namespace moex::serve {
 
 class Histogram {
@@ -41,6 +43,8 @@ class ServeMetrics {
   void ObserveActivatedExperts(int64_t experts, bool decode_only);
   // A regrouping unit started; `regrouped`: the policy changed its split.
   void CountUnit(bool regrouped);
+  // The prefix cache's counters now (the scheduler publishes them when they change).
+  void SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_bytes);
 
   // The whole exposition; `offload` is MoeExecutor::MetricsJson (null when resident).
   std::string Render(int queued, int running, const nlohmann::json& offload) const;
@@ -50,6 +54,8 @@ class ServeMetrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;
   uint64_t units_ = 0, units_regrouped_ = 0;
+  PrefixCacheStats prefix_;
+  int64_t prefix_budget_ = 0;
   Histogram ttft_, tpot_, batch_requests_, batch_tokens_, pass_experts_, decode_pass_experts_;
 };
 

@@ -299,7 +299,8 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
     const int64_t completion = handle->completion_tokens();
     return json{{"prompt_tokens", handle->prompt_tokens()},
                 {"completion_tokens", completion},
-                {"total_tokens", handle->prompt_tokens() + completion}};
+                {"total_tokens", handle->prompt_tokens() + completion},
+                {"prompt_tokens_details", {{"cached_tokens", handle->cached_tokens()}}}};
   };
   auto choice = [chat](const std::string& text, const std::vector<int32_t>& tokens,
                        const json& finish, bool delta) {

@@ -290,7 +290,8 @@ void GrammarBuilder::Lower(const GrammarExpr& e, uint32_t owner, Sequence* out) 
     case Kind::kRepeat: {
       Sequence item;
       Lower(e.items[0], owner, &item);
-      if (item.size() > 2) {  // Copied min + 1 times: share it as a rule.
+      if (item.empty()) break;  // A repeated empty sequence is empty.
+      if (item.size() > 2) {    // Copied min + 1 times: share it as a rule.
         const uint32_t rule = NewRule(names_[owner] + "-item");
         defined_[rule] = true;
         elements_ += item.size() + 1;
@@ -341,23 +342,35 @@ Grammar GrammarBuilder::Build(uint32_t root) const {
   CheckSize();
   const size_t n = names_.size();
 
-  // Nullable rules (they can match the empty string), to a fixpoint.
+  // Nullable rules (they can match the empty string): a worklist over the alternatives, each
+  // waiting for its rule references to become nullable (linear, however long helper chains are).
   std::vector<bool> nullable(n, false);
-  auto seq_nullable = [&](const Sequence& s) {
-    for (const Element& el : s) {
-      if (el.kind != Element::Kind::kRule || !nullable[el.rule]) return false;
+  std::vector<uint32_t> waiting;                  // per alternative
+  std::vector<uint32_t> alt_rule;                 // its rule
+  std::vector<std::vector<uint32_t>> waiters(n);  // alternatives that reference r
+  std::vector<uint32_t> ready;
+  for (uint32_t r = 0; r < n; ++r) {
+    for (const Sequence& s : rules_[r]) {
+      const uint32_t a = uint32_t(waiting.size());
+      const bool has_bytes = std::any_of(
+          s.begin(), s.end(), [](const Element& el) { return el.kind != Element::Kind::kRule; });
+      waiting.push_back(has_bytes ? UINT32_MAX : uint32_t(s.size()));
+      alt_rule.push_back(r);
+      if (has_bytes) continue;
+      for (const Element& el : s) waiters[el.rule].push_back(a);
+      if (s.empty() && !nullable[r]) {
+        nullable[r] = true;
+        ready.push_back(r);
+      }
     }
-    return true;
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (uint32_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (const Sequence& s : rules_[r]) {
-        if (seq_nullable(s)) {
-          nullable[r] = changed = true;
-          break;
-        }
+  }
+  while (!ready.empty()) {
+    const uint32_t r = ready.back();
+    ready.pop_back();
+    for (uint32_t a : waiters[r]) {
+      if (--waiting[a] == 0 && !nullable[alt_rule[a]]) {
+        nullable[alt_rule[a]] = true;
+        ready.push_back(alt_rule[a]);
       }
     }
   }

@@ -31,6 +31,7 @@ namespace moex {
 inline constexpr size_t kGrammarMaxRules = 1 << 17;
 inline constexpr size_t kGrammarMaxElements = 1 << 21;
 inline constexpr uint32_t kGrammarMaxRepeat = 10000;  // n of {m,n}, and m of {m,}
+inline constexpr int kGrammarMaxNesting = 200;        // nested groups or schemas (parsers recurse)
 
 // The expression form the front ends produce; GrammarBuilder lowers it to byte-level rules.
 struct GrammarExpr {

@@ -87,7 +87,7 @@ class GbnfParser {
     if (text_.substr(pos_, 3) != "::=") Error(pos_, "expected '::=' after rule name '", name, "'");
     pos_ += 3;
     if (!defined_.insert(name).second) Error(start, "rule '", name, "' is defined twice");
-    const uint32_t rule = builder_.Rule(name, Where(start));
+    const uint32_t rule = builder_.Rule(name, seen_.insert(name).second ? Where(start) : "");
     SkipSpace(true);
     const GrammarExpr body = ParseAlternates(false);
     SkipSpace(false);
@@ -135,14 +135,18 @@ class GbnfParser {
         item = GrammarExpr::Chars({}, true);
       } else if (c == '(') {
         ++pos_;
+        if (++depth_ > kGrammarMaxNesting)
+          Error(start, "groups nest deeper than ", kGrammarMaxNesting);
         SkipSpace(true);
         item = ParseAlternates(true);
+        --depth_;
         SkipSpace(true);
         if (Peek() != ')') Error(pos_, "expected ')' to close the group opened at ", Where(start));
         ++pos_;
       } else if (IsNameChar(c)) {
         const std::string name = ParseName();
-        item = GrammarExpr::Ref(builder_.Rule(name, Where(start)));
+        // Where() scans from the start: only for a name's first use.
+        item = GrammarExpr::Ref(builder_.Rule(name, seen_.insert(name).second ? Where(start) : ""));
       } else if (c == '<') {
         Error(pos_, "token references <...> are not supported");
       } else {
@@ -286,8 +290,9 @@ class GbnfParser {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int depth_ = 0;
   GrammarBuilder builder_;
-  std::set<std::string> defined_;
+  std::set<std::string> defined_, seen_;
 };
 
 }  // namespace

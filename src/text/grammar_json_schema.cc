@@ -228,6 +228,14 @@ class SchemaCompiler {
   }
 
   E Schema(const Json& s, const std::string& path) {
+    struct Nest {
+      int* depth;
+      explicit Nest(int* d) : depth(d) { ++*depth; }
+      ~Nest() { --*depth; }
+    } nest(&depth_);
+    if (depth_ > kGrammarMaxNesting) {
+      Fail("JSON schema at ", At(path), " nests deeper than ", kGrammarMaxNesting);
+    }
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyValue();
       Fail("JSON schema at ", At(path), " is false: it matches nothing");
@@ -637,6 +645,7 @@ class SchemaCompiler {
   JsonSchemaOptions options_;
   GrammarBuilder b_;
   std::map<std::string, uint32_t> refs_;
+  int depth_ = 0;
   std::optional<uint32_t> ws_, string_char_, any_string_, any_integer_, any_number_, any_object_,
       any_array_, any_value_;
 };

@@ -17,6 +17,9 @@ using Element = Grammar::Element;
 constexpr int32_t kDead = -1;
 constexpr int32_t kUnknown = -2;
 constexpr uint32_t kDropped = UINT32_MAX;
+// Expand recurses once per rule entered without consuming a byte: bounded, so a chain of
+// empty helper rules cannot exhaust the thread's stack.
+constexpr int kMaxExpandDepth = 4096;
 
 uint64_t Mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -111,6 +114,7 @@ struct GrammarMatcher::Space {
   Stats stats;
 
   std::vector<uint32_t> out;  // Expand's result
+  int expand_depth = 0;       // Expand's recursion
   std::unordered_set<uint64_t> visited;
   std::vector<int32_t> walk;  // FillMask's state per trie depth
 
@@ -167,6 +171,13 @@ struct GrammarMatcher::Space {
   // Adds to `out` the stacks reached from position pos over `parent` without consuming a byte:
   // each ends at a byte range, or is the empty stack (0: the grammar is complete).
   void Expand(uint32_t pos, uint32_t parent) {
+    struct Nest {
+      int* depth;
+      explicit Nest(int* d) : depth(d) { ++*depth; }
+      ~Nest() { --*depth; }
+    } nest(&expand_depth);
+    Check(expand_depth <= kMaxExpandDepth, "grammar nests more than ", kMaxExpandDepth,
+          " rules deep without consuming input");
     for (;;) {
       const Element& e = el[pos];
       if (e.kind == Element::Kind::kEnd) {

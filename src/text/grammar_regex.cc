@@ -232,7 +232,9 @@ class RegexParser {
             Error(start, "group flags (?", Peek(1), "...) are not supported");
           }
         }
-        ++depth_;
+        if (++depth_ > kGrammarMaxNesting) {
+          Error(start, "groups nest deeper than ", kGrammarMaxNesting);
+        }
         GrammarExpr inner = ParseAlternates();
         --depth_;
         if (Peek() != ')') Error(start, "unterminated group");

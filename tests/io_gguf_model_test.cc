@@ -412,6 +412,10 @@ TEST_F(GgufModelTest, CopiesRealVocabulary) {
   EXPECT_EQ(tokens[0], "<|endoftext|>");
   EXPECT_EQ(m.file->GetStringArray("tokenizer.ggml.merges"),
             tok.GetStringArray("tokenizer.ggml.merges"));
+  // The vocabulary names no pre-tokenizer: the model names the one moex splits it with
+  // (GPT-2's, as HF), so llama.cpp counts the same tokens rather than its 'default' ones.
+  ASSERT_EQ(tok.Find("tokenizer.ggml.pre"), nullptr);
+  EXPECT_EQ(m.file->GetString("tokenizer.ggml.pre"), "gpt-2");
 }
 
 // A Mixtral GGUF as llama.cpp's converter writes it: arch "llama", experts sized by

@@ -102,6 +102,13 @@ void CopyTokenizer(const GgufFile* tok, const ModelConfig& config, GgufWriter& w
         w.Set(key, value);
       }
     }
+    // A BPE vocabulary without a pre-tokenizer name (llama.cpp's older vocab files) is split
+    // with GPT-2's byte-level regex, as HF's tokenizers do; llama.cpp would fall back to its
+    // own 'default' splitting and count other tokens (docs/serving.md), so the name is set.
+    const GgufValue* model = tok->Find("tokenizer.ggml.model");
+    if (model != nullptr && model->type() == GgufType::kString && model->AsString() == "gpt2" &&
+        tok->Find("tokenizer.ggml.pre") == nullptr)
+      w.Set("tokenizer.ggml.pre", GgufValue::String("gpt-2"));
   }
   // The engine stops on config's ids, so llama.cpp must too.
   if (config.bos_token_id >= 0)

@@ -51,7 +51,7 @@ struct SchedulerOptions {
   // Prefix caching (engine/prefix_cache.h): bytes of KV rows kept for later requests that
   // start with the same tokens (0: off), in blocks of this many tokens.
   int64_t prefix_cache_bytes = int64_t{1} << 30;
-  int64_t prefix_block_tokens = 16;
+  int64_t prefix_block_tokens = 1;
 };
 
 // What the scheduler runs for one request.

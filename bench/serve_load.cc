@@ -8,7 +8,9 @@
 // counted from moex's `token_ids` when a chunk has them, else one per non-empty chunk, and
 // the final `usage.completion_tokens` wins when the server sends it. `--endpoint completions`
 // sends the prompt text to /v1/completions, so that two servers with the same vocabulary see
-// the same prompt tokens whatever their chat templates.
+// the same prompt tokens whatever their chat templates. `--turns N` makes each request a
+// conversation of N turns, each re-sending the history (the earlier prompts and replies) with
+// the next prompt appended, as chat clients do; `--prompt-offset` starts at another prompt.
 //
 //   serve_load --port 8080 --prompts ../shared/data/prompts/sharegpt_v3_filtered_500.json
 //       --clients 4 --requests 64 --max-tokens 64 --json
@@ -50,6 +52,8 @@ struct Options {
   bool ignore_eos = true;  // Output lengths as asked, so runs are comparable.
   std::string api_key;
   std::string endpoint = "chat";  // chat (/v1/chat/completions) or completions.
+  int turns = 1;                  // Turns per conversation (each a request).
+  int prompt_offset = 0;          // First prompt of the set used.
   bool json = false;
 };
 
@@ -63,6 +67,8 @@ struct Sample {
   std::string error;
   double ttft_s = 0, latency_s = 0, tpot_s = 0;
   int64_t tokens = 0, prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens, when sent.
+  std::string text;           // The reply (the next turn re-sends it).
 };
 
 // The trace's first `count` arrivals, times from the first one, divided by `scale`.
@@ -97,15 +103,23 @@ double ScaleForRate(const std::vector<Arrival>& arrivals, double rate) {
   return rate * span / static_cast<double>(arrivals.size() - 1);
 }
 
-Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
+// One request; with `history` (earlier turns as alternating user and assistant texts), a chat
+// request sends them as messages before `prompt`, a completion request as one text.
+Sample RunOne(const Options& o, const std::string& prompt, int max_tokens,
+              const std::vector<std::string>& history = {}) {
   const bool chat = o.endpoint == "chat";
   json body = {{"model", "moex"},  {"max_tokens", max_tokens},
                {"temperature", 0}, {"ignore_eos", o.ignore_eos},
                {"stream", true},   {"stream_options", {{"include_usage", true}}}};
   if (chat) {
-    body["messages"] = {{{"role", "user"}, {"content", prompt}}};
+    body["messages"] = json::array();
+    for (size_t i = 0; i < history.size(); ++i)
+      body["messages"].push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", history[i]}});
+    body["messages"].push_back({{"role", "user"}, {"content", prompt}});
   } else {
-    body["prompt"] = prompt;
+    std::string text;
+    for (const std::string& h : history) text += h + "\n\n";
+    body["prompt"] = text + prompt;
   }
   std::vector<std::string> headers;
   if (!o.api_key.empty()) headers.push_back("Authorization: Bearer " + o.api_key);
@@ -129,18 +143,22 @@ Sample RunOne(const Options& o, const std::string& prompt, int max_tokens) {
           return true;
         }
         if (chunk.contains("usage") && chunk["usage"].is_object()) {
-          s.prompt_tokens = chunk["usage"].value("prompt_tokens", 0);
-          usage_tokens = chunk["usage"].value("completion_tokens", int64_t{0});
+          const json& usage = chunk["usage"];
+          s.prompt_tokens = usage.value("prompt_tokens", 0);
+          usage_tokens = usage.value("completion_tokens", int64_t{0});
+          if (usage.contains("prompt_tokens_details") && usage["prompt_tokens_details"].is_object())
+            s.cached_tokens = usage["prompt_tokens_details"].value("cached_tokens", int64_t{0});
         }
         if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
           return true;
         const json& choice = chunk["choices"][0];
+        const json text = chat ? choice.value("delta", json::object()).value("content", json())
+                               : choice.value("text", json());
+        if (text.is_string()) s.text += text.get<std::string>();
         int64_t n = 0;
         if (choice.contains("token_ids")) {
           n = static_cast<int64_t>(choice["token_ids"].size());
         } else {  // Another server: one token per chunk that carries text.
-          const json& text = chat ? choice.value("delta", json::object()).value("content", json())
-                                  : choice.value("text", json());
           n = text.is_string() && !text.get<std::string>().empty() ? 1 : 0;
         }
         if (n > 0) {
@@ -192,7 +210,7 @@ int main(int argc, char** argv) {
   app.add_option("--clients", o.clients, "concurrent clients (closed loop)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  app.add_option("--requests", o.requests, "requests to send")
+  app.add_option("--requests", o.requests, "requests (conversations, with --turns) to send")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app.add_option("--duration", o.duration_s, "closed loop: send for this many seconds instead");
@@ -205,6 +223,13 @@ int main(int argc, char** argv) {
   app.add_option("--endpoint", o.endpoint, "chat or completions (prompt text, no chat template)")
       ->capture_default_str()
       ->check(CLI::IsMember({"chat", "completions"}));
+  app.add_option("--turns", o.turns,
+                 "turns per conversation: each re-sends the earlier prompts and replies")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--prompt-offset", o.prompt_offset, "index of the first prompt used")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", o.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
 
@@ -238,13 +263,25 @@ int main(int argc, char** argv) {
           record(RunOne(o, prompts[i % prompts.size()].text, arrivals[i].max_tokens));
         });
       }
-    } else {
+    } else {  // Closed loop: request i is conversation i (one turn unless --turns).
+      auto prompt = [&](int i, int turn) -> const std::string& {
+        return prompts[static_cast<size_t>(o.prompt_offset + i * o.turns + turn) % prompts.size()]
+            .text;
+      };
       for (int c = 0; c < o.clients; ++c)
         threads.emplace_back([&] {
           for (;;) {
             const int i = next++;
             if (o.duration_s > 0 ? elapsed() >= o.duration_s : i >= o.requests) return;
-            record(RunOne(o, prompts[static_cast<size_t>(i) % prompts.size()].text, o.max_tokens));
+            std::vector<std::string> history;
+            for (int turn = 0; turn < o.turns; ++turn) {
+              Sample s = RunOne(o, prompt(i, turn), o.max_tokens, history);
+              const bool ok = s.ok;
+              history.push_back(prompt(i, turn));
+              history.push_back(s.text);
+              record(std::move(s));
+              if (!ok) break;
+            }
           }
         });
     }
@@ -252,7 +289,7 @@ int main(int argc, char** argv) {
     const double wall = elapsed();
 
     std::vector<double> ttft, tpot, latency;
-    int64_t tokens = 0, prompt_tokens = 0;
+    int64_t tokens = 0, prompt_tokens = 0, cached_tokens = 0;
     int errors = 0;
     std::string first_error;
     for (const Sample& s : samples) {
@@ -265,6 +302,7 @@ int main(int argc, char** argv) {
       latency.push_back(s.latency_s * 1e3);
       tokens += s.tokens;
       prompt_tokens += s.prompt_tokens;
+      cached_tokens += s.cached_tokens;
     }
     auto stats = [](const std::vector<double>& v) {
       double sum = 0;
@@ -288,6 +326,8 @@ int main(int argc, char** argv) {
         {"wall_s", wall},
         {"output_tokens", tokens},
         {"prompt_tokens", prompt_tokens},
+        {"cached_prompt_tokens", cached_tokens},
+        {"turns", o.turns},
         {"output_tokens_per_s", wall > 0 ? static_cast<double>(tokens) / wall : 0.0},
         {"requests_per_s", wall > 0 ? static_cast<double>(samples.size() - errors) / wall : 0.0},
         {"ttft_ms", stats(ttft)},

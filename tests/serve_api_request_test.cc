@@ -6,6 +6,7 @@
 
 #include "serve/api_error.h"
 #include "serve/api_request.h"
+#include "text/grammar_matcher.h"
 #include "serve/stop_text.h"
 
 namespace moex::serve {
@@ -68,6 +69,56 @@ TEST(ServeApiRequest, ReadsEverySupportedField) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_TRUE(r.ignore_eos);
+}
+
+// The grammar each structured-output field gives: checked on strings it must and must not
+// accept (keys in the schema's order, not the sorted order nlohmann::json keeps).
+TEST(ServeApiRequest, StructuredOutputFieldsGiveTheirGrammar) {
+  auto accepts = [](const ApiRequest& r, std::string_view text) {
+    GrammarMatcher m(r.grammar, nullptr);
+    return m.AcceptBytes(text) && m.IsComplete();
+  };
+  const ApiRequest schema = Chat(
+      R"({"messages":[{"role":"user","content":"q"}],"response_format":{"type":"json_schema",
+          "json_schema":{"name":"p","strict":true,"schema":{"type":"object","properties":
+          {"z":{"type":"integer"},"a":{"enum":["x","y"]}}}}}})");
+  ASSERT_NE(schema.grammar, nullptr);
+  EXPECT_EQ(schema.grammar_source, "response_format");
+  EXPECT_TRUE(accepts(schema, R"({"z": 3, "a": "y"})"));
+  EXPECT_FALSE(accepts(schema, R"({"a": "y", "z": 3})"));  // Schema order.
+  EXPECT_FALSE(accepts(schema, R"({"z": 3})"));            // Strict: every property.
+  EXPECT_FALSE(accepts(schema, R"({"z": 3, "a": "q"})"));
+
+  // Not strict: `required` holds, undeclared properties are not written.
+  const ApiRequest loose = Chat(
+      R"({"messages":[{"role":"user","content":"q"}],"response_format":{"type":"json_schema",
+          "json_schema":{"name":"p","schema":{"type":"object","properties":
+          {"z":{"type":"integer"},"a":{"type":"boolean"}},"required":["a"]}}}})");
+  EXPECT_TRUE(accepts(loose, R"({"a": true})"));
+  EXPECT_TRUE(accepts(loose, R"({"z": 1, "a": false})"));
+  EXPECT_FALSE(accepts(loose, R"({"a": true, "b": 1})"));
+
+  const ApiRequest object =
+      Chat(R"({"messages":[{"role":"user","content":"q"}],"response_format":{"type":"json_object"}})");
+  EXPECT_TRUE(accepts(object, R"({"any": [1, {"b": null}]})"));
+  EXPECT_FALSE(accepts(object, "[1]"));
+
+  const ApiRequest text =
+      Chat(R"({"messages":[{"role":"user","content":"q"}],"response_format":{"type":"text"}})");
+  EXPECT_EQ(text.grammar, nullptr);
+
+  const ApiRequest gbnf = Completion(R"({"prompt":"a","grammar":"root ::= \"yes\" | \"no\""})");
+  EXPECT_TRUE(accepts(gbnf, "no"));
+  EXPECT_FALSE(accepts(gbnf, "maybe"));
+  const ApiRequest regex = Completion(R"({"prompt":"a","guided_regex":"[0-9]{3}"})");
+  EXPECT_TRUE(accepts(regex, "042"));
+  EXPECT_FALSE(accepts(regex, "42"));
+  // vLLM's guided_json may be a string holding the schema; llama.cpp's json_schema an object.
+  const ApiRequest guided = Completion(R"({"prompt":"a","guided_json":"{\"type\":\"boolean\"}"})");
+  EXPECT_TRUE(accepts(guided, "false"));
+  const ApiRequest llama = Completion(R"({"prompt":"a","json_schema":{"type":"integer"}})");
+  EXPECT_TRUE(accepts(llama, "-12"));
+  EXPECT_FALSE(accepts(llama, "1.5"));
 }
 
 TEST(ServeApiRequest, TokenIdPromptsInEveryForm) {
@@ -142,8 +193,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"frequency_penalty":0.5})", "frequency_penalty"},
         BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"5":1}})", "logit_bias"},
         BadCase{kC, "{" + kMsg + R"(,"tools":[]})", "tools"},
-        BadCase{kC, "{" + kMsg + R"(,"response_format":{"type":"json_object"}})",
-                "response_format"},
+        BadCase{kC, "{" + kMsg + R"(,"response_format":{"type":"xml"}})",
+                "response_format.type"},
+        BadCase{kC, "{" + kMsg + R"(,"response_format":"json"})", "response_format"},
+        BadCase{kC, "{" + kMsg + R"(,"response_format":{"type":"json_schema"}})",
+                "response_format.json_schema"},
+        BadCase{kC,
+                "{" + kMsg +
+                    R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","not":{}}}}})",
+                "response_format.json_schema.schema"},
+        BadCase{kC, "{" + kMsg + R"(,"json_schema":{"type":"string","format":"hostname"}})",
+                "json_schema"},
+        BadCase{kC, "{" + kMsg + R"(,"grammar":"root ::= "})", "grammar"},
+        BadCase{kC, "{" + kMsg + R"(,"grammar":5})", "grammar"},
+        BadCase{kC, "{" + kMsg + R"(,"guided_regex":"(a"})", "guided_regex"},
+        BadCase{kC, "{" + kMsg + R"(,"guided_json":"{not json"})", "guided_json"},
+        BadCase{kC, "{" + kMsg + R"(,"grammar":"root ::= "a"","guided_regex":"a"})",
+                "guided_regex"},
         BadCase{kC, "{" + kMsg + R"(,"model":5})", "model"},
         BadCase{kC, "{" + kMsg + R"(,"prompt":"x"})", "prompt"},
         BadCase{kC, "{" + kMsg + R"(,"frobnicate":1})", "frobnicate"},

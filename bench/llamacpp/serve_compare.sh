@@ -11,7 +11,10 @@
 # Environment: MODEL (a GGUF; default: a random OLMoE of SIZE written with the gpt-neox
 # vocabulary), SIZE (default small), CLIENTS (default "1 4 16"), REQUESTS (per run, default
 # 32), MAX_TOKENS (default 64), THREADS (default 2), ROUNDS (alternations, default 2; the
-# ratio uses each server's best round), PROMPTS, PORT (default 18090; llama-server PORT+1).
+# ratio uses each server's best round), PROMPTS, PORT (default 18090; llama-server PORT+1),
+# TURNS (default 1: turns per conversation, each re-sending the history: serve_load --turns),
+# COLD (1: every run takes prompts no earlier run sent, so no prefix cache helps; default 0:
+# every run sends the same prompts, as clients that repeat a system prompt or a question do).
 # Prompts go to /v1/completions as text (no chat template), so both servers tokenize the
 # same text with the same vocabulary; greedy, ignore_eos, exactly MAX_TOKENS out.
 set -euo pipefail
@@ -28,6 +31,8 @@ threads=${THREADS:-2}
 rounds=${ROUNDS:-2}
 prompts=${PROMPTS:-$shared/prompts/sharegpt_v3_filtered_500.json}
 port=${PORT:-18090}
+turns=${TURNS:-1}
+cold=${COLD:-0}
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -66,12 +71,14 @@ pids+=($!)
 wait_ready $((port + 1)) "${pids[-1]}" "$work/llama.log"
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-run() {  # SERVER PORT CLIENTS ROUND
+run() {  # SERVER PORT CLIENTS ROUND OFFSET
   "$build/serve_load" --port "$2" --prompts "$prompts" --endpoint completions \
-    --clients "$3" --requests "$requests" --max-tokens "$max_tokens" --json |
+    --clients "$3" --requests "$requests" --max-tokens "$max_tokens" --turns "$turns" \
+    --prompt-offset "$5" --json |
     jq -c --arg server "$1" --arg model "$(basename "$model")" --arg cpu "$cpu" \
-      --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --argjson round "$4" \
-      '. + {server: $server, model: $model, cpu: $cpu, load_average: $load, round: $round}'
+      --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --argjson round "$4" --argjson cold "$cold" \
+      '. + {server: $server, model: $model, cpu: $cpu, load_average: $load, round: $round,
+            cold: ($cold == 1)}'
 }
 # Warm-up (page cache, allocators), not reported.
 "$build/serve_load" --port "$port" --prompts "$prompts" --endpoint completions --clients 2 \
@@ -79,10 +86,14 @@ run() {  # SERVER PORT CLIENTS ROUND
 "$build/serve_load" --port $((port + 1)) --prompts "$prompts" --endpoint completions \
   --clients 2 --requests 4 --max-tokens 8 --json >/dev/null
 lines=$work/runs.jsonl
+offset=0
 for clients in $clients_list; do
   for round in $(seq "$rounds"); do
-    run moex "$port" "$clients" "$round" | tee -a "$lines" >>"$out"
-    run llama-server $((port + 1)) "$clients" "$round" | tee -a "$lines" >>"$out"
+    # Cold: past the warm-up's prompts and every earlier run's, the same for both servers.
+    [ "$cold" = 1 ] && offset=$((4 + ${run_index:-0} * requests * turns))
+    run_index=$((${run_index:-0} + 1))
+    run moex "$port" "$clients" "$round" "$offset" | tee -a "$lines" >>"$out"
+    run llama-server $((port + 1)) "$clients" "$round" "$offset" | tee -a "$lines" >>"$out"
   done
 done
 jq -s -c 'group_by(.clients)[] | {clients: .[0].clients,

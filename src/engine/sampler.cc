@@ -71,11 +71,14 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   }
   std::uniform_real_distribution<double> uniform(0.0, sum);
   double r = uniform(rng_);
+  int32_t last = candidates_.front().second;
   for (const auto& c : candidates_) {
+    if (c.first <= 0.0f) break;  // Masked (-inf) logits, sorted last: never drawn.
+    last = c.second;
     r -= c.first;
     if (r <= 0.0) return c.second;
   }
-  return candidates_.back().second;
+  return last;  // Rounding left r above 0: the last token with any weight.
 }
 
 }  // namespace moex

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "core/error.h"
 #include "serve/api_error.h"
 
 namespace moex::serve {
@@ -218,11 +219,6 @@ void RefuseUnsupported(const json& body, Endpoint endpoint) {
   for (const char* key :
        {"tools", "functions", "tool_choice", "function_call", "audio", "prediction", "modalities"})
     if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
-  if (Present(body, "response_format")) {
-    const json& f = body["response_format"];
-    if (!f.is_object() || f.value("type", json()) != "text")
-      Refuse("response_format", "a 'response_format' other than {\"type\": \"text\"}");
-  }
   if (endpoint == Endpoint::kCompletion) {
     if (GetBool(body, "echo", false)) Refuse("echo", "'echo'");
     if (GetInteger(body, "best_of", 1, 1, 20) != 1) Refuse("best_of", "'best_of' other than 1");
@@ -230,6 +226,99 @@ void RefuseUnsupported(const json& body, Endpoint endpoint) {
       if (!body["suffix"].is_string()) Bad("suffix", "'suffix' must be a string");
       if (!body["suffix"].get<std::string>().empty()) Refuse("suffix", "'suffix'");
     }
+  }
+}
+
+bool StructuredOutputAsked(const json& body) {
+  for (const char* key : {"response_format", "json_schema", "grammar", "guided_json",
+                          "guided_regex", "guided_grammar"})
+    if (Present(body, key)) return true;
+  return false;
+}
+
+// The grammar one of the structured-output fields asks for (null when none does). The
+// schemas are read again from `ordered` (the body parsed keeping key order), so that objects
+// are written with their properties in the schema's order, as OpenAI writes them.
+void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& ordered,
+                           ApiRequest& r) {
+  std::vector<std::string> given;
+  for (const char* key : {"response_format", "json_schema", "grammar", "guided_json",
+                          "guided_regex", "guided_grammar"})
+    if (Present(body, key)) given.push_back(key);
+  if (given.empty()) return;
+  // A schema's grammar: OpenAI's strict mode makes every property required; otherwise
+  // `required` holds and undeclared properties are not written (as XGrammar and vLLM do).
+  auto schema_grammar = [](const nlohmann::ordered_json& schema, const std::string& param,
+                           bool strict) {
+    if (!schema.is_object() && !schema.is_boolean())
+      Bad(param, "'" + param + "' must be a JSON schema (an object)");
+    JsonSchemaOptions options;
+    options.strict = strict;
+    options.additional_properties_default = false;
+    try {
+      return std::make_shared<const Grammar>(JsonSchemaGrammar(schema, options));
+    } catch (const Error& e) {
+      Bad(param, std::string("invalid '") + param + "': " + e.what());
+    }
+  };
+  auto text_field = [&](const char* key) {
+    if (!body[key].is_string()) Bad(key, std::string("'") + key + "' must be a string");
+    return body[key].get<std::string>();
+  };
+  // response_format {"type": "text"} asks for nothing and may come with an extension.
+  const bool plain_text = Present(body, "response_format") && body["response_format"].is_object() &&
+                          body["response_format"].value("type", json()) == "text";
+  if (given.size() - (plain_text ? 1 : 0) > 1)
+    Bad(given[1], "give one of 'response_format', 'json_schema', 'grammar', 'guided_json', "
+                  "'guided_regex' and 'guided_grammar', not several");
+  const std::string key = plain_text && given.size() > 1 ? given[1] : given[0];
+  r.grammar_source = key;
+  try {
+    if (key == "response_format") {
+      const json& f = body["response_format"];
+      if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+        Bad("response_format", "'response_format' must be an object with a string 'type'");
+      const std::string type = f["type"].get<std::string>();
+      if (type == "text") return;
+      if (type == "json_object") {
+        r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
+      } else if (type == "json_schema") {
+        const auto& spec = ordered["response_format"]["json_schema"];
+        if (!spec.is_object())
+          Bad("response_format.json_schema",
+              "'response_format.json_schema' must be an object with a 'schema'");
+        const bool strict = spec.contains("strict") && spec["strict"].is_boolean() &&
+                            spec["strict"].get<bool>();
+        if (spec.contains("strict") && !spec["strict"].is_boolean() && !spec["strict"].is_null())
+          Bad("response_format.json_schema.strict", "'strict' must be a boolean");
+        if (!spec.contains("schema") || spec["schema"].is_null()) {
+          r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
+        } else {
+          r.grammar =
+              schema_grammar(spec["schema"], "response_format.json_schema.schema", strict);
+        }
+      } else {
+        Bad("response_format.type", "'response_format.type' must be text, json_object or "
+                                    "json_schema, not '" + type + "'");
+      }
+    } else if (key == "json_schema" || key == "guided_json") {
+      nlohmann::ordered_json schema = ordered[key];
+      // vLLM accepts the schema as a JSON string too.
+      if (schema.is_string()) {
+        try {
+          schema = nlohmann::ordered_json::parse(schema.get<std::string>());
+        } catch (const nlohmann::ordered_json::exception&) {
+          Bad(key, std::string("'") + key + "' is a string that is not JSON");
+        }
+      }
+      r.grammar = schema_grammar(schema, key, false);
+    } else if (key == "grammar" || key == "guided_grammar") {
+      r.grammar = std::make_shared<const Grammar>(ParseGbnf(text_field(key.c_str())));
+    } else {  // guided_regex
+      r.grammar = std::make_shared<const Grammar>(RegexGrammar(text_field(key.c_str())));
+    }
+  } catch (const Error& e) {
+    Bad(key, std::string("invalid '") + key + "': " + e.what());
   }
 }
 
@@ -251,7 +340,12 @@ const std::set<std::string>& KnownKeys(Endpoint endpoint) {
                                                 "frequency_penalty",
                                                 "logit_bias",
                                                 "user",
-                                                "ignore_eos"};
+                                                "ignore_eos",
+                                                "json_schema",
+                                                "grammar",
+                                                "guided_json",
+                                                "guided_regex",
+                                                "guided_grammar"};
   static const std::set<std::string> kChat = [] {
     std::set<std::string> s = kCommon;
     for (const char* k :
@@ -263,7 +357,7 @@ const std::set<std::string>& KnownKeys(Endpoint endpoint) {
   }();
   static const std::set<std::string> kCompletion = [] {
     std::set<std::string> s = kCommon;
-    for (const char* k : {"prompt", "echo", "best_of", "suffix"}) s.insert(k);
+    for (const char* k : {"prompt", "echo", "best_of", "suffix", "response_format"}) s.insert(k);
     return s;
   }();
   return endpoint == Endpoint::kChat ? kChat : kCompletion;
@@ -319,6 +413,10 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
     r.include_usage = GetBool(o, "include_usage", false);
   }
   r.ignore_eos = GetBool(body, "ignore_eos", false);
+  if (StructuredOutputAsked(body)) {
+    // Parsed again keeping key order: a schema's properties are written in its order.
+    ParseStructuredOutput(body, nlohmann::ordered_json::parse(text), r);
+  }
   return r;
 }
 

@@ -7,12 +7,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "text/grammar.h"
 
 namespace moex::serve {
 
@@ -48,6 +51,12 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage.
   bool ignore_eos = false;     // Extension (vLLM): keep going past end-of-sequence.
+  // Structured output: what the reply must be a string of (null: free text). From
+  // response_format json_object / json_schema, or the extensions `json_schema` and `grammar`
+  // (llama.cpp's server: a schema, a GBNF grammar) and `guided_json`, `guided_regex`,
+  // `guided_grammar` (vLLM's).
+  std::shared_ptr<const Grammar> grammar;
+  std::string grammar_source;  // Which field gave it (for errors and logs).
 };
 
 // Parses and checks a request body; throws ApiError (status 400) with the offending param.

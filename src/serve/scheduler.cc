@@ -1,6 +1,8 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <bit>
+#include <limits>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -69,6 +71,7 @@ struct Scheduler::Sequence {
   std::unique_ptr<KvCache> cache;
   Sampler sampler;
   std::unique_ptr<StreamDecoder> decoder;
+  std::unique_ptr<GrammarMatcher> matcher;  // With job.grammar.
   StopText stop_text;
   std::vector<int32_t> history;  // The prompt, then every emitted token.
   size_t prefilled = 0;          // Prompt tokens in the cache.
@@ -247,10 +250,46 @@ void Scheduler::Admit() {
       if (metrics_) metrics_->SetPrefixCache(prefix_cache_->stats(), prefix_cache_->budget_bytes());
     }
     if (tokenizer_) s->decoder = std::make_unique<StreamDecoder>(*tokenizer_, true);
+    if (s->job.grammar && tokenizer_) {
+      if (!trie_) {
+        // Once per server: the vocabulary's bytes (control tokens are never grammar text).
+        std::vector<std::string> bytes;
+        std::vector<bool> special;
+        for (int32_t id = 0; id < tokenizer_->vocab_size(); ++id) {
+          bytes.push_back(tokenizer_->TokenBytes(id));
+          special.push_back(tokenizer_->IsSpecial(id));
+        }
+        trie_ = std::make_shared<const TokenTrie>(std::move(bytes), std::move(special));
+      }
+      s->matcher = std::make_unique<GrammarMatcher>(s->job.grammar, trie_);
+    }
     s->id = transformer_.BeginRequest(s->job.prompt);
     running_.push_back(std::move(s));
     running_count_ = static_cast<int>(running_.size());
   }
+}
+
+bool Scheduler::MaskToGrammar(Sequence& s, std::span<const float> row) {
+  s.matcher->FillMask(&mask_words_);
+  masked_.assign(row.size(), -std::numeric_limits<float>::infinity());
+  bool any = false;
+  const size_t in_trie = std::min(row.size(), static_cast<size_t>(trie_->vocab_size()));
+  for (size_t w = 0; w < mask_words_.size(); ++w) {
+    for (uint64_t bits = mask_words_[w]; bits != 0; bits &= bits - 1) {
+      const size_t t = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+      if (t >= in_trie) break;
+      masked_[t] = row[t];
+      any = true;
+    }
+  }
+  // End of sequence only where the grammar may end.
+  if (s.matcher->IsComplete())
+    for (int32_t id : s.job.stop_ids)
+      if (id >= 0 && static_cast<size_t>(id) < row.size()) {
+        masked_[static_cast<size_t>(id)] = row[static_cast<size_t>(id)];
+        any = true;
+      }
+  return any;
 }
 
 int64_t Scheduler::NextChunk(const Sequence& s) const {
@@ -440,7 +479,21 @@ bool Scheduler::RunPass() {
       Retire(s, "error", e.what());
       continue;
     }
-    s.next = s.sampler.Sample(row);
+    if (s.matcher && !MaskToGrammar(s, row)) {
+      // A grammar that can end here stops; one the vocabulary cannot continue is an error.
+      if (s.matcher->IsComplete())
+        Retire(s, "stop");
+      else
+        Retire(s, "error", "the grammar allows no token of the vocabulary here");
+      continue;
+    }
+    s.next = s.sampler.Sample(s.matcher ? std::span<const float>(masked_) : row);
+    const auto& stops = s.job.stop_ids;
+    if (s.matcher && std::find(stops.begin(), stops.end(), s.next) == stops.end() &&
+        !s.matcher->AcceptToken(s.next)) {
+      Retire(s, "error", "internal error: the sampled token is outside the grammar");
+      continue;
+    }
     Emit(s, s.next);
   }
   running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());

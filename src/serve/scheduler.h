@@ -36,6 +36,8 @@
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
+#include "text/grammar.h"
+#include "text/grammar_matcher.h"
 #include "text/tokenizer.h"
 #include "serve/serve_metrics.h"
 
@@ -61,6 +63,9 @@ struct Job {
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;        // Generation ends after one of these (not returned).
   std::vector<std::string> stop_texts;  // OpenAI `stop`.
+  // Structured output: every token is drawn from those the grammar allows next, and a stop
+  // id only where the grammar may end (null: free text). Needs the tokenizer.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Shared by the scheduler, which fills it, and the HTTP thread, which drains it.
@@ -151,6 +156,8 @@ class Scheduler {
   int64_t NextChunk(const Sequence& s) const;
   // Offers the rows `s` has computed to the prefix cache.
   void StorePrefix(const Sequence& s);
+  // Masks `row` (into masked_) to what s's grammar allows next; false when nothing is.
+  bool MaskToGrammar(Sequence& s, std::span<const float> row);
   // Splits the running requests into the groups of the next unit (regroup >= 2).
   void FormUnit();
   void Emit(Sequence& s, int32_t token);
@@ -162,6 +169,10 @@ class Scheduler {
   SchedulerOptions options_;
   ServeMetrics* metrics_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // Scheduler thread only; null when off.
+  // The vocabulary's token trie, built for the first request with a grammar; scratch.
+  std::shared_ptr<const TokenTrie> trie_;
+  std::vector<uint64_t> mask_words_;
+  std::vector<float> masked_;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -179,6 +179,11 @@ Job Server::MakeJob(const ApiRequest& r) const {
       for (int32_t id : tokenizer_->eos_ids()) job.stop_ids.push_back(id);
   }
   job.stop_texts = r.stop;
+  if (r.grammar) {
+    if (!tokenizer_)
+      throw ApiError(400, "'" + r.grammar_source + "' needs a model with a tokenizer", r.grammar_source);
+    job.grammar = r.grammar;
+  }
   return job;
 }
 

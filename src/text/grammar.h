@@ -143,6 +143,9 @@ struct JsonSchemaOptions {
   // OpenAI's strict mode: every property is required and additionalProperties defaults to
   // false. Without it `required` is honoured and additionalProperties defaults to true.
   bool strict = true;
+  // Without strict: whether an object whose schema does not say may hold properties it does
+  // not declare (JSON Schema's default; XGrammar and vLLM default to no, as the server does).
+  bool additional_properties_default = true;
   // Optional whitespace between JSON tokens: nothing, one space, or one newline followed by up
   // to max_indent spaces/tabs. Bounded, so the model cannot loop forever on whitespace.
   uint32_t max_indent = 20;

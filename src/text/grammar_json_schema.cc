@@ -549,7 +549,7 @@ class SchemaCompiler {
       if (!(a.is_boolean() && !a.get<bool>())) {
         extra = Schema(a, path + "/additionalProperties");
       }
-    } else if (!options_.strict) {
+    } else if (!options_.strict && options_.additional_properties_default) {
       extra = AnyValue();
     }
 

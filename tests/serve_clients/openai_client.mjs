@@ -100,6 +100,33 @@ if (args.kind === "text") {
     assert.equal(whole.usage.prompt_tokens_details.cached_tokens, 0);
     assert.ok(got.usage.prompt_tokens_details.cached_tokens > 0);
   });
+  await check("chat response_format json_schema", async () => {
+    const schema = {
+      type: "object",
+      properties: {
+        city: { type: "string", maxLength: 12 },
+        population: { type: "integer", minimum: 0, maximum: 99999999 },
+        capital: { type: "boolean" },
+      },
+      required: ["city", "population", "capital"],
+      additionalProperties: false,
+    };
+    const r = await client.chat.completions.create({
+      model, messages, max_tokens: 120, temperature: 0.8, seed: 3,
+      response_format: { type: "json_schema", json_schema: { name: "city", strict: true, schema } },
+    });
+    assert.equal(r.choices[0].finish_reason, "stop");
+    const v = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(v), ["city", "population", "capital"]);
+    assert.equal(typeof v.city, "string");
+    assert.ok(Number.isInteger(v.population) && v.population >= 0);
+    assert.equal(typeof v.capital, "boolean");
+  });
+  await expectError("an unsupported schema keyword is BadRequestError", OpenAI.BadRequestError, 400, () =>
+    client.chat.completions.create({
+      model, messages, max_tokens: 8,
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: { not: {} } } },
+    }));
   await check("chat stop sequence", async () => {
     const text = whole.choices[0].message.content;
     const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 2);

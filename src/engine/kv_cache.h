@@ -30,6 +30,8 @@ class KvCache {
   int num_layers() const { return num_layers_; }
   // Marks `count` more positions as filled; throws Error past capacity.
   void Advance(int64_t count);
+  // Empties the cache for another sequence (its rows are overwritten before they are read).
+  void Reset() { length_ = 0; }
   size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
   // Bytes one position takes over all layers (K and V, or MLA's latent row).
   static size_t BytesPerToken(const ModelConfig& config);

@@ -233,9 +233,7 @@ void Scheduler::Admit() {
       s->deadline = s->handle->arrival() + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(options_.timeout_s));
     try {
-      s->cache =
-          std::make_unique<KvCache>(transformer_.model().config,
-                                    static_cast<int64_t>(s->job.prompt.size()) + s->job.max_tokens);
+      s->cache = TakeCache(static_cast<int64_t>(s->job.prompt.size()) + s->job.max_tokens);
     } catch (const std::bad_alloc&) {
       s->handle->Finish("error", "out of memory for the request's KV cache");
       continue;
@@ -290,6 +288,42 @@ bool Scheduler::MaskToGrammar(Sequence& s, std::span<const float> row) {
         any = true;
       }
   return any;
+}
+
+void Scheduler::SweepRetired() {
+  for (auto& s : running_)
+    if (s->done) GiveBackCache(std::move(s->cache));
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::unique_ptr<Sequence>& s) { return s->done; }),
+                 running_.end());
+}
+
+std::unique_ptr<KvCache> Scheduler::TakeCache(int64_t capacity) {
+  // The smallest spare that fits.
+  auto best = spare_caches_.end();
+  for (auto it = spare_caches_.begin(); it != spare_caches_.end(); ++it)
+    if ((*it)->capacity() >= capacity &&
+        (best == spare_caches_.end() || (*it)->capacity() < (*best)->capacity()))
+      best = it;
+  if (best == spare_caches_.end())
+    return std::make_unique<KvCache>(transformer_.model().config, capacity);
+  std::unique_ptr<KvCache> cache = std::move(*best);
+  spare_caches_.erase(best);
+  cache->Reset();
+  return cache;
+}
+
+void Scheduler::GiveBackCache(std::unique_ptr<KvCache> cache) {
+  if (!cache) return;
+  spare_caches_.push_back(std::move(cache));
+  // At most max_running spares, the largest kept: memory stays within what running
+  // requests may hold anyway.
+  if (static_cast<int>(spare_caches_.size()) > options_.max_running) {
+    auto smallest = std::min_element(
+        spare_caches_.begin(), spare_caches_.end(),
+        [](const auto& a, const auto& b) { return a->capacity() < b->capacity(); });
+    spare_caches_.erase(smallest);
+  }
 }
 
 int64_t Scheduler::NextChunk(const Sequence& s) const {
@@ -403,8 +437,7 @@ bool Scheduler::RunPass() {
     else if (now >= s->deadline)
       Retire(*s, "timeout", "the request timed out");
   }
-  auto gone = [](const std::unique_ptr<Sequence>& s) { return s->done; };
-  running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+  SweepRetired();
   running_count_ = static_cast<int>(running_.size());
   if (running_.empty()) return true;
 
@@ -458,7 +491,7 @@ bool Scheduler::RunPass() {
     // A failed pass (an expert-store read error, say) fails the requests in it; the
     // others and the server go on.
     for (Sequence* s : owners) Retire(*s, "error", e.what());
-    running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+    SweepRetired();
     running_count_ = static_cast<int>(running_.size());
     return true;
   }
@@ -496,7 +529,7 @@ bool Scheduler::RunPass() {
     }
     Emit(s, s.next);
   }
-  running_.erase(std::remove_if(running_.begin(), running_.end(), gone), running_.end());
+  SweepRetired();
   running_count_ = static_cast<int>(running_.size());
   return true;
 }

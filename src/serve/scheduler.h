@@ -169,6 +169,13 @@ class Scheduler {
   SchedulerOptions options_;
   ServeMetrics* metrics_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // Scheduler thread only; null when off.
+  // KV caches of retired requests, kept for the next ones (at most max_running): a fresh
+  // cache's pages cost more to fault in and clear than a short prefill (docs/serving.md).
+  std::vector<std::unique_ptr<KvCache>> spare_caches_;
+  std::unique_ptr<KvCache> TakeCache(int64_t capacity);
+  void GiveBackCache(std::unique_ptr<KvCache> cache);
+  // Drops the retired requests from running_, keeping their caches.
+  void SweepRetired();
   // The vocabulary's token trie, built for the first request with a grammar; scratch.
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<uint64_t> mask_words_;

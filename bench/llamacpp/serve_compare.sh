@@ -14,7 +14,11 @@
 # ratio uses each server's best round), PROMPTS, PORT (default 18090; llama-server PORT+1),
 # TURNS (default 1: turns per conversation, each re-sending the history: serve_load --turns),
 # COLD (1: every run takes prompts no earlier run sent, so no prefix cache helps; default 0:
-# every run sends the same prompts, as clients that repeat a system prompt or a question do).
+# every run sends the same prompts, as clients that repeat a system prompt or a question do),
+# MEMORY_LIMIT_GIB (each server in its own cgroup v1 memory group with this limit, page cache
+# charged, as offload_compare.sh; needs root) with HOST_BUDGET (moex's --host-budget, e.g.
+# 25%): serving a model larger than the memory each server is given. REQUEST_TIMEOUT_S
+# (default 900) bounds each load run; a run cut by it is reported with timed_out true.
 # Prompts go to /v1/completions as text (no chat template), so both servers tokenize the
 # same text with the same vocabulary; greedy, ignore_eos, exactly MAX_TOKENS out.
 set -euo pipefail
@@ -33,10 +37,15 @@ prompts=${PROMPTS:-$shared/prompts/sharegpt_v3_filtered_500.json}
 port=${PORT:-18090}
 turns=${TURNS:-1}
 cold=${COLD:-0}
+memory_limit_gib=${MEMORY_LIMIT_GIB:-}
+host_budget=${HOST_BUDGET:-}
+run_timeout=${REQUEST_TIMEOUT_S:-900}
+cgroup_root=/sys/fs/cgroup/memory
 work=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for g in moex-serve llama-serve; do rmdir "$cgroup_root/$g" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -59,32 +68,55 @@ wait_ready() {  # PORT PID LOG
   exit 1
 }
 
-"$build/moex" serve --model "$model" --port "$port" --threads "$threads" \
-  --max-running "$max_clients" --max-queue 256 >"$work/moex.log" 2>&1 &
+# With MEMORY_LIMIT_GIB: runs "$@" in memory group $1 (created with the limit), after
+# dropping the model's files from the page cache so neither server starts warm.
+in_group() {
+  local group=$1
+  shift
+  if [ -z "$memory_limit_gib" ]; then
+    "$@"
+    return
+  fi
+  for f in "$model" "$model.experts.moex"; do
+    [ -f "$f" ] && dd if="$f" iflag=nocache count=0 status=none 2>/dev/null
+  done
+  local cg=$cgroup_root/$group
+  mkdir -p "$cg"
+  echo "$(echo "$memory_limit_gib * 1073741824 / 1" | bc)" >"$cg/memory.limit_in_bytes"
+  bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" "$@"
+}
+moex_budget=()
+[ -n "$host_budget" ] && moex_budget=(--host-budget "$host_budget")
+in_group moex-serve "$build/moex" serve --model "$model" --port "$port" --threads "$threads" \
+  --max-running "$max_clients" --max-queue 256 "${moex_budget[@]}" >"$work/moex.log" 2>&1 &
 pids+=($!)
 wait_ready "$port" "${pids[-1]}" "$work/moex.log"
 # One slot per client, each with room for a cut prompt (2,000 characters) and the output.
-"$llama_server" -m "$model" --host 127.0.0.1 --port $((port + 1)) --threads "$threads" \
-  --threads-batch "$threads" --parallel "$max_clients" --ctx-size $((max_clients * 2048)) \
-  --cont-batching --no-webui >"$work/llama.log" 2>&1 &
+in_group llama-serve "$llama_server" -m "$model" --host 127.0.0.1 --port $((port + 1)) \
+  --threads "$threads" --threads-batch "$threads" --parallel "$max_clients" \
+  --ctx-size $((max_clients * 2048)) --cont-batching --no-webui >"$work/llama.log" 2>&1 &
 pids+=($!)
 wait_ready $((port + 1)) "${pids[-1]}" "$work/llama.log"
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 run() {  # SERVER PORT CLIENTS ROUND OFFSET
-  "$build/serve_load" --port "$2" --prompts "$prompts" --endpoint completions \
-    --clients "$3" --requests "$requests" --max-tokens "$max_tokens" --turns "$turns" \
-    --prompt-offset "$5" --json |
-    jq -c --arg server "$1" --arg model "$(basename "$model")" --arg cpu "$cpu" \
-      --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --argjson round "$4" --argjson cold "$cold" \
-      '. + {server: $server, model: $model, cpu: $cpu, load_average: $load, round: $round,
-            cold: ($cold == 1)}'
+  local result
+  result=$(timeout "$run_timeout" "$build/serve_load" --port "$2" --prompts "$prompts" \
+    --endpoint completions --clients "$3" --requests "$requests" --max-tokens "$max_tokens" \
+    --turns "$turns" --prompt-offset "$5" --json)
+  [ -n "$result" ] || result=$(jq -nc --argjson c "$3" --argjson t "$run_timeout" \
+    '{clients: $c, timed_out: true, output_tokens_per_s: 0, wall_s: $t}')
+  jq -c --arg server "$1" --arg model "$(basename "$model")" --arg cpu "$cpu" \
+    --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --argjson round "$4" --argjson cold "$cold" \
+    --arg limit "$memory_limit_gib" --arg budget "$host_budget" \
+    '. + {server: $server, model: $model, cpu: $cpu, load_average: $load, round: $round,
+          cold: ($cold == 1), memory_limit_gib: $limit, host_budget: $budget}' <<<"$result"
 }
 # Warm-up (page cache, allocators), not reported.
-"$build/serve_load" --port "$port" --prompts "$prompts" --endpoint completions --clients 2 \
-  --requests 4 --max-tokens 8 --json >/dev/null
-"$build/serve_load" --port $((port + 1)) --prompts "$prompts" --endpoint completions \
-  --clients 2 --requests 4 --max-tokens 8 --json >/dev/null
+timeout "$run_timeout" "$build/serve_load" --port "$port" --prompts "$prompts" \
+  --endpoint completions --clients 2 --requests 4 --max-tokens 8 --json >/dev/null || true
+timeout "$run_timeout" "$build/serve_load" --port $((port + 1)) --prompts "$prompts" \
+  --endpoint completions --clients 2 --requests 4 --max-tokens 8 --json >/dev/null || true
 lines=$work/runs.jsonl
 offset=0
 for clients in $clients_list; do

@@ -102,6 +102,27 @@ TEST(GeneratorTest, RejectsPromptsBeyondTheContext) {
   EXPECT_THROW(generator.Generate({Request({1, 1000000}, 1)}), Error);
 }
 
+TEST(SamplerTest, PenaltiesAndLogitBiasAdjustAsOpenAiDefinesThem) {
+  SamplingParams p;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  p.logit_bias = {{1, 3.0f}, {4, -100.0f}, {9, 1.0f}};  // 9: outside, ignored.
+  std::vector<float> logits = {1, 1, 1, 1, 1};
+  const std::vector<int32_t> generated = {2, 0, 2, 2, 7};  // 7: outside, ignored.
+  AdjustLogits(p, generated, logits);
+  // Token 0: once, 1 - 0.25 - 0.5; token 1: bias 3; token 2: three times, 1 - 0.75 - 0.5;
+  // token 3: untouched; token 4: bias -100.
+  EXPECT_EQ(logits, (std::vector<float>{0.25f, 4.0f, -0.25f, 1.0f, -99.0f}));
+  EXPECT_TRUE(p.AdjustsLogits());
+  EXPECT_FALSE(SamplingParams{}.AdjustsLogits());
+  // A -100 bias all but bans a token, even for greedy sampling.
+  SamplingParams ban;
+  ban.logit_bias = {{3, -100.0f}};
+  std::vector<float> l = {0, 0, 0, 50, 0};
+  AdjustLogits(ban, {}, l);
+  EXPECT_NE(ArgMax(l), 3);
+}
+
 TEST(SamplerTest, GreedyTakesTheFirstMaximum) {
   EXPECT_EQ(ArgMax(std::vector<float>{1, 3, 3, 2}), 1);
   Sampler greedy(SamplingParams{});

@@ -71,6 +71,15 @@ TEST(ServeApiRequest, ReadsEverySupportedField) {
   EXPECT_TRUE(r.ignore_eos);
 }
 
+TEST(ServeApiRequest, ReadsPenaltiesAndLogitBias) {
+  const ApiRequest r = Chat(
+      R"({"messages":[{"role":"user","content":"q"}],"presence_penalty":0.5,
+          "frequency_penalty":-1,"logit_bias":{"7":-100,"42":2.5}})");
+  EXPECT_EQ(r.presence_penalty, 0.5f);
+  EXPECT_EQ(r.frequency_penalty, -1.0f);
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{42, 2.5f}, {7, -100.0f}}));
+}
+
 // The grammar each structured-output field gives: checked on strings it must and must not
 // accept (keys in the schema's order, not the sorted order nlohmann::json keeps).
 TEST(ServeApiRequest, StructuredOutputFieldsGiveTheirGrammar) {
@@ -190,8 +199,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"stop":")" + std::string(300, 'x') + "\"}", "stop"},
         BadCase{kC, "{" + kMsg + R"(,"n":2})", "n"},
         BadCase{kC, "{" + kMsg + R"(,"logprobs":true})", "logprobs"},
-        BadCase{kC, "{" + kMsg + R"(,"frequency_penalty":0.5})", "frequency_penalty"},
-        BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"5":1}})", "logit_bias"},
+        BadCase{kC, "{" + kMsg + R"(,"frequency_penalty":2.5})", "frequency_penalty"},
+        BadCase{kC, "{" + kMsg + R"(,"presence_penalty":"1"})", "presence_penalty"},
+        BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"x":1}})", "logit_bias"},
+        BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"5":101}})", "logit_bias"},
+        BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"1000":1}})", "logit_bias"},
+        BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"-1":1}})", "logit_bias"},
+        BadCase{kC, "{" + kMsg + R"(,"logit_bias":[1]})", "logit_bias"},
         BadCase{kC, "{" + kMsg + R"(,"tools":[]})", "tools"},
         BadCase{kC, "{" + kMsg + R"(,"response_format":{"type":"xml"}})",
                 "response_format.type"},

@@ -488,5 +488,34 @@ TEST(ServeDemoModel, ChatAndTextCompletions) {
   EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
 }
 
+// logit_bias and the penalties reach the sampler: +100 on one token makes a greedy reply
+// that token throughout; -100 on the first token of the plain reply changes it; a frequency
+// penalty changes a reply that repeats a token.
+TEST(ServeServer, LogitBiasAndPenaltiesShapeTheReply) {
+  RunningServer s(TinyModel(), SmallBatches());
+  json r = Completion({5, 9, 200, 31}, 8);
+  const std::vector<int32_t> plain = TokenIds(s.Post("/v1/completions", r));
+  ASSERT_EQ(plain.size(), 8u);
+  json forced = r;
+  forced["logit_bias"] = {{"77", 100}};
+  EXPECT_EQ(TokenIds(s.Post("/v1/completions", forced)), std::vector<int32_t>(8, 77));
+  json banned = r;
+  banned["logit_bias"] = {{std::to_string(plain[0]), -100}};
+  const std::vector<int32_t> other = TokenIds(s.Post("/v1/completions", banned));
+  ASSERT_FALSE(other.empty());
+  EXPECT_NE(other[0], plain[0]);
+  for (int32_t t : other) EXPECT_NE(t, plain[0]);
+  // With +8 on token 77 the greedy reply is that token throughout; presence and frequency
+  // penalties of 2 take 4 from it after its first use and 2 more per use, and it gives way.
+  json repeat = r;
+  repeat["logit_bias"] = {{"77", 8}};
+  EXPECT_EQ(TokenIds(s.Post("/v1/completions", repeat)), std::vector<int32_t>(8, 77));
+  repeat["frequency_penalty"] = 2;
+  repeat["presence_penalty"] = 2;
+  const std::vector<int32_t> penalised = TokenIds(s.Post("/v1/completions", repeat));
+  EXPECT_EQ(penalised[0], 77);
+  EXPECT_LT(std::count(penalised.begin(), penalised.end(), 77), 8) << json(penalised).dump();
+}
+
 }  // namespace
 }  // namespace moex::serve

@@ -12,6 +12,30 @@ void SamplingParams::Validate() const {
         temperature);
   Check(top_k >= 0, "top-k must be >= 0, got ", top_k);
   Check(top_p > 0.0f && top_p <= 1.0f, "top-p must be in (0, 1], got ", top_p);
+  Check(std::isfinite(presence_penalty) && std::isfinite(frequency_penalty),
+        "penalties must be finite");
+  for (const auto& [id, bias] : logit_bias)
+    Check(std::isfinite(bias), "logit bias of token ", id, " must be finite");
+}
+
+void AdjustLogits(const SamplingParams& params, std::span<const int32_t> generated,
+                  std::span<float> logits) {
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    // Each distinct generated token's count, from a sorted copy (no vocabulary-sized table).
+    std::vector<int32_t> sorted(generated.begin(), generated.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size();) {
+      size_t j = i;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      const int32_t id = sorted[i];
+      if (id >= 0 && static_cast<size_t>(id) < logits.size())
+        logits[static_cast<size_t>(id)] -= params.frequency_penalty * static_cast<float>(j - i) +
+                                           params.presence_penalty;
+      i = j;
+    }
+  }
+  for (const auto& [id, bias] : params.logit_bias)
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] += bias;
 }
 
 int32_t ArgMax(std::span<const float> logits) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace moex {
@@ -14,9 +15,23 @@ struct SamplingParams {
   int top_k = 0;             // 0 = no limit.
   float top_p = 1.0f;        // 1 = no nucleus filtering.
   uint64_t seed = 0;
+  // OpenAI's penalties over the tokens generated so far (not the prompt, as vLLM):
+  // logit -= frequency_penalty * count + presence_penalty * (count > 0).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to a token's logit before sampling (OpenAI's logit_bias, -100..100).
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 
   void Validate() const;  // Throws Error for out-of-range values.
+  bool AdjustsLogits() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty();
+  }
 };
+
+// Applies the penalties and logit_bias of `params` to `logits`, given the tokens generated so
+// far. Ids outside the logits are ignored.
+void AdjustLogits(const SamplingParams& params, std::span<const int32_t> generated,
+                  std::span<float> logits);
 
 class Sampler {
  public:

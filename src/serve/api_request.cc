@@ -1,5 +1,6 @@
 #include "serve/api_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -209,13 +210,6 @@ void RefuseUnsupported(const json& body, Endpoint endpoint) {
     if (GetInteger(body, "logprobs", 0, 0, 5) != 0) Refuse("logprobs", "'logprobs'");
   }
   if (Present(body, "top_logprobs")) Refuse("top_logprobs", "'top_logprobs'");
-  for (const char* key : {"presence_penalty", "frequency_penalty"})
-    if (GetNumber(body, key, 0.0, -2.0, 2.0) != 0.0)
-      Refuse(key, std::string("a non-zero '") + key + "'");
-  if (Present(body, "logit_bias")) {
-    if (!body["logit_bias"].is_object()) Bad("logit_bias", "'logit_bias' must be an object");
-    if (!body["logit_bias"].empty()) Refuse("logit_bias", "'logit_bias'");
-  }
   for (const char* key :
        {"tools", "functions", "tool_choice", "function_call", "audio", "prediction", "modalities"})
     if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
@@ -226,6 +220,24 @@ void RefuseUnsupported(const json& body, Endpoint endpoint) {
       if (!body["suffix"].is_string()) Bad("suffix", "'suffix' must be a string");
       if (!body["suffix"].get<std::string>().empty()) Refuse("suffix", "'suffix'");
     }
+  }
+}
+
+// OpenAI's logit_bias: {"token id": bias in -100..100}, at most 1024 entries.
+void ParseLogitBias(const json& body, const ApiLimits& limits, ApiRequest& r) {
+  if (!Present(body, "logit_bias")) return;
+  const json& bias = body["logit_bias"];
+  if (!bias.is_object()) Bad("logit_bias", "'logit_bias' must be an object");
+  if (bias.size() > 1024) Bad("logit_bias", "'logit_bias' has more than 1024 entries");
+  for (const auto& [key, value] : bias.items()) {
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id >= limits.vocab_size)
+      Bad("logit_bias", "'logit_bias' key '" + key + "' is not a token id of the vocabulary");
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+        value.get<double>() > 100)
+      Bad("logit_bias", "'logit_bias' values must be numbers from -100 to 100");
+    r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
   }
 }
 
@@ -413,6 +425,9 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
     r.include_usage = GetBool(o, "include_usage", false);
   }
   r.ignore_eos = GetBool(body, "ignore_eos", false);
+  r.presence_penalty = static_cast<float>(GetNumber(body, "presence_penalty", 0.0, -2.0, 2.0));
+  r.frequency_penalty = static_cast<float>(GetNumber(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  ParseLogitBias(body, limits, r);
   if (StructuredOutputAsked(body)) {
     // Parsed again keeping key order: a schema's properties are written in its order.
     ParseStructuredOutput(body, nlohmann::ordered_json::parse(text), r);

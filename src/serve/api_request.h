@@ -51,6 +51,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage.
   bool ignore_eos = false;     // Extension (vLLM): keep going past end-of-sequence.
+  float presence_penalty = 0.0f;  // -2..2, over the generated tokens.
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // Token id, bias in -100..100.
   // Structured output: what the reply must be a string of (null: free text). From
   // response_format json_object / json_schema, or the extensions `json_schema` and `grammar`
   // (llama.cpp's server: a schema, a GBNF grammar) and `guided_json`, `guided_regex`,

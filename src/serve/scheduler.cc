@@ -505,12 +505,18 @@ bool Scheduler::RunPass() {
       if (!s.decoding()) continue;  // More prompt to go.
       StorePrefix(s);  // The whole prompt, for requests that share its start.
     }
-    const std::span<const float> row(&logits[b * vocab], vocab);
+    std::span<const float> row(&logits[b * vocab], vocab);
     try {
       CheckFiniteLogits(row);  // NaN/Inf weights fail this request, not the server.
     } catch (const std::exception& e) {
       Retire(s, "error", e.what());
       continue;
+    }
+    if (s.job.sampling.AdjustsLogits()) {  // Penalties and logit_bias, before any grammar.
+      adjusted_.assign(row.begin(), row.end());
+      AdjustLogits(s.job.sampling,
+                   std::span<const int32_t>(s.history).subspan(s.job.prompt.size()), adjusted_);
+      row = adjusted_;
     }
     if (s.matcher && !MaskToGrammar(s, row)) {
       // A grammar that can end here stops; one the vocabulary cannot continue is an error.

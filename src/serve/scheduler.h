@@ -179,7 +179,7 @@ class Scheduler {
   // The vocabulary's token trie, built for the first request with a grammar; scratch.
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<uint64_t> mask_words_;
-  std::vector<float> masked_;
+  std::vector<float> masked_, adjusted_;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -172,6 +172,9 @@ Job Server::MakeJob(const ApiRequest& r) const {
   job.sampling.top_p = r.top_p;
   job.sampling.top_k = r.top_k;
   job.sampling.seed = r.seed ? *r.seed : std::random_device{}();
+  job.sampling.presence_penalty = r.presence_penalty;
+  job.sampling.frequency_penalty = r.frequency_penalty;
+  job.sampling.logit_bias = r.logit_bias;
   if (!r.ignore_eos) {
     const ModelConfig& config = transformer_.model().config;
     job.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +123,51 @@ TEST(JinjaTest, ErrorsAreClear) {
   EXPECT_THROW(Render("{% if x %}unterminated", {}), Error);
   EXPECT_THROW(Render("{{ raise_exception('boom') }}", {}), Error);
   EXPECT_THROW(Render("{{ 1 + 'a' }}", {}), Error);
+}
+
+// A checkpoint's template is untrusted code: a render ends in bounded time and memory, with
+// an Error that says why, and a real template stays far inside the budgets.
+TEST(ChatTemplateTest, RendersEndWithinStepAndSizeBudgets) {
+  auto error_of = [](const std::string& source) -> std::string {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      Render(source, {});
+    } catch (const Error& e) {
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << source;
+      return e.what();
+    }
+    return "no error";
+  };
+  // Two nested loops of a million: 10^12 iterations without the budget.
+  EXPECT_NE(error_of("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}"
+                     "{% endfor %}")
+                .find("evaluation steps"),
+            std::string::npos);
+  // A string doubled 64 times.
+  EXPECT_NE(error_of("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+                     "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")
+                .find("MiB"),
+            std::string::npos);
+  // Output that keeps growing (1 MiB per iteration); a join, a tojson and a list's text of
+  // one 8 MiB string 9 times.
+  EXPECT_NE(error_of("{% set ns = namespace(s='ab') %}{% for i in range(19) %}"
+                     "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+                     "{% for i in range(1000) %}{{ ns.s }}{% endfor %}")
+                .find("MiB"),
+            std::string::npos);
+  const std::string big =
+      "{% set ns = namespace(s='ab') %}{% for i in range(22) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}{% set l = [ns.s, ns.s, ns.s, ns.s, ns.s, ns.s, ns.s, ns.s, ns.s] %}";
+  for (const char* use : {"{{ ','.join(l) }}", "{{ l | tojson }}", "{{ l }}"})
+    EXPECT_NE(error_of(big + use).find("MiB"), std::string::npos) << use;
+  EXPECT_NE(error_of("{{ [1, [2]] | tojson(indent=1000000000) }}").find("indent"),
+            std::string::npos);
+  // A long conversation through a real template renders.
+  json messages = json::array();
+  for (int i = 0; i < 2000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "turn " + std::to_string(i)}});
+  EXPECT_GT(ApplyChatTemplateJson(ChatTemplate(kMixtral, "<s>", "</s>"), messages, false).size(),
+            10000u);
   try {
     Render("line1\n{{ x | nosuchfilter }}", {});
     FAIL();

@@ -73,17 +73,15 @@ wait_ready() {  # PORT PID LOG
 in_group() {
   local group=$1
   shift
-  if [ -z "$memory_limit_gib" ]; then
-    "$@"
-    return
-  fi
+  # exec: the background job's pid is the server's, so cleanup's kill reaches it.
+  [ -z "$memory_limit_gib" ] && exec "$@"
   for f in "$model" "$model.experts.moex"; do
     [ -f "$f" ] && dd if="$f" iflag=nocache count=0 status=none 2>/dev/null
   done
   local cg=$cgroup_root/$group
   mkdir -p "$cg"
   echo "$(echo "$memory_limit_gib * 1073741824 / 1" | bc)" >"$cg/memory.limit_in_bytes"
-  bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" "$@"
+  exec bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$cg" "$@"
 }
 moex_budget=()
 [ -n "$host_budget" ] && moex_budget=(--host-budget "$host_budget")

@@ -295,26 +295,28 @@ void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& order
       if (type == "json_object") {
         r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
       } else if (type == "json_schema") {
-        const auto& spec = ordered["response_format"]["json_schema"];
-        if (!spec.is_object())
+        const auto& format = ordered.at("response_format");
+        if (!format.contains("json_schema") || !format.at("json_schema").is_object())
           Bad("response_format.json_schema",
               "'response_format.json_schema' must be an object with a 'schema'");
-        const bool strict = spec.contains("strict") && spec["strict"].is_boolean() &&
-                            spec["strict"].get<bool>();
-        if (spec.contains("strict") && !spec["strict"].is_boolean() && !spec["strict"].is_null())
+        const auto& spec = format.at("json_schema");
+        const bool strict = spec.contains("strict") && spec.at("strict").is_boolean() &&
+                            spec.at("strict").get<bool>();
+        if (spec.contains("strict") && !spec.at("strict").is_boolean() &&
+            !spec.at("strict").is_null())
           Bad("response_format.json_schema.strict", "'strict' must be a boolean");
-        if (!spec.contains("schema") || spec["schema"].is_null()) {
+        if (!spec.contains("schema") || spec.at("schema").is_null()) {
           r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
         } else {
           r.grammar =
-              schema_grammar(spec["schema"], "response_format.json_schema.schema", strict);
+              schema_grammar(spec.at("schema"), "response_format.json_schema.schema", strict);
         }
       } else {
         Bad("response_format.type", "'response_format.type' must be text, json_object or "
                                     "json_schema, not '" + type + "'");
       }
     } else if (key == "json_schema" || key == "guided_json") {
-      nlohmann::ordered_json schema = ordered[key];
+      nlohmann::ordered_json schema = ordered.at(key);
       // vLLM accepts the schema as a JSON string too.
       if (schema.is_string()) {
         try {

@@ -305,8 +305,11 @@ std::unique_ptr<KvCache> Scheduler::TakeCache(int64_t capacity) {
     if ((*it)->capacity() >= capacity &&
         (best == spare_caches_.end() || (*it)->capacity() < (*best)->capacity()))
       best = it;
-  if (best == spare_caches_.end())
+  if (best == spare_caches_.end()) {
+    // None fits: one spare goes, so running and spare caches stay at most max_running.
+    if (!spare_caches_.empty()) spare_caches_.pop_back();
     return std::make_unique<KvCache>(transformer_.model().config, capacity);
+  }
   std::unique_ptr<KvCache> cache = std::move(*best);
   spare_caches_.erase(best);
   cache->Reset();
@@ -316,8 +319,7 @@ std::unique_ptr<KvCache> Scheduler::TakeCache(int64_t capacity) {
 void Scheduler::GiveBackCache(std::unique_ptr<KvCache> cache) {
   if (!cache) return;
   spare_caches_.push_back(std::move(cache));
-  // At most max_running spares, the largest kept: memory stays within what running
-  // requests may hold anyway.
+  // A safeguard: TakeCache already keeps running and spare caches at most max_running.
   if (static_cast<int>(spare_caches_.size()) > options_.max_running) {
     auto smallest = std::min_element(
         spare_caches_.begin(), spare_caches_.end(),

@@ -169,8 +169,9 @@ class Scheduler {
   SchedulerOptions options_;
   ServeMetrics* metrics_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // Scheduler thread only; null when off.
-  // KV caches of retired requests, kept for the next ones (at most max_running): a fresh
-  // cache's pages cost more to fault in and clear than a short prefill (docs/serving.md).
+  // KV caches of retired requests, kept for the next ones (running and spare caches are at
+  // most max_running together): a fresh cache's pages cost more to fault in and clear than
+  // a short prefill (docs/serving.md).
   std::vector<std::unique_ptr<KvCache>> spare_caches_;
   std::unique_ptr<KvCache> TakeCache(int64_t capacity);
   void GiveBackCache(std::unique_ptr<KvCache> cache);

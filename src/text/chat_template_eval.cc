@@ -97,6 +97,7 @@ std::string Replace(const std::string& s, const std::string& from, const std::st
   while (true) {
     const size_t hit = s.find(from, pos);
     if (hit == std::string::npos) break;
+    CheckTextSize(out.size() + (hit - pos) + to.size());
     out += s.substr(pos, hit - pos) + to;
     pos = hit + from.size();
   }
@@ -159,7 +160,7 @@ class Renderer {
       namespaces_.push_back(Value::Dict(std::move(attrs), true));
       return namespaces_.back();
     });
-    globals["range"] = Value::Func([](std::vector<Value>& args, Kwargs&) {
+    globals["range"] = Value::Func([this](std::vector<Value>& args, Kwargs&) {
       int64_t start = 0, stop = 0, step = 1;
       if (args.size() == 1) {
         stop = args[0].i();
@@ -171,6 +172,7 @@ class Renderer {
       Check(step != 0, "chat template: range() step is zero");
       ValueList out;
       for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+        Step();  // Each item costs a step: a loop over range(10**6) in a loop is no escape.
         out.push_back(Value::Int(i));
         Check(out.size() <= 1000000, "chat template: range() too long");
         if (__builtin_add_overflow(i, step, &i)) break;  // Past the int64 range: done.
@@ -208,12 +210,15 @@ class Renderer {
   }
 
   void ExecNode(const Node& n, std::string* out) {
+    Step();
     switch (n.kind) {
       case Node::Kind::kText:
         *out += n.text;
+        CheckTextSize(out->size());
         return;
       case Node::Kind::kOutput:
         *out += Eval(*n.expr).Str();
+        CheckTextSize(out->size());
         return;
       case Node::Kind::kIf:
         for (const auto& [cond, body] : n.branches) {
@@ -255,6 +260,7 @@ class Renderer {
     if (n.filter) {
       ValueList kept;
       for (Value& item : items) {
+        Step();
         scopes_.emplace_back();
         Bind(n, item);
         if (Eval(*n.filter).Truthy()) kept.push_back(item);
@@ -268,6 +274,7 @@ class Renderer {
     }
     const int64_t count = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < count; ++i) {
+      Step();  // An iteration costs a step even when its body is empty.
       scopes_.emplace_back();
       Bind(n, items[i]);
       scopes_.back()["loop"] = Value::Dict({
@@ -296,7 +303,25 @@ class Renderer {
     for (size_t k = 0; k < n.targets.size(); ++k) scopes_.back()[n.targets[k]] = item.list()[k];
   }
 
+  // Every expression counts a step, and a string or list it gives is held to the size budget.
   Value Eval(const Expr& e) {
+    Step();
+    Value v = EvalExpr(e);
+    if (v.is_string()) {
+      CheckTextSize(v.s().size());
+    } else if (v.is_list()) {
+      Check(v.list().size() <= kMaxListItems, "chat template: a list of more than ",
+            kMaxListItems, " items");
+    }
+    return v;
+  }
+
+  void Step() {
+    Check(++steps_ <= kMaxSteps, "chat template: more than ", kMaxSteps,
+          " evaluation steps (a loop that does not end?)");
+  }
+
+  Value EvalExpr(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.value;
@@ -595,6 +620,7 @@ class Renderer {
         if (items.is_list()) {
           for (size_t k = 0; k < items.list().size(); ++k) {
             out += (k ? s : "") + items.list()[k].Str();
+            CheckTextSize(out.size());
           }
         }
         return Value::String(out);
@@ -620,7 +646,10 @@ class Renderer {
     if (name == "length" || name == "count") return Value::Int(Length(v, line));
     if (name == "tojson") {
       const Value indent = Arg(args, kwargs, 0, "indent");
-      return Value::String(v.ToJson(indent.kind() == Value::Kind::kInt ? indent.i() : -1));
+      const int64_t width = indent.kind() == Value::Kind::kInt ? indent.i() : -1;
+      Check(width <= 64, "chat template line ", line, ": tojson indent ", width,
+            " is more than 64");
+      return Value::String(v.ToJson(static_cast<int>(width)));
     }
     if (name == "trim")
       return Value::String(Strip(v.Str(), Arg(args, kwargs, 0, "chars"), true, true));
@@ -774,6 +803,11 @@ class Renderer {
   // namespace stored in itself (`{% set ns.n = ns %}`) would never be freed: emptying them
   // when the render ends breaks such cycles (no value outlives the render).
   std::vector<Value> namespaces_;
+  // Budgets beside kMaxTemplateText, so a render ends in bounded time (a real template over
+  // a long conversation takes a few thousand steps; 4 million take well under a second).
+  static constexpr uint64_t kMaxSteps = 4'000'000;
+  static constexpr size_t kMaxListItems = 1'000'000;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace

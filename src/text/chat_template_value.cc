@@ -1,9 +1,16 @@
 #include "text/chat_template_value.h"
 
+#include "core/error.h"
+
 #include <cmath>
 #include <cstdio>
 
 namespace moex::jinja {
+
+void CheckTextSize(size_t bytes) {
+  Check(bytes <= kMaxTemplateText, "chat template: text of more than ", kMaxTemplateText >> 20,
+        " MiB (a string that keeps growing?)");
+}
 
 Value Value::None() {
   Value v;
@@ -185,7 +192,10 @@ std::string Value::Str() const {
       return s_;
     case Kind::kList: {
       std::string out = "[";
-      for (size_t k = 0; k < list_->size(); ++k) out += (k ? ", " : "") + PyRepr((*list_)[k]);
+      for (size_t k = 0; k < list_->size(); ++k) {
+        out += (k ? ", " : "") + PyRepr((*list_)[k]);
+        CheckTextSize(out.size());
+      }
       return out + "]";
     }
     case Kind::kDict: {
@@ -193,6 +203,7 @@ std::string Value::Str() const {
       for (size_t k = 0; k < dict_->size(); ++k) {
         out +=
             (k ? ", " : "") + PyReprString((*dict_)[k].first) + ": " + PyRepr((*dict_)[k].second);
+        CheckTextSize(out.size());
       }
       return out + "}";
     }
@@ -288,6 +299,7 @@ void ToJsonImpl(const Value& v, int indent, int depth, std::string* out) {
       for (size_t k = 0; k < v.list().size(); ++k) {
         if (k) *out += item_sep + nl;
         ToJsonImpl(v.list()[k], indent, depth + 1, out);
+        CheckTextSize(out->size());
       }
       *out += close + "]";
       return;
@@ -303,6 +315,7 @@ void ToJsonImpl(const Value& v, int indent, int depth, std::string* out) {
         JsonString(v.dict()[k].first, out);
         *out += ": ";
         ToJsonImpl(v.dict()[k].second, indent, depth + 1, out);
+        CheckTextSize(out->size());
       }
       *out += close + "}";
       return;

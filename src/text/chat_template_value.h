@@ -14,6 +14,12 @@
 
 namespace moex::jinja {
 
+// The most text one render may build (its output, any string, a list or dict turned into
+// text): a checkpoint's template is untrusted code, so a render ends in bounded memory (a real
+// template over a long conversation writes a few hundred KB). Beyond it: Error.
+constexpr size_t kMaxTemplateText = size_t{32} << 20;
+void CheckTextSize(size_t bytes);
+
 class Value;
 using ValueList = std::vector<Value>;
 using ValueDict = std::vector<std::pair<std::string, Value>>;  // insertion order, like Python

@@ -222,6 +222,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"grammar":5})", "grammar"},
         BadCase{kC, "{" + kMsg + R"(,"guided_regex":"(a"})", "guided_regex"},
         BadCase{kC, "{" + kMsg + R"(,"guided_json":"{not json"})", "guided_json"},
+        BadCase{kC, "{" + kMsg + R"(,"guided_json":")" + std::string(100000, '[') + "\"}",
+                "guided_json"},
         BadCase{kC, "{" + kMsg + R"(,"grammar":"root ::= \"a\"","guided_regex":"a"})",
                 "guided_regex"},
         BadCase{kC, "{" + kMsg + R"(,"model":5})", "model"},

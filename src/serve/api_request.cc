@@ -319,8 +319,14 @@ void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& order
       nlohmann::ordered_json schema = ordered.at(key);
       // vLLM accepts the schema as a JSON string too.
       if (schema.is_string()) {
+        const std::string text = schema.get<std::string>();
         try {
-          schema = nlohmann::ordered_json::parse(schema.get<std::string>());
+          CheckNesting(text);  // The body's own check did not see inside the string.
+        } catch (const ApiError& e) {
+          Bad(key, std::string("'") + key + "': " + e.what());
+        }
+        try {
+          schema = nlohmann::ordered_json::parse(text);
         } catch (const nlohmann::ordered_json::exception&) {
           Bad(key, std::string("'") + key + "' is a string that is not JSON");
         }

@@ -87,6 +87,18 @@ TEST(ServeCli, AnEmptyApiKeyIsRefused) {
       << r.err;
 }
 
+TEST(ServeCli, APrefixCacheBudgetMustBeBytes) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  for (const char* bad : {"25%", "-1GiB", "lots"}) {
+    const testing::CommandResult r = testing::RunCommand(
+        testing::MoexBinary() + " serve --model " + model + " --port 0 --prefix-cache " + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_TRUE(r.err.find("--prefix-cache") != std::string::npos ||
+                r.err.find("budget") != std::string::npos)
+        << bad << ": " << r.err;
+  }
+}
+
 TEST(ServeCli, BadSchedulerOptionsAreRefused) {
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
   const testing::CommandResult r =

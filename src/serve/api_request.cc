@@ -241,9 +241,12 @@ void ParseLogitBias(const json& body, const ApiLimits& limits, ApiRequest& r) {
   }
 }
 
+// The fields that ask for structured output (OpenAI's, then llama.cpp's and vLLM's).
+constexpr const char* kStructuredOutputKeys[] = {"response_format", "json_schema", "grammar",
+                                                 "guided_json", "guided_regex", "guided_grammar"};
+
 bool StructuredOutputAsked(const json& body) {
-  for (const char* key : {"response_format", "json_schema", "grammar", "guided_json",
-                          "guided_regex", "guided_grammar"})
+  for (const char* key : kStructuredOutputKeys)
     if (Present(body, key)) return true;
   return false;
 }
@@ -254,8 +257,7 @@ bool StructuredOutputAsked(const json& body) {
 void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& ordered,
                            ApiRequest& r) {
   std::vector<std::string> given;
-  for (const char* key : {"response_format", "json_schema", "grammar", "guided_json",
-                          "guided_regex", "guided_grammar"})
+  for (const char* key : kStructuredOutputKeys)
     if (Present(body, key)) given.push_back(key);
   if (given.empty()) return;
   // A schema's grammar: OpenAI's strict mode makes every property required; otherwise

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "text/tokenizer_utf8.h"
 
 namespace moex {
 namespace {
@@ -58,28 +59,6 @@ int Utf8Length(char32_t c) {
   return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
 }
 
-void EncodeUtf8(char32_t c, uint8_t* out) {
-  switch (Utf8Length(c)) {
-    case 1:
-      out[0] = uint8_t(c);
-      break;
-    case 2:
-      out[0] = uint8_t(0xC0 | (c >> 6));
-      out[1] = uint8_t(0x80 | (c & 0x3F));
-      break;
-    case 3:
-      out[0] = uint8_t(0xE0 | (c >> 12));
-      out[1] = uint8_t(0x80 | ((c >> 6) & 0x3F));
-      out[2] = uint8_t(0x80 | (c & 0x3F));
-      break;
-    default:
-      out[0] = uint8_t(0xF0 | (c >> 18));
-      out[1] = uint8_t(0x80 | ((c >> 12) & 0x3F));
-      out[2] = uint8_t(0x80 | ((c >> 6) & 0x3F));
-      out[3] = uint8_t(0x80 | (c & 0x3F));
-  }
-}
-
 // The classic range split: [lo, hi] (no surrogates) as byte-range sequences, each matching
 // exactly the encodings of a sub-range. First split where the encoding length changes, then
 // where a continuation byte's range would not cover all of 80-BF.
@@ -107,11 +86,11 @@ void SplitUtf8(char32_t lo, char32_t hi, std::vector<ByteSeq>* out) {
       }
     }
   }
-  uint8_t a[4], b[4];
-  EncodeUtf8(lo, a);
-  EncodeUtf8(hi, b);
+  std::string a, b;
+  AppendUtf8(lo, &a);
+  AppendUtf8(hi, &b);
   ByteSeq seq;
-  for (int i = 0; i < n; ++i) seq.push_back({a[i], b[i]});
+  for (int i = 0; i < n; ++i) seq.push_back({uint8_t(a[size_t(i)]), uint8_t(b[size_t(i)])});
   out->push_back(std::move(seq));
 }
 

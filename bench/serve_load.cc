@@ -108,7 +108,8 @@ double ScaleForRate(const std::vector<Arrival>& arrivals, double rate) {
 Sample RunOne(const Options& o, const std::string& prompt, int max_tokens,
               const std::vector<std::string>& history = {}) {
   const bool chat = o.endpoint == "chat";
-  json body = {{"model", "moex"},  {"max_tokens", max_tokens},
+  // No "model": the servers compared answer to different names (moex checks it, 404).
+  json body = {{"max_tokens", max_tokens},
                {"temperature", 0}, {"ignore_eos", o.ignore_eos},
                {"stream", true},   {"stream_options", {{"include_usage", true}}}};
   if (chat) {

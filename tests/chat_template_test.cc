@@ -176,6 +176,24 @@ TEST(ChatTemplateTest, RendersEndWithinStepAndSizeBudgets) {
   }
 }
 
+// A render can be cancelled (the server's request timeout and shutdown): the check is asked
+// every few thousand steps, and a true answer ends the render with an error.
+TEST(ChatTemplateTest, ARenderInProgressCanBeCancelled) {
+  const ChatTemplate slow(
+      "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}done", "", "");
+  int asked = 0;
+  try {
+    ApplyChatTemplate(slow, {{"user", "hi"}}, true, [&] { return ++asked == 3; });
+    FAIL() << "not cancelled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rendering cancelled"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(asked, 3);
+  asked = 0;
+  EXPECT_EQ(ApplyChatTemplate(slow, {{"user", "hi"}}, true, [&] { return ++asked < 0; }), "done");
+  EXPECT_GT(asked, 100) << "asked every few thousand of its ~2 million steps";
+}
+
 std::string RenderError(const std::string& source) {
   try {
     Render(source, {{"x", true}, {"xs", json::array({1})}});

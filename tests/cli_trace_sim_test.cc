@@ -86,7 +86,7 @@ TEST(CliTraceSimTest, BadInputsGiveClearErrors) {
       {"trace info " + (dir / "junk.trace"), "not a moex trace"},
       {"trace record --model " + kDemo + " --prompts " + (dir / "none.txt") + " --out " +
            (dir / "x.trace"),
-       "cannot open prompt file"},
+       "prompt file: cannot open"},
       {"trace record --model " + kDemo + " --prompts " + (dir / "junk.trace") +
            " --prompt-format sharegpt --out " + (dir / "x.trace"),
        "not valid JSON"},

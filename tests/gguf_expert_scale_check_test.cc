@@ -71,6 +71,34 @@ TEST(GgufExpertScaleCheck, OpeningDefersItAndPackingRefusesTheBlock) {
   EXPECT_FALSE(std::filesystem::exists(o.store_path));
 }
 
+// A dense q8_0 matrix stays in its blocks for the kernels (int8 activations ran it to
+// plausible tokens with a NaN scale); its scales are checked when the model loads.
+TEST(GgufExpertScaleCheck, ADenseQ8MatrixWithANanScaleIsRefusedAtLoad) {
+  const testing::TempDir dir;
+  const std::string src = testing::TinyQuantModelPath(DType::kQ8_0);
+  const std::string out = dir / "bad.gguf";
+  std::filesystem::copy_file(src, out);
+  uint64_t at = 0;
+  {
+    GgufFile f(src);
+    const GgufTensorInfo* info = f.FindTensorInfo("blk.0.attn_q.weight");
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(f.FindTensor("blk.0.attn_q.weight")->dtype, DType::kQ8_0);
+    at = f.data_offset() + info->offset + 2 * 34;  // The third 34-byte block's f16 scale.
+  }
+  {
+    std::fstream io(out, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(at));
+    const char nan_f16[2] = {0x01, 0x7e};
+    io.write(nan_f16, 2);
+    ASSERT_TRUE(io.good());
+  }
+  EXPECT_NE(ErrorOf([&] { LoadModel(out); })
+                .find("q8_0 tensor 'blk.0.attn_q.weight' block 2 has a non-finite scale"),
+            std::string::npos)
+      << ErrorOf([&] { LoadModel(out); });
+}
+
 TEST(GgufExpertScaleCheck, TheUntouchedModelPacksAndRuns) {
   const auto model = LoadModel(testing::TinyQ4KMModelPath());
   EXPECT_NO_THROW(ResidentMoeExecutor resident(*model));

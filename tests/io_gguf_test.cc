@@ -321,6 +321,42 @@ TEST_F(GgufTest, RejectsBadTensorInfos) {
   EXPECT_NE(ParseError(dup.bytes()).find("duplicate tensor 'w'"), std::string::npos);
 }
 
+// Tensors that share bytes would alias each other's weights (llama.cpp refuses them too);
+// tensors side by side, or a zero-size one at another's offset, are fine.
+TEST_F(GgufTest, RejectsOverlappingTensors) {
+  auto two = [](uint64_t second_offset, uint64_t second_ne) {
+    Image img;
+    img.Header(2, 0).Str("a").U32(1).U64(16).U32(kGgmlTypeF32).U64(0);
+    img.Str("b").U32(1).U64(second_ne).U32(kGgmlTypeF32).U64(second_offset);
+    return img.PadTo(32).Raw(std::string(256, '\0')).bytes();
+  };
+  EXPECT_EQ(ParseError(two(64, 16)), "");
+  EXPECT_EQ(ParseError(two(32, 0)), "");
+  EXPECT_NE(ParseError(two(32, 16)).find("tensors 'a' (64 bytes at offset 0) and 'b' (at offset "
+                                         "32) overlap"),
+            std::string::npos)
+      << ParseError(two(32, 16));
+  EXPECT_NE(ParseError(two(0, 8)).find("overlap"), std::string::npos);
+}
+
+// A key or tensor name of control bytes or broken UTF-8 is refused with the bytes escaped,
+// not printed raw to the terminal.
+TEST_F(GgufTest, NonPrintableNamesAreRefusedEscaped) {
+  const std::string key_error =
+      ParseError(Image().Header(0, 1).Str("general.\x1b[2Jname\xff").U32(4).U32(1).bytes());
+  EXPECT_NE(key_error.find("GGUF key 0 (at byte 24) is not printable text: "
+                           "\"general.\\x1b[2Jname\\xff\""),
+            std::string::npos)
+      << key_error;
+  EXPECT_EQ(key_error.find('\x1b'), std::string::npos);
+  Image bad_tensor;
+  bad_tensor.Header(1, 0).Str(std::string("w\0x", 3)).U32(1).U64(4).U32(kGgmlTypeF32).U64(0);
+  const std::string tensor_error = ParseError(bad_tensor.PadTo(32).Raw(std::string(16, '\0')).bytes());
+  EXPECT_NE(tensor_error.find("tensor 0's name (at byte 24) is not printable text: \"w\\x00x\""),
+            std::string::npos)
+      << tensor_error;
+}
+
 TEST_F(GgufTest, UnsupportedTensorTypeFailsOnAccessOnly) {
   const std::string img = TensorImage({256, 2}, 16 /* iq2_xxs */, 0, 132);
   GgufFile f(std::as_bytes(std::span(img.data(), img.size())), "iq2.gguf");

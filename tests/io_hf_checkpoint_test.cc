@@ -1,6 +1,7 @@
 #include "model/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -175,6 +176,60 @@ TEST_F(HfCheckpointTest, ReportsMissingPieces) {
   WriteText("config.json", R"({"model_type": "gpt2"})");
   EXPECT_NE(OpenError().find("unsupported architecture 'gpt2'"), std::string::npos);
   EXPECT_THROW(HfCheckpoint::Open((dir_ / "nonexistent").string()), Error);
+}
+
+// A directory, FIFO or device where a file should be is named as what it is (it was
+// reported as missing), and nothing blocks on a FIFO or reads /dev/zero without end.
+TEST_F(HfCheckpointTest, WhatIsNotAFileIsNamedAsWhatItIs) {
+  fs::create_directory(dir_ / "model.safetensors");
+  EXPECT_NE(OpenError().find("model.safetensors is a directory, not a file"), std::string::npos)
+      << OpenError();
+  fs::remove(dir_ / "model.safetensors");
+  ASSERT_EQ(::mkfifo((dir_ / "model.safetensors").c_str(), 0600), 0);
+  EXPECT_NE(OpenError().find("model.safetensors is a FIFO"), std::string::npos) << OpenError();
+  fs::remove(dir_ / "model.safetensors");
+  Writer().WriteCheckpoint(dir_.string());
+  fs::remove(dir_ / "config.json");
+  fs::create_symlink("/dev/zero", dir_ / "config.json");
+  EXPECT_NE(OpenError().find("config.json is a character device"), std::string::npos)
+      << OpenError();
+  fs::remove(dir_ / "config.json");
+  ASSERT_EQ(::mkfifo((dir_ / "config.json").c_str(), 0600), 0);
+  EXPECT_NE(OpenError().find("config.json is a FIFO"), std::string::npos) << OpenError();
+  fs::remove(dir_ / "config.json");
+  WriteText("config.json", TinyOlmoe().ToHfJson().dump(2));
+  fs::create_directory(dir_ / "generation_config.json");
+  EXPECT_NE(OpenError().find("generation_config.json is a directory"), std::string::npos)
+      << OpenError();
+}
+
+// A field of the wrong type is reported as such, not as missing; a context that is not
+// positive is refused when the model loads, not per request.
+TEST_F(HfCheckpointTest, WrongTypesAndBadSizesAreNamedWithTheirValue) {
+  Writer().WriteCheckpoint(dir_.string());
+  nlohmann::json config = TinyOlmoe().ToHfJson();
+  config["model_type"] = 5;
+  WriteText("config.json", config.dump());
+  EXPECT_NE(OpenError().find("'model_type' must be a string such as \"olmoe\", got 5"),
+            std::string::npos)
+      << OpenError();
+  struct Case {
+    const char* field;
+    int64_t value;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"max_position_embeddings", -5,
+             "max_position_embeddings (context_length in GGUF) must be > 0, got -5"},
+        Case{"max_position_embeddings", 0, "must be > 0, got 0"},
+        Case{"head_dim", -16, "head_dim must be > 0, got -16"},
+        Case{"max_position_embeddings", 4294967808, "out of range: 4294967808"}}) {
+    const auto& [field, value, message] = c;
+    config = TinyOlmoe().ToHfJson();
+    config[field] = value;
+    WriteText("config.json", config.dump());
+    EXPECT_NE(OpenError().find(message), std::string::npos) << field << ": " << OpenError();
+  }
 }
 
 TEST_F(HfCheckpointTest, ReportsMissingTensorAndWrongShape) {

@@ -8,18 +8,21 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/session.h"
 #include "engine/generator.h"
+#include "model/random_model.h"
 #include "serve/http_client.h"
 #include "serve/server.h"
 #include "support/serve_fixtures.h"
 #include "support/shared_data.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
+#include "text/byte_tokenizer_json.h"
 
 namespace moex::serve {
 namespace {
@@ -231,13 +234,21 @@ TEST(ServeServer, ModelsHealthAndMetrics) {
   EXPECT_EQ(s.Get("/health").status, 200);
   ASSERT_EQ(s.Post("/v1/completions", Requests()[0]).status, 200);
   EXPECT_EQ(s.PostRaw("/v1/completions", "{").status, 400);
+  // A request names the served model or none; another name is not answered by this one.
+  json other = Requests()[0];
+  other["model"] = "gpt-4";
+  const HttpResult wrong = s.Post("/v1/completions", other);
+  EXPECT_EQ(wrong.status, 404);
+  EXPECT_EQ(json::parse(wrong.body)["error"]["code"], "model_not_found");
+  EXPECT_NE(wrong.body.find("'tiny'"), std::string::npos) << wrong.body;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // Offload snapshot refresh.
   const HttpResult m = s.Get("/metrics");
   ASSERT_EQ(m.status, 200);
   for (const char* line :
        {"moex_requests_total{endpoint=\"completions\",status=\"200\"} 1",
         "moex_requests_total{endpoint=\"completions\",status=\"400\"} 1",
-        "moex_completion_tokens_total 9", "moex_prompt_tokens_total 4",
+        "moex_requests_total{endpoint=\"completions\",status=\"404\"} 1",
+        "moex_completion_tokens_total 9", "moex_prompt_tokens_total 4", "moex_preparing_requests 0",
         "moex_time_to_first_token_seconds_count 1", "moex_running_requests 0",
         "moex_offload_hits_total{layer=\"0\"}", "moex_offload_misses_total{layer=\"1\"}"})
     EXPECT_NE(m.body.find(line), std::string::npos) << line << "\n" << m.body;
@@ -448,7 +459,7 @@ TEST(ServeDemoModel, ChatAndTextCompletions) {
   model.model = kDemo;
   RunningServer s(model, SmallBatches());
   const json chat = {
-      {"model", "olmoe-demo"},
+      {"model", "moex"},
       {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
       {"max_tokens", 24},
       {"temperature", 0}};
@@ -515,6 +526,72 @@ TEST(ServeServer, LogitBiasAndPenaltiesShapeTheReply) {
   const std::vector<int32_t> penalised = TokenIds(s.Post("/v1/completions", repeat));
   EXPECT_EQ(penalised[0], 77);
   EXPECT_LT(std::count(penalised.begin(), penalised.end(), 77), 8) << json(penalised).dump();
+}
+
+}  // namespace
+}  // namespace moex::serve
+
+namespace moex::serve {
+namespace {
+
+// --drain-timeout holds whatever the work is: a request still running when the drain's time
+// is up ends with a 503 error event, and Shutdown returns soon after, not when the request
+// would have finished (each pass is slowed to 30 ms here: 300 tokens would take 9 s).
+TEST(ServeShutdown, TheDrainTimeoutEndsWhatIsStillRunning) {
+  RunningServer s(TinyModel(), SmallBatches());
+  s.server->scheduler().set_pass_hook([](std::vector<Scheduler::Candidate>&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  });
+  json request = Completion({5, 6, 7}, 300);
+  request["ignore_eos"] = true;
+  request["stream"] = true;
+  std::atomic<bool> streaming{false};
+  HttpResult streamed;
+  std::thread client([&] {
+    streamed = s.Post("/v1/completions", request, [&](const std::string&) {
+      streaming = true;
+      return true;
+    });
+  });
+  for (int i = 0; i < 2000 && !streaming; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
+  s.server->Shutdown(0.3);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  client.join();
+  EXPECT_LT(took, 2.0);
+  ASSERT_GE(streamed.events.size(), 2u);
+  EXPECT_EQ(streamed.events.back(), "[DONE]");
+  const json error = json::parse(streamed.events[streamed.events.size() - 2]);
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("--drain-timeout"), std::string::npos)
+      << error;
+  EXPECT_EQ(error["error"]["type"], "server_error") << error;
+}
+
+// A checkpoint's chat template that loops for long (up to its step budget) is cut short by
+// the request's --timeout: 504, not a thread pinned until the budget runs out.
+TEST(ServeShutdown, ARenderingTemplateHonoursTheRequestTimeout) {
+  testing::TempDir dir;
+  const std::filesystem::path model = dir.path() / "slow-template";
+  std::filesystem::copy(testing::TinyModelPath(Arch::kOlmoe), model);
+  const ModelConfig shape = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
+  ByteTokenizerFiles files =
+      ByteLevelTokenizerFor(static_cast<int>(shape.vocab_size), shape.bos_token_id, shape.eos_token_ids);
+  files.config["chat_template"] =
+      "{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}";
+  std::ofstream(model / "tokenizer.json") << files.tokenizer.dump();
+  std::ofstream(model / "tokenizer_config.json") << files.config.dump();
+  cli::ModelOptions options;
+  options.model = model.string();
+  ServerOptions server = SmallBatches();
+  server.scheduler.timeout_s = 0.05;
+  RunningServer s(options, server);
+  const auto start = std::chrono::steady_clock::now();
+  const HttpResult r = s.Post(
+      "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_NE(r.body.find("chat template"), std::string::npos) << r.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "support/shared_data.h"
+#include "support/temp_dir.h"
+#include "text/byte_tokenizer_json.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_added.h"
 #include "text/tokenizer_bpe.h"
@@ -183,6 +185,49 @@ TEST(TokenizerTest, StreamDecoderHoldsPartialCharacters) {
             "b");  // the 4-byte sequence was broken
   EXPECT_EQ(s.Push(0xE4), "");
   EXPECT_EQ(s.Flush(), "\xEF\xBF\xBD");
+}
+
+// tokenizer_config.json fields of the wrong type are named (chat_template was reported
+// missing); a checkpoint saved by newer transformers keeps its template in
+// chat_template.jinja; a FIFO or device in place of tokenizer.json is refused at once.
+TEST(TokenizerTest, ConfigFieldsAreCheckedAndTheJinjaFileIsRead) {
+  testing::TempDir dir;
+  const ByteTokenizerFiles files = ByteLevelTokenizerFor(300, 1, {2});
+  std::ofstream(dir / "tokenizer.json") << files.tokenizer.dump();
+  auto load_error = [&](const nlohmann::json& config) -> std::string {
+    std::ofstream(dir / "tokenizer_config.json") << config.dump();
+    try {
+      LoadTokenizer(dir.path().string());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  nlohmann::json config = files.config;
+  config["chat_template"] = 5;
+  EXPECT_NE(load_error(config).find("chat_template must be a string or a list"),
+            std::string::npos)
+      << load_error(config);
+  config["chat_template"] = nlohmann::json::array({{{"name", "default"}}});
+  EXPECT_NE(load_error(config).find("lacks a string name or template"), std::string::npos);
+  config = files.config;
+  config["add_bos_token"] = "yes";
+  EXPECT_NE(load_error(config).find("add_bos_token must be true or false"), std::string::npos);
+  config = files.config;
+  config["eos_token"] = 7;
+  EXPECT_NE(load_error(config).find("eos_token must be a string"), std::string::npos);
+
+  config = files.config;
+  config.erase("chat_template");
+  EXPECT_EQ(load_error(config), "");
+  EXPECT_TRUE(LoadTokenizer(dir.path().string())->chat_template().empty());
+  std::ofstream(dir / "chat_template.jinja") << "{{ messages[0]['content'] }}";
+  EXPECT_EQ(LoadTokenizer(dir.path().string())->chat_template(), "{{ messages[0]['content'] }}");
+
+  fs::remove(dir / "tokenizer.json");
+  fs::create_symlink("/dev/zero", dir / "tokenizer.json");
+  EXPECT_NE(load_error(config).find("tokenizer.json is a character device"), std::string::npos)
+      << load_error(config);
 }
 
 TEST(TokenizerTest, LoadsCheckpointDirectory) {

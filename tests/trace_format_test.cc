@@ -2,7 +2,9 @@
 // truncated, corrupt, foreign and newer files.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -52,7 +54,7 @@ TraceEvent Iteration(const TraceHeader& h, int64_t index) {
     g.layer = layer;
     g.n_tokens = 3;
     g.top_k = 2;
-    g.ids = {3, 1, 0, 2, 1, layer};
+    g.ids = {3, 1, 0, 2, 1, 2 + layer};
     g.weights = {0.6f, 0.4f, 0.7f, 0.3f, 0.55f, 0.45f};
     if (h.probs != Precision::kNone)
       for (int i = 0; i < 12; ++i) g.probs.push_back(0.1f * static_cast<float>(i) + 0.013f);
@@ -78,6 +80,8 @@ std::vector<TraceEvent> Events(const TraceHeader& h) {
   TraceEvent end;
   end.kind = TraceEvent::kRequestEnd;
   end.request = 1;
+  events.push_back(end);
+  end.request = 0;
   events.push_back(end);
   return events;
 }
@@ -297,6 +301,7 @@ TEST(TraceFormat, ConfigDisagreeingWithTheShapeIsRefused) {
   h.model.top_k = config.num_experts_per_tok;
   h.model.hidden_size = config.hidden_size;
   h.model.expert_neurons = config.moe_intermediate_size;
+  h.model.block_neurons = h.model.expert_neurons;
   const nlohmann::json good = HeaderToJson(h);
   EXPECT_NO_THROW(HeaderFromJson(good));
   auto error_of = [](const nlohmann::json& j) {
@@ -358,6 +363,84 @@ TEST(TraceFormat, HeaderFieldsAreChecked) {
   bad = j;
   bad["model"]["block_neurons"] = bad["model"]["expert_neurons"].get<int>() + 1;
   EXPECT_THROW(HeaderFromJson(bad), Error);
+}
+
+// The reader checks what the records mean, not only their bytes: each case below replayed
+// before (issue 41) and is now refused with the record and the reason.
+TEST(TraceFormat, RecordsThatMeanNothingAreRefused) {
+  testing::TempDir dir;
+  const TraceHeader h = SmallHeader(Precision::kF32, Precision::kNone, false);
+  auto error_of = [&](const std::function<void(std::vector<TraceEvent>&)>& spoil) {
+    std::vector<TraceEvent> events = Events(h);
+    spoil(events);
+    {
+      TraceWriter w(dir / "bad.trace", h);
+      for (const TraceEvent& e : events) w.Write(e);
+      w.Finish();
+    }
+    return ReadAllError(dir / "bad.trace");
+  };
+  EXPECT_EQ(error_of([](auto&) {}), "");
+  // events: begin 0, begin 1, pass 0, pass 1, end 1, end 0.
+  struct Case {
+    const char* why;
+    std::function<void(std::vector<TraceEvent>&)> spoil;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"a gate's k differs from the header's",
+       [](auto& e) {
+         TraceGate& g = e[2].iteration.gates[1];
+         g.top_k = 1;
+         g.ids = {3, 0, 1};
+         g.weights = {1, 1, 1};
+       },
+       "routes to 1 experts per token; the header's top_k is 2"},
+      {"an expert twice for one token", [](auto& e) { e[2].iteration.gates[0].ids[1] = 3; },
+       "token 0 of the gate of layer 0 routes to expert 3 twice"},
+      {"a NaN weight", [](auto& e) { e[3].iteration.gates[1].weights[4] = std::nanf(""); },
+       "non-finite combine weight"},
+      {"a negative token id", [](auto& e) { e[2].iteration.tokens[1] = -4; },
+       "token id -4 is negative"},
+      {"a negative prompt id", [](auto& e) { e[1].prompt[0] = -1; },
+       "prompt token id -1 is negative"},
+      {"gates out of layer order",
+       [](auto& e) { std::swap(e[2].iteration.gates[0], e[2].iteration.gates[1]); },
+       "gate of layer 0 follows layer 1"},
+      {"a pass before its request begins", [](auto& e) { std::swap(e[1], e[2]); },
+       "computes request 1, which has not begun"},
+      {"a pass after its request ended", [](auto& e) { std::swap(e[3], e[4]); },
+       "computes request 1, which has already ended"},
+      {"passes numbered backwards", [](auto& e) { e[3].iteration.iteration = 0; },
+       "pass 0 follows pass 0"},
+      {"a request that begins twice", [](auto& e) { e[1].request = 0; },
+       "request 0 begins a second time"},
+      {"an end without a begin", [](auto& e) { e[4].request = 7; },
+       "request 7 ends without having begun"},
+      {"a request twice in one pass", [](auto& e) { e[2].iteration.requests = {1, 1}; },
+       "request 1 appears twice in one pass"},
+  };
+  for (const Case& c : cases) {
+    const std::string error = error_of(c.spoil);
+    EXPECT_NE(error.find(c.message), std::string::npos) << c.why << ": " << error;
+    EXPECT_NE(error.find("bad.trace (record "), std::string::npos) << c.why << ": " << error;
+  }
+  // A request's end record missing: the file's end says which.
+  const std::string missing = error_of([](auto& e) { e.erase(e.begin() + 4); });
+  EXPECT_NE(missing.find("request 1 begins but never ends"), std::string::npos) << missing;
+}
+
+// A store block is a whole expert or whole alignment units; any other size is refused.
+TEST(TraceFormat, AStoreBlockNoStoreCouldHaveIsRefused) {
+  nlohmann::json j = HeaderToJson(SmallHeader(Precision::kNone, Precision::kNone, false));
+  j["model"]["expert_neurons"] = 512;
+  j["model"]["record_bytes"] = 64;
+  j["model"]["block_neurons"] = 64;  // 4096 bytes: one alignment unit.
+  EXPECT_NO_THROW(HeaderFromJson(j));
+  j["model"]["block_neurons"] = 7;
+  EXPECT_THROW(HeaderFromJson(j), Error);
+  j["model"]["block_neurons"] = 512;  // The whole expert.
+  EXPECT_NO_THROW(HeaderFromJson(j));
 }
 
 TEST(TraceFormat, WriterRejectsInconsistentEventsAndLeavesNoFile) {

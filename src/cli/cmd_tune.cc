@@ -20,6 +20,7 @@
 #include "cli/sim_setup.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "io/input_file.h"
 #include "io/output_file.h"
 #include "io/output_guard.h"
 #include "policy/policy_spec.h"
@@ -287,11 +288,7 @@ std::string Ms(const sim::ReplayResult& r) {
   return text;
 }
 
-std::string ReadBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  Check(in.good(), "cannot read ", path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+std::string ReadBytes(const fs::path& path) { return ReadInputFile(path.string(), kMaxDataFileBytes); }
 
 int RunTune(const TuneOptions& o) {
   // Arguments first: a bad one fails before the long replays.

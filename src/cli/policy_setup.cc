@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "io/input_file.h"
 #include "io/output_file.h"
 #include "policy/policy_state.h"
 #include "policy/registry.h"
@@ -18,11 +19,11 @@ namespace moex::cli {
 namespace {
 
 std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  Check(in.good(), "cannot open policy state ", path);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Check(!in.bad(), "cannot read policy state ", path);
-  return bytes;
+  try {
+    return ReadInputFile(path, kMaxDataFileBytes);
+  } catch (const Error& e) {
+    Fail("policy state: ", e.what());
+  }
 }
 
 std::span<const std::byte> AsBytes(const std::string& s) {

@@ -1,9 +1,12 @@
 #include "io/gguf_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "core/error.h"
+#include "core/printable.h"
 #include "io/gguf_format.h"
 
 namespace moex {
@@ -112,7 +115,10 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
 
   metadata_.reserve(n_kv);
   for (uint64_t i = 0; i < n_kv; ++i) {
+    const uint64_t key_at = in.pos();
     std::string key = in.String("metadata key");
+    Check(IsPrintableText(key), f, ": GGUF key ", i, " (at byte ", key_at,
+          ") is not printable text: \"", Printable(key), "\" (a corrupt file?)");
     const uint32_t type = in.U32("metadata type");
     GgufValue value = ReadValue(in, type, key, f);
     Check(key_index_.emplace(key, metadata_.size()).second, f, ": duplicate GGUF key '", key, "'");
@@ -130,7 +136,10 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
   infos_.reserve(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo info;
+    const uint64_t name_at = in.pos();
     info.name = in.String("tensor name");
+    Check(IsPrintableText(info.name), f, ": GGUF tensor ", i, "'s name (at byte ", name_at,
+          ") is not printable text: \"", Printable(info.name), "\" (a corrupt file?)");
     const uint32_t n_dims = in.U32("tensor dimension count");
     Check(n_dims >= 1 && n_dims <= kGgufMaxDims, f, ": tensor '", info.name, "' has ", n_dims,
           " dimensions (1 to ", kGgufMaxDims, " allowed)");
@@ -154,7 +163,9 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
   const std::byte* data = bytes.data() + (data_size > 0 ? data_offset_ : 0);
 
   views_.resize(infos_.size());
+  std::vector<std::tuple<uint64_t, uint64_t, size_t>> extents;  // (offset, bytes, tensor)
   quantized_.resize(infos_.size());
+  q8_checked_.assign(infos_.size(), false);
   dequantized_.resize(infos_.size());
   for (size_t i = 0; i < infos_.size(); ++i) {
     const GgufTensorInfo& info = infos_[i];
@@ -186,6 +197,7 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
                                   : QuantBytes(*format, static_cast<int64_t>(numel));
     Check(nbytes <= data_size - info.offset, f, ": tensor '", info.name, "' (", nbytes,
           " bytes at offset ", info.offset, ") runs past the end of the file (truncated?)");
+    if (nbytes > 0) extents.emplace_back(info.offset, nbytes, i);
     if (dtype) {
       v.dtype = *dtype;
       v.data = data + info.offset;
@@ -199,6 +211,16 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
       q.raw.nbytes = static_cast<size_t>(nbytes);
       quantized_[i] = std::move(q);
     }
+  }
+  // Two tensors that share bytes would alias each other's weights; llama.cpp refuses such
+  // a file (it wants each tensor right after the previous one), and so does moex.
+  std::sort(extents.begin(), extents.end());
+  for (size_t k = 1; k < extents.size(); ++k) {
+    const auto [prev_at, prev_bytes, prev] = extents[k - 1];
+    const auto [at, bytes_here, cur] = extents[k];
+    Check(prev_at + prev_bytes <= at, f, ": tensors '", infos_[prev].name, "' (", prev_bytes,
+          " bytes at offset ", prev_at, ") and '", infos_[cur].name, "' (at offset ", at,
+          ") overlap");
   }
 }
 
@@ -270,6 +292,10 @@ const GgufTensorInfo* GgufFile::FindTensorInfo(const std::string& name) const {
 }
 
 const TensorView* GgufFile::FindTensor(const std::string& name) const {
+  return FindTensor(name, true);
+}
+
+const TensorView* GgufFile::FindTensor(const std::string& name, bool check_scales) const {
   auto it = tensor_index_.find(name);
   if (it == tensor_index_.end()) return nullptr;
   const GgufTensorInfo& info = infos_[it->second];
@@ -288,6 +314,17 @@ const TensorView* GgufFile::FindTensor(const std::string& name) const {
       Dequantize(q.format, blocks, q.count, reinterpret_cast<float*>(dequantized_[i].data()));
       views_[i].data = dequantized_[i].data();
     }
+  } else if (check_scales && views_[i].dtype == DType::kQ8_0) {
+    // q8_0 stays in its blocks for the kernels: its scales are checked here, once, as the
+    // other formats' are when they are dequantised.
+    std::lock_guard<std::mutex> lock(dequantize_mutex_);
+    if (!q8_checked_[i]) {
+      if (const auto bad = FindNonFiniteScale(
+              QuantFormat::kQ8_0, reinterpret_cast<const uint8_t*>(views_[i].data),
+              views_[i].numel()))
+        Fail(name_, ": q8_0 tensor '", name, "' block ", *bad, " has a non-finite scale");
+      q8_checked_[i] = true;
+    }
   }
   return &views_[i];
 }
@@ -305,7 +342,7 @@ void GgufFile::CheckScales(const std::string& name, const Quantized& q) const {
 const TensorView* GgufFile::FindQuantizedTensor(const std::string& name,
                                                 bool check_scales) const {
   auto it = tensor_index_.find(name);
-  if (it == tensor_index_.end() || !quantized_[it->second]) return FindTensor(name);
+  if (it == tensor_index_.end() || !quantized_[it->second]) return FindTensor(name, check_scales);
   const Quantized& q = *quantized_[it->second];
   std::lock_guard<std::mutex> lock(dequantize_mutex_);
   if (check_scales) CheckScales(name, q);

@@ -81,6 +81,7 @@ class GgufFile {
   const GgufTensorInfo* FindTensorInfo(const std::string& name) const;
   // A view (row-major shape) of an F32/F16/BF16/Q8_0 tensor; null when absent. Throws
   // Error for a tensor of another GGML type ("unsupported GGML type q4_K ...").
+  // Throws Error for a q8_0 or dequantised tensor with a non-finite block scale.
   const TensorView* FindTensor(const std::string& name) const;
   // As FindTensor, but a tensor of a block format other than q8_0 keeps its blocks: the view
   // has that format's DType (kQ4_K, ...) and points into the file. Weight matrices and
@@ -118,6 +119,8 @@ class GgufFile {
     mutable bool checked = false;  // Scales checked finite (guarded by dequantize_mutex_).
   };
   void CheckScales(const std::string& name, const Quantized& q) const;
+  const TensorView* FindTensor(const std::string& name, bool check_scales) const;
+  mutable std::vector<bool> q8_checked_;  // [tensor]: q8_0 scales checked (dequantize_mutex_).
   std::vector<std::optional<Quantized>> quantized_;  // [tensor]
   mutable std::mutex dequantize_mutex_;
   mutable std::vector<AlignedBuffer> dequantized_;  // [tensor], guarded by dequantize_mutex_.

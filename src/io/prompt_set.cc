@@ -6,17 +6,18 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/input_file.h"
 
 namespace moex {
 
 namespace {
 
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  Check(in.good(), "cannot open prompt file ", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  try {
+    return ReadInputFile(path, kMaxDataFileBytes);
+  } catch (const Error& e) {
+    Fail("prompt file: ", e.what());
+  }
 }
 
 std::string DetectFormat(const std::string& text) {

@@ -9,15 +9,13 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/input_file.h"
 
 namespace moex {
 
 namespace {
 
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
+bool IsFile(const std::string& path) { return RegularFileExists(path); }
 
 template <typename T>
 std::optional<T> OptionalNumber(const nlohmann::json& j, const char* key) {
@@ -59,13 +57,9 @@ void CheckShardName(const std::string& index, const std::string& shard) {
 }  // namespace
 
 nlohmann::json ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("cannot open ", path, ": ", std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  Check(!in.bad(), "cannot read ", path);
+  const std::string text = ReadInputFile(path, kMaxConfigFileBytes);
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     Fail(path, ": bad JSON: ", e.what());
   }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/name_list.h"
+#include "io/input_file.h"
 #include "kernels/activation_precision.h"
 #include "kernels/interleave.h"
 #include "model/gguf_model.h"
@@ -299,6 +300,9 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
 std::unique_ptr<Model> LoadModel(const std::string& path) {
   namespace fs = std::filesystem;
   Check(fs::exists(path), "model path '", path, "' does not exist");
+  const std::string kind = DescribePath(path);
+  Check(kind == "a regular file" || kind == "a directory", "model path '", path, "' is ", kind,
+        ": pass a .gguf file or a checkpoint directory");
   if (fs::is_regular_file(path)) {
     Check(path.size() > 5 && path.substr(path.size() - 5) == ".gguf", "model file '", path,
           "' is not a .gguf file (for HF checkpoints pass the directory)");

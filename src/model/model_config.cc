@@ -422,7 +422,9 @@ Arch ParseArch(const std::string& name) {
 ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
   Check(j.is_object(), "config.json: top level must be an object");
   auto mt = j.find("model_type");
-  Check(mt != j.end() && mt->is_string(), "config.json: missing 'model_type'");
+  Check(mt != j.end() && !mt->is_null(), "config.json: missing 'model_type'");
+  Check(mt->is_string(), "config.json: 'model_type' must be a string such as \"olmoe\", got ",
+        mt->dump());
   ModelConfig c;
   c.arch = ParseArch(mt->get<std::string>());
   c.vocab_size = RequireInt(j, "vocab_size");
@@ -699,17 +701,27 @@ void ModelConfig::Validate() const {
           "config: with MLA, head_dim must equal qk_rope_head_dim (", mla->qk_rope_head_dim,
           ") and num_key_value_heads num_attention_heads (", num_heads, ")");
   }
-  Check(vocab_size > 0 && hidden_size > 0 && num_layers > 0 && num_heads > 0 && num_kv_heads > 0 &&
-            head_dim > 0,
-        "config: vocab_size, hidden_size, num_hidden_layers, heads and head_dim must be > 0");
+  const std::pair<const char*, int> positive[] = {
+      {"vocab_size", vocab_size},
+      {"hidden_size", hidden_size},
+      {"num_hidden_layers", num_layers},
+      {"num_attention_heads", num_heads},
+      {"num_key_value_heads", num_kv_heads},
+      {"head_dim", head_dim},
+      {"max_position_embeddings (context_length in GGUF)", max_position_embeddings}};
+  for (const auto& [name, value] : positive) Check(value > 0, "config: ", name, " must be > 0, got ", value);
   Check(num_heads % num_kv_heads == 0, "config: num_attention_heads (", num_heads,
         ") must be a multiple of num_key_value_heads (", num_kv_heads, ")");
   Check(head_dim % 2 == 0, "config: head_dim must be even for RoPE, got ", head_dim);
   Check(num_experts > 0 && num_experts_per_tok > 0 && num_experts_per_tok <= num_experts,
         "config: need 0 < num_experts_per_tok (", num_experts_per_tok, ") <= num_experts (",
         num_experts, ")");
-  Check(moe_intermediate_size > 0, "config: expert intermediate size must be > 0");
-  Check(moe_layer_freq > 0, "config: moe_layer_freq must be > 0");
+  Check(moe_intermediate_size > 0, "config: expert intermediate size must be > 0, got ",
+        moe_intermediate_size);
+  Check(moe_layer_freq > 0, "config: moe_layer_freq must be > 0, got ", moe_layer_freq);
+  Check(first_k_dense_replace >= 0 && first_k_dense_replace <= num_layers,
+        "config: first_k_dense_replace must be in 0..num_hidden_layers (", num_layers, "), got ",
+        first_k_dense_replace);
   Check(first_k_dense_replace == 0 || intermediate_size > 0,
         "config: dense layers need intermediate_size > 0");
   Check(std::isfinite(rms_norm_eps) && rms_norm_eps > 0,
@@ -756,7 +768,8 @@ void ModelConfig::Validate() const {
     Check(topk_method != TopKMethod::kNoauxTc || num_experts / n_group >= 2,
           "config: noaux_tc ranks groups by their top-2 scores and needs >= 2 experts per group");
   }
-  Check(num_nextn_predict_layers >= 0, "config: num_nextn_predict_layers must be >= 0");
+  Check(num_nextn_predict_layers >= 0, "config: num_nextn_predict_layers must be >= 0, got ",
+        num_nextn_predict_layers);
   Check((arch != Arch::kDeepseekMoe && arch != Arch::kGlm4Moe && !IsDeepseekMla()) ||
             shared_expert_intermediate_size % moe_intermediate_size == 0,
         "config: deepseek's shared expert size (", shared_expert_intermediate_size,
@@ -764,7 +777,7 @@ void ModelConfig::Validate() const {
   Check(router != RouterKind::kSparseMixer || num_experts_per_tok == 2,
         "config: sparsemixer routing (", ArchName(arch),
         ") is defined for num_experts_per_tok = 2 only, got ", num_experts_per_tok);
-  Check(sliding_window >= 0, "config: sliding_window must be >= 0");
+  Check(sliding_window >= 0, "config: sliding_window must be >= 0, got ", sliding_window);
   Check(layer_sliding.empty() || static_cast<int>(layer_sliding.size()) == num_layers,
         "config: layer_types has ", layer_sliding.size(), " entries for ", num_layers, " layers");
   Check(layer_sliding.empty() || sliding_window > 0,

@@ -158,10 +158,14 @@ void Scheduler::set_pass_hook(PassHook hook) {
   hook_ = std::move(hook);
 }
 
-void Scheduler::Drain() {
+void Scheduler::Drain(double timeout_s) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     draining_ = true;
+    if (timeout_s >= 0)
+      drain_deadline_ = std::min(drain_deadline_,
+                                 Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(timeout_s)));
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -196,12 +200,31 @@ void Scheduler::RefreshSnapshot(bool force) {
   snapshot_time_ = now;
 }
 
+void Scheduler::AbortAll() {
+  static const char* kWhy = "the server shut down before the request finished (--drain-timeout)";
+  std::deque<std::pair<Job, std::shared_ptr<JobHandle>>> queued;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued.swap(queue_);
+  }
+  for (auto& item : queued) item.second->Finish("shutdown", kWhy);
+  for (auto& s : running_) Retire(*s, "shutdown", kWhy);
+  SweepRetired();
+  running_count_ = static_cast<int>(running_.size());
+}
+
 void Scheduler::Loop() {
   for (;;) {
+    bool abort = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [this] { return !queue_.empty() || !running_.empty() || draining_; });
       if (draining_ && queue_.empty() && running_.empty()) break;
+      abort = draining_ && Clock::now() >= drain_deadline_;
+    }
+    if (abort) {
+      AbortAll();
+      continue;
     }
     Admit();
     if (!running_.empty() && !RunPass()) {

@@ -75,7 +75,7 @@ class JobHandle {
     std::string text;             // New text (may be empty).
     std::vector<int32_t> tokens;  // New token ids.
     bool finished = false;
-    std::string finish_reason;  // stop, length, cancelled, timeout, error.
+    std::string finish_reason;  // stop, length, cancelled, timeout, shutdown, error.
     std::string error;          // With finish_reason "error".
   };
 
@@ -134,8 +134,10 @@ class Scheduler {
   void set_pass_hook(PassHook hook);
 
   // Stops admitting new requests, lets every queued and running one finish, then stops the
-  // thread. Idempotent.
-  void Drain();
+  // thread. With `timeout_s` >= 0, what is still queued or running that long after the call
+  // ends with finish reason "shutdown" after the pass in flight (the server answers 503).
+  // Idempotent; a later call can only bring the deadline closer.
+  void Drain(double timeout_s = -1);
   // What `source` says about the engine (offload counters, the cache's contents), taken
   // on the scheduler thread between passes, at most every 250 ms: the engine is never read
   // while a pass runs. Null until a source is set.
@@ -149,6 +151,8 @@ class Scheduler {
   struct Sequence;
   void Loop();
   void Admit();
+  // Ends every queued and running request with "shutdown" (the drain's deadline passed).
+  void AbortAll();
   bool RunPass();  // False when the hook left the pass empty.
   int groups() const { return std::max(1, options_.regroup); }
   // Prompt tokens `s` prefills in its next pass: up to the next multiple of --prefill-chunk,
@@ -186,6 +190,7 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::pair<Job, std::shared_ptr<JobHandle>>> queue_;
   bool draining_ = false;
+  Clock::time_point drain_deadline_ = Clock::time_point::max();  // Guarded by mutex_.
   std::atomic<int> running_count_{0};
   PassHook hook_;
 

@@ -152,6 +152,9 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
     Gauge(out, "moex_prefix_cache_budget_bytes", "prefix cache budget (0: off)",
           static_cast<double>(prefix_budget_));
   }
+  Gauge(out, "moex_preparing_requests",
+        "requests whose prompt is being rendered and tokenized (before the queue)",
+        preparing_.load());
   Gauge(out, "moex_queue_length", "requests waiting for a slot", queued);
   Gauge(out, "moex_running_requests", "requests holding a KV cache", running);
   if (!offload.is_object() || !offload.contains("layers")) return out;

@@ -3,6 +3,7 @@
 // the running requests, and the offload counters per MoE layer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -46,10 +47,24 @@ class ServeMetrics {
   // The prefix cache's counters now (the scheduler publishes them when they change).
   void SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_bytes);
 
+  // Counts a request while its body is parsed and its prompt rendered and tokenized (on an
+  // HTTP thread, before the scheduler sees it), for moex_preparing_requests.
+  class Preparing {
+   public:
+    explicit Preparing(ServeMetrics& m) : m_(m) { ++m_.preparing_; }
+    ~Preparing() { --m_.preparing_; }
+    Preparing(const Preparing&) = delete;
+    Preparing& operator=(const Preparing&) = delete;
+
+   private:
+    ServeMetrics& m_;
+  };
+
   // The whole exposition; `offload` is MoeExecutor::MetricsJson (null when resident).
   std::string Render(int queued, int running, const nlohmann::json& offload) const;
 
  private:
+  std::atomic<int> preparing_{0};
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;

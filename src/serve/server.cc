@@ -53,6 +53,14 @@ std::string PlainChatPrompt(const std::vector<ChatTurn>& messages) {
   return text + "Assistant:";
 }
 
+// The HTTP status of a request that ended without an answer; 0 for stop, length, cancelled.
+int FailedStatus(const std::string& finish_reason) {
+  if (finish_reason == "timeout") return 504;
+  if (finish_reason == "shutdown") return 503;
+  if (finish_reason == "error") return 500;
+  return 0;
+}
+
 }  // namespace
 
 Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
@@ -123,18 +131,20 @@ void Server::Run() {
 
 void Server::Shutdown(double grace_s) {
   if (shutting_down_.exchange(true)) return;
-  scheduler_->Drain();
-  // The last chunks of finished streams are still being written: give them time.
   const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(grace_s));
-  while (open_streams_ > 0 && Clock::now() < until) std::this_thread::sleep_for(milliseconds(10));
+  scheduler_->Drain(grace_s);
+  // The last chunks of finished streams are still being written: give them time, and a
+  // moment past the deadline for the 503 events of requests the drain cut short.
+  const auto written = std::max(until, Clock::now() + milliseconds(500));
+  while (open_streams_ > 0 && Clock::now() < written) std::this_thread::sleep_for(milliseconds(10));
   // Run() on another thread may not be listening yet; stop() only stops a running listener.
   for (int i = 0; i < 500 && running_ && !http_->is_running(); ++i)
     std::this_thread::sleep_for(milliseconds(10));
   http_->stop();
 }
 
-std::vector<int32_t> Server::PromptTokens(const ApiRequest& r) const {
+std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point deadline) const {
   std::vector<int32_t> ids;
   if (r.endpoint == Endpoint::kCompletion && r.prompt_is_ids) return r.prompt_ids;
   if (!tokenizer_)
@@ -146,8 +156,11 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r) const {
       if (chat_template_) {
         std::vector<ChatMessage> messages;
         for (const ChatTurn& m : r.messages) messages.push_back({m.role, m.content});
-        // The template writes any BOS itself.
-        ids = tokenizer_->Encode(ApplyChatTemplate(*chat_template_, messages, true), false);
+        // The template writes any BOS itself. A checkpoint's template may loop for long (up
+        // to its step budget): the request's timeout and shutdown cut it short.
+        const auto cancelled = [&] { return shutting_down_ || Clock::now() >= deadline; };
+        ids = tokenizer_->Encode(ApplyChatTemplate(*chat_template_, messages, true, cancelled),
+                                 false);
       } else {
         ids = tokenizer_->Encode(PlainChatPrompt(r.messages), tokenizer_->add_bos_default());
       }
@@ -155,6 +168,10 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r) const {
       ids = tokenizer_->Encode(r.prompt_text, tokenizer_->add_bos_default());
     }
   } catch (const Error& e) {
+    if (shutting_down_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    if (Clock::now() >= deadline)
+      throw ApiError(504, "the request timed out while its chat template was rendered", "",
+                     "timeout", "server_error");
     // A template's raise_exception (e.g. roles that do not alternate) is the client's fault.
     throw ApiError(400, e.what(), r.endpoint == Endpoint::kChat ? "messages" : "prompt");
   }
@@ -164,9 +181,9 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r) const {
   return ids;
 }
 
-Job Server::MakeJob(const ApiRequest& r) const {
+Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   Job job;
-  job.prompt = PromptTokens(r);
+  job.prompt = PromptTokens(r, deadline);
   job.max_tokens = r.max_tokens;
   job.sampling.temperature = r.temperature;
   job.sampling.top_p = r.top_p;
@@ -292,8 +309,20 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   std::shared_ptr<JobHandle> handle;
   ApiRequest request;
   try {
+    const ServeMetrics::Preparing preparing(metrics_);
+    const double timeout_s = options_.scheduler.timeout_s;
+    const Clock::time_point deadline =
+        timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(timeout_s))
+                      : Clock::time_point::max();
     request = ParseApiRequest(endpoint, req.body, limits_);
-    handle = scheduler_->Submit(MakeJob(request));
+    if (!request.model.empty() && request.model != options_.model_name)
+      throw ApiError(404,
+                     "The model '" + request.model + "' does not exist: this server serves '" +
+                         options_.model_name +
+                         "' (GET /v1/models; start it with --model-name to answer to another name)",
+                     "model", "model_not_found");
+    handle = scheduler_->Submit(MakeJob(request, deadline));
   } catch (const ApiError& e) {
     metrics_.CountRequest(endpoint_name, e.status());
     return SendError(res, e);
@@ -333,8 +362,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
       text += u.text;
       tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
     } while (!u.finished);
-    if (u.finish_reason == "timeout" || u.finish_reason == "error") {
-      const int status = u.finish_reason == "timeout" ? 504 : 500;
+    if (const int status = FailedStatus(u.finish_reason); status != 0) {
       metrics_.CountRequest(endpoint_name, status);
       return SendError(res, status, u.error);
     }
@@ -384,9 +412,8 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         if (!u.text.empty() || !u.tokens.empty())
           if (!write(SseEvent(chunk({choice(u.text, u.tokens, nullptr, true)})))) return false;
         if (!u.finished) return true;
-        if (u.finish_reason == "timeout" || u.finish_reason == "error") {
-          if (!write(
-                  SseEvent(ApiError::ErrorBody(u.finish_reason == "timeout" ? 504 : 500, u.error))))
+        if (const int status = FailedStatus(u.finish_reason); status != 0) {
+          if (!write(SseEvent(ApiError::ErrorBody(status, u.error))))
             return false;
         } else {
           if (!write(SseEvent(chunk({choice("", {}, u.finish_reason, true)})))) return false;

@@ -50,19 +50,23 @@ class Server {
   int Bind();
   // Serves until Shutdown(); returns when the listener has stopped.
   void Run();
-  // Refuses new requests (503), lets the running and queued ones finish, waits for their
-  // responses to be written (at most `grace_s`), then stops the listener. Thread-safe.
+  // Refuses new requests (503), lets the running and queued ones finish and their responses
+  // be written, then stops the listener, all within about `grace_s`: what has not finished
+  // by then ends with 503 (a stream gets an error event), and a chat template still
+  // rendering is cancelled. Thread-safe.
   void Shutdown(double grace_s = 10);
 
   Scheduler& scheduler() { return *scheduler_; }
   // The token ids a request's prompt becomes (chat template or plain text); ApiError 400
-  // when it cannot be built.
-  std::vector<int32_t> PromptTokens(const ApiRequest& request) const;
+  // when it cannot be built, 504 when `deadline` passes while the template renders, 503
+  // when the server shuts down meanwhile.
+  std::vector<int32_t> PromptTokens(const ApiRequest& request,
+                                    Clock::time_point deadline = Clock::time_point::max()) const;
 
  private:
   void Routes();
   void Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-  Job MakeJob(const ApiRequest& request) const;
+  Job MakeJob(const ApiRequest& request, Clock::time_point deadline) const;
 
   Transformer& transformer_;
   const Tokenizer* tokenizer_;

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/input_file.h"
 
 namespace moex::sim {
 
@@ -126,11 +127,10 @@ HardwareProfile ProfileFromJson(const nlohmann::json& j) {
 HardwareProfile LoadHardwareProfile(const std::string& name_or_path) {
   for (const HardwareProfile& p : BuiltinProfiles())
     if (p.name == name_or_path) return p;
-  if (std::filesystem::is_regular_file(name_or_path)) {
-    std::ifstream in(name_or_path);
+  if (RegularFileExists(name_or_path)) {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(ReadInputFile(name_or_path, kMaxConfigFileBytes));
     } catch (const nlohmann::json::exception& e) {
       Fail("hardware profile ", name_or_path, " is not valid JSON: ", e.what());
     }

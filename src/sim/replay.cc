@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/expert_store_format.h"
+#include "io/input_file.h"
 #include "model/random_model.h"
 #include "policy/registry.h"
 #include "sim/cost_model.h"
@@ -127,11 +128,10 @@ ModelConfig LoadScaleTarget(const std::string& spec) {
   namespace fs = std::filesystem;
   fs::path path(spec);
   if (fs::is_directory(path)) path /= "config.json";
-  if (fs::is_regular_file(path)) {
-    std::ifstream in(path);
+  if (RegularFileExists(path.string())) {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(in);
+      j = nlohmann::json::parse(ReadInputFile(path.string(), kMaxConfigFileBytes));
     } catch (const nlohmann::json::exception& e) {
       Fail(path.string(), " is not valid JSON: ", e.what());
     }

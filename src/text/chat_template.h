@@ -14,6 +14,7 @@
 // add_bos=false and special tokens parsed.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +47,10 @@ class ChatTemplate {
 
   // Renders with arbitrary variables (messages, tools, add_generation_prompt, ...); bos_token
   // and eos_token are provided unless given.
-  std::string Render(const nlohmann::json& variables) const;
+  // `cancelled` (optional) is asked every few thousand evaluation steps; true ends the render
+  // with an Error.
+  std::string Render(const nlohmann::json& variables,
+                     const std::function<bool()>& cancelled = nullptr) const;
 
   const std::string& source() const { return source_; }
 
@@ -58,7 +62,8 @@ class ChatTemplate {
 };
 
 std::string ApplyChatTemplate(const ChatTemplate& chat_template,
-                              const std::vector<ChatMessage>& messages, bool add_generation_prompt);
+                              const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                              const std::function<bool()>& cancelled = nullptr);
 
 // Messages as JSON objects (role, content, and e.g. tool_calls), plus extra variables such as
 // {"enable_thinking": false} or {"tools": [...]}.

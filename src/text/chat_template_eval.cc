@@ -147,7 +147,7 @@ Value Arg(std::vector<Value>& args, Kwargs& kwargs, size_t index, const char* na
 
 class Renderer {
  public:
-  explicit Renderer(const ValueDict& variables) {
+  Renderer(const ValueDict& variables, const CancelCheck& cancelled) : cancelled_(cancelled) {
     scopes_.emplace_back();
     auto& globals = scopes_.back();
     globals["raise_exception"] = Value::Func([](std::vector<Value>& args, Kwargs&) -> Value {
@@ -319,6 +319,8 @@ class Renderer {
   void Step() {
     Check(++steps_ <= kMaxSteps, "chat template: more than ", kMaxSteps,
           " evaluation steps (a loop that does not end?)");
+    if (steps_ % kCancelEvery == 0 && cancelled_ && cancelled_())
+      Fail("chat template: rendering cancelled");
   }
 
   Value EvalExpr(const Expr& e) {
@@ -807,13 +809,15 @@ class Renderer {
   // a long conversation takes a few thousand steps; 4 million take well under a second).
   static constexpr uint64_t kMaxSteps = 4'000'000;
   static constexpr size_t kMaxListItems = 1'000'000;
+  static constexpr uint64_t kCancelEvery = 4096;  // About a millisecond of evaluation.
   uint64_t steps_ = 0;
+  const CancelCheck& cancelled_;
 };
 
 }  // namespace
 
-std::string Render(const Body& body, const ValueDict& variables) {
-  Renderer r(variables);
+std::string Render(const Body& body, const ValueDict& variables, const CancelCheck& cancelled) {
+  Renderer r(variables, cancelled);
   std::string out;
   r.Exec(body, &out);
   return out;

@@ -103,11 +103,15 @@ bool DecoderStripsLeadingSpace(const json& d) {
   return false;
 }
 
-// A token named in tokenizer_config.json: a string, or an AddedToken object.
-std::string ConfigTokenContent(const json& v) {
+// A token named in tokenizer_config.json: a string, an AddedToken object, or null.
+std::string ConfigTokenContent(const json& v, const char* key, const std::string& source) {
+  if (v.is_null()) return "";
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content")) return v["content"].get<std::string>();
-  return "";
+  const auto content = v.is_object() ? v.find("content") : v.end();
+  Check(v.is_object() && content != v.end() && content->is_string(), "tokenizer_config.json for ",
+        source, ": ", key, " must be a string, an object with a string 'content', or null; got ",
+        v.type_name());
+  return content->get<std::string>();
 }
 
 // Applies a parsed tokenizer_config.json: BOS/EOS, add_bos_token, chat_template.
@@ -124,15 +128,17 @@ void ApplyConfigObject(const json& config, TokenizerSpec* spec_ptr) {
     return -1;
   };
   if (config.contains("bos_token")) {
-    const int32_t id = find_id(ConfigTokenContent(config["bos_token"]));
+    const int32_t id = find_id(ConfigTokenContent(config["bos_token"], "bos_token", spec.source));
     spec.bos_id = id;
     if (id < 0) spec.add_bos = false;
   }
-  if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
+  if (config.contains("add_bos_token") && !config["add_bos_token"].is_null()) {
+    Check(config["add_bos_token"].is_boolean(), "tokenizer_config.json for ", spec.source,
+          ": add_bos_token must be true or false, got ", config["add_bos_token"].dump());
     spec.add_bos = config["add_bos_token"].get<bool>() && spec.bos_id >= 0;
   }
   if (config.contains("eos_token")) {
-    const int32_t id = find_id(ConfigTokenContent(config["eos_token"]));
+    const int32_t id = find_id(ConfigTokenContent(config["eos_token"], "eos_token", spec.source));
     if (id >= 0) {
       std::erase(spec.eos_ids, id);
       spec.eos_ids.insert(spec.eos_ids.begin(), id);
@@ -140,13 +146,25 @@ void ApplyConfigObject(const json& config, TokenizerSpec* spec_ptr) {
   }
   if (config.contains("chat_template")) {
     const json& t = config["chat_template"];
+    const auto wrong = [&](const char* what) {
+      Fail("tokenizer_config.json for ", spec.source,
+           ": chat_template must be a string or a list of {\"name\", \"template\"} objects (",
+           what, ")");
+    };
     if (t.is_string()) {
       spec.chat_template = t.get<std::string>();
     } else if (t.is_array()) {
       // Named templates: take "default".
       for (const json& item : t) {
-        if (item.value("name", "") == "default") spec.chat_template = item.value("template", "");
+        if (!item.is_object()) wrong("an entry is not an object");
+        const auto name = item.find("name");
+        const auto text = item.find("template");
+        if (name == item.end() || !name->is_string() || text == item.end() || !text->is_string())
+          wrong("an entry lacks a string name or template");
+        if (*name == "default") spec.chat_template = text->get<std::string>();
       }
+    } else if (!t.is_null()) {
+      wrong((std::string("got ") + t.type_name()).c_str());
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/input_file.h"
 #include "text/tokenizer.h"
 
 namespace moex {
@@ -15,13 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  Check(in.good(), "cannot open ", path.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  Check(!in.bad(), "cannot read ", path.string());
-  return s.str();
+  return ReadInputFile(path.string(), kMaxTokenizerFileBytes);
 }
+
+bool Exists(const fs::path& path) { return RegularFileExists(path.string()); }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -30,7 +28,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // generation_config.json lists the ids that end generation (one id or a list).
 void ApplyGenerationConfig(const fs::path& path, TokenizerSpec* spec) {
-  if (!fs::exists(path)) return;
+  if (!Exists(path)) return;
   const nlohmann::json g = nlohmann::json::parse(ReadFile(path), nullptr, false);
   if (!g.is_object() || !g.contains("eos_token_id")) return;
   auto add = [&](const nlohmann::json& v) {
@@ -59,18 +57,21 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& model_dir_or_file) {
   Check(fs::exists(path), "tokenizer: ", model_dir_or_file, " does not exist");
   if (fs::is_directory(path)) {
     const fs::path config = path / "tokenizer_config.json";
-    const std::string config_text = fs::exists(config) ? ReadFile(config) : "";
+    const std::string config_text = Exists(config) ? ReadFile(config) : "";
     TokenizerSpec spec;
-    if (fs::exists(path / "tokenizer.json")) {
+    if (Exists(path / "tokenizer.json")) {
       const fs::path file = path / "tokenizer.json";
       spec = ParseTokenizerJson(ReadFile(file), config_text, file.string());
-    } else if (fs::exists(path / "tokenizer.model")) {
+    } else if (Exists(path / "tokenizer.model")) {
       const fs::path file = path / "tokenizer.model";
       spec = ParseSentencePieceModel(ReadFile(file), file.string());
       ApplyTokenizerConfig(config_text, &spec);
     } else {
       Fail("no tokenizer.json or tokenizer.model in ", model_dir_or_file);
     }
+    // Checkpoints saved by transformers >= 4.47 keep the template in its own file.
+    if (spec.chat_template.empty() && Exists(path / "chat_template.jinja"))
+      spec.chat_template = ReadFile(path / "chat_template.jinja");
     ApplyGenerationConfig(path / "generation_config.json", &spec);
     return std::make_unique<Tokenizer>(std::move(spec));
   }
@@ -85,7 +86,7 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& model_dir_or_file) {
     if (EndsWith(name, "tokenizer.json")) {
       const fs::path config =
           path.parent_path() / (name.substr(0, name.size() - 5) + "_config.json");
-      if (fs::exists(config)) config_text = ReadFile(config);
+      if (Exists(config)) config_text = ReadFile(config);
     }
     return std::make_unique<Tokenizer>(
         ParseTokenizerJson(ReadFile(path), config_text, path.string()));

@@ -1,10 +1,12 @@
 #include "trace/trace_format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "io/expert_store_format.h"
 #include "model/model_config.h"
 
 namespace moex::trace {
@@ -108,6 +110,15 @@ TraceHeader HeaderFromJson(const nlohmann::json& j) {
           " MoE layers exceed 2^50 bytes");
   Check(t.block_neurons <= t.expert_neurons, "trace header: store blocks of ", t.block_neurons,
         " neurons in experts of ", t.expert_neurons);
+  // A store's block is a whole expert or a whole number of its alignment units
+  // (StoreBlockNeurons); any other block size describes no store the simulator could model.
+  Check(t.block_neurons == t.expert_neurons ||
+            (static_cast<uint64_t>(t.block_neurons) * static_cast<uint64_t>(t.record_bytes)) %
+                    kStoreAlignment ==
+                0,
+        "trace header: store blocks of ", t.block_neurons, " neurons x ", t.record_bytes,
+        " bytes are neither a whole expert (", t.expert_neurons, " neurons) nor a multiple of the ",
+        kStoreAlignment, "-byte store alignment");
   for (int l : t.moe_layers)
     Check(l >= 0 && l < t.num_layers, "trace header: MoE layer ", l, " is outside 0..",
           t.num_layers - 1);
@@ -291,6 +302,7 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
       e.request = dec.Get<int64_t>();
       e.prompt =
           dec.GetArray<int32_t>(Count(dec.Get<int64_t>(), kMaxCount, "prompt length", where));
+      for (int32_t id : e.prompt) Check(id >= 0, where, ": prompt token id ", id, " is negative");
       break;
     }
     case RecordTag::kRequestEnd:
@@ -307,7 +319,15 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
       it.token_counts = dec.GetArray<int64_t>(n);
       int64_t total = 0;
       for (int64_t c : it.token_counts) total += Count(c, kMaxCount, "token count", where);
+      for (size_t i = 0; i < it.requests.size(); ++i) {
+        Check(it.token_counts[i] > 0, where, ": request ", it.requests[i],
+              " is in the pass with no token");
+        for (size_t k = 0; k < i; ++k)
+          Check(it.requests[k] != it.requests[i], where, ": request ", it.requests[i],
+                " appears twice in one pass");
+      }
       it.tokens = dec.GetArray<int32_t>(total);
+      for (int32_t id : it.tokens) Check(id >= 0, where, ": token id ", id, " is negative");
       it.pooled = dec.GetFloats(n * d, h.pooled ? Precision::kF32 : Precision::kNone);
       const int64_t gates = Count(dec.Get<int32_t>(), h.model.num_layers, "gate count", where);
       for (int64_t i = 0; i < gates; ++i) {
@@ -317,7 +337,12 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
         Check(std::binary_search(h.model.moe_layers.begin(), h.model.moe_layers.end(), g.layer),
               where, ": gate of layer ", g.layer,
               ", which the header does not list as a MoE layer");
+        Check(it.gates.empty() || it.gates.back().layer < g.layer, where, ": gate of layer ",
+              g.layer, " follows layer ", it.gates.empty() ? -1 : it.gates.back().layer,
+              " (gates go once per MoE layer, in layer order)");
         g.top_k = static_cast<int>(Count(dec.Get<int32_t>(), h.model.num_experts, "top-k", where));
+        Check(g.top_k == h.model.top_k, where, ": gate of layer ", g.layer, " routes to ", g.top_k,
+              " experts per token; the header's top_k is ", h.model.top_k);
         g.n_tokens = total;
         const int64_t slots = total * g.top_k;
         const std::vector<uint16_t> ids = dec.GetArray<uint16_t>(slots);
@@ -327,9 +352,22 @@ TraceEvent DecodeEvent(RecordTag tag, const std::byte* data, size_t size, const 
                 h.model.num_experts, " experts)");
           g.ids.push_back(id);
         }
+        for (int64_t t = 0; t < total; ++t)
+          for (int a = 0; a < g.top_k; ++a)
+            for (int b = 0; b < a; ++b)
+              Check(g.ids[t * g.top_k + a] != g.ids[t * g.top_k + b], where, ": token ", t,
+                    " of the gate of layer ", g.layer, " routes to expert ",
+                    g.ids[t * g.top_k + a], " twice");
         g.weights = dec.GetArray<float>(slots);
+        for (float w : g.weights)
+          Check(std::isfinite(w), where, ": the gate of layer ", g.layer,
+                " has a non-finite combine weight (", w, ")");
         g.probs = dec.GetFloats(total * h.model.num_experts, h.probs);
         g.hidden = dec.GetFloats(total * d, h.hidden);
+        for (const auto* values : {&g.probs, &g.hidden})
+          Check(std::all_of(values->begin(), values->end(), [](float v) { return std::isfinite(v); }),
+                where, ": the gate of layer ", g.layer, " holds a non-finite ",
+                values == &g.probs ? "probability" : "hidden state value");
         it.gates.push_back(std::move(g));
       }
       break;

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "io/expert_store_format.h"
+#include "io/input_file.h"
 #include "trace/trace_writer.h"
 
 namespace moex::trace {
@@ -73,11 +74,11 @@ void SetShape(TraceModel& m, const KnownModel* known) {
 }
 
 std::string ReadText(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  Check(static_cast<bool>(in), "cannot open ", what, " ", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  try {
+    return ReadInputFile(path, kMaxDataFileBytes);
+  } catch (const Error& e) {
+    Fail(what, ": ", e.what());
+  }
 }
 
 // A whole-file JSON document; a syntax error names the line and column it is on.
@@ -188,6 +189,7 @@ ImportSummary ImportVllmJsonl(const ImportOptions& o) {
         o.iterations, "' (valid: token, pass)");
   Check(o.warmup_run >= 0, "the warm-up run length must not be negative");
   const std::string& path = o.input;
+  Check(RegularFileExists(path), "routing log ", path, " does not exist");
   std::ifstream in(path, std::ios::binary);
   Check(static_cast<bool>(in), "cannot open routing log ", path);
 

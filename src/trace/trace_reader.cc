@@ -158,13 +158,41 @@ bool TraceReader::Next(TraceEvent* event) {
           records_ - 1);
     Check(offset_ == file_size_, path_, ": ", file_size_ - offset_,
           " unexpected bytes after the end record");
+    Check(open_requests_.empty(), path_, ": request ",
+          open_requests_.empty() ? 0 : *open_requests_.begin(),
+          " begins but never ends (its end record is missing)");
     ended_ = true;
     return false;
   }
   Check(tag != RecordTag::kTensor, path_, ": tensor record after the first event");
-  *event = DecodeEvent(tag, payload_.data(), payload_.size(), header_,
-                       path_ + " (record " + std::to_string(records_ - 1) + ")");
+  const std::string where = path_ + " (record " + std::to_string(records_ - 1) + ")";
+  *event = DecodeEvent(tag, payload_.data(), payload_.size(), header_, where);
+  CheckOrder(*event, where);
   return true;
+}
+
+void TraceReader::CheckOrder(const TraceEvent& e, const std::string& where) {
+  switch (e.kind) {
+    case TraceEvent::kRequestBegin:
+      Check(!open_requests_.contains(e.request) && !ended_requests_.contains(e.request), where,
+            ": request ", e.request, " begins a second time");
+      open_requests_.insert(e.request);
+      break;
+    case TraceEvent::kRequestEnd:
+      Check(open_requests_.erase(e.request) == 1, where, ": request ", e.request, " ends ",
+            ended_requests_.contains(e.request) ? "a second time" : "without having begun");
+      ended_requests_.insert(e.request);
+      break;
+    case TraceEvent::kIteration:
+      Check(e.iteration.iteration > last_iteration_, where, ": pass ", e.iteration.iteration,
+            " follows pass ", last_iteration_, " (passes are numbered upwards)");
+      last_iteration_ = e.iteration.iteration;
+      for (int64_t r : e.iteration.requests)
+        Check(open_requests_.contains(r), where, ": pass ", e.iteration.iteration,
+              " computes request ", r, ", which ",
+              ended_requests_.contains(r) ? "has already ended" : "has not begun");
+      break;
+  }
 }
 
 void TraceReader::Rewind() {
@@ -173,6 +201,9 @@ void TraceReader::Rewind() {
   offset_ = events_offset_;
   records_ = events_records_;
   ended_ = false;
+  open_requests_.clear();
+  ended_requests_.clear();
+  last_iteration_ = INT64_MIN;
 }
 
 }  // namespace moex::trace

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,9 @@ class TraceReader {
   const TraceTensors& tensors() const { return *tensors_; }
   const std::string& path() const { return path_; }
 
-  // The next event; false once the end record has been read. Throws Error on truncation.
+  // The next event; false once the end record has been read. Throws Error on truncation,
+  // and on events out of their order: a request begins once, is in passes only between its
+  // begin and its end, and ends before the file does; passes are numbered upwards.
   bool Next(TraceEvent* event);
   // Back to the first event.
   void Rewind();
@@ -51,6 +54,8 @@ class TraceReader {
   // Reads one record frame and payload; false at the end of the file (only legal after kEnd).
   bool ReadRecord(RecordTag* tag, std::vector<std::byte>* payload);
   void ReadExact(void* out, size_t n, const char* what);
+  // Checks `event` against the events before it (Next's order rules).
+  void CheckOrder(const TraceEvent& event, const std::string& where);
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -63,6 +68,9 @@ class TraceReader {
   TraceHeader header_;
   std::unique_ptr<TraceTensors> tensors_;
   std::vector<std::byte> payload_;
+  // Order state, from the first event (Rewind clears it).
+  std::set<int64_t> open_requests_, ended_requests_;
+  int64_t last_iteration_ = INT64_MIN;
 };
 
 }  // namespace moex::trace

@@ -73,6 +73,8 @@ await check("models.list", async () => {
 });
 await expectError("unknown model id is NotFoundError", OpenAI.NotFoundError, 404, () =>
   client.models.retrieve("no-such-model"));
+await expectError("a request for another model is NotFoundError", OpenAI.NotFoundError, 404, () =>
+  client.chat.completions.create({ model: "gpt-4", messages: [{ role: "user", content: "hi" }], max_tokens: 2 }));
 
 if (args.kind === "text") {
   const messages = [{ role: "user", content: "What is the capital of France?" }];

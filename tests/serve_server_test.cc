@@ -3,6 +3,10 @@
 // carry the same tokens, bad requests get OpenAI error JSON and the server keeps serving,
 // disconnects free their slot, shutdown drains the running requests.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -592,6 +597,59 @@ TEST(ServeShutdown, ARenderingTemplateHonoursTheRequestTimeout) {
   EXPECT_EQ(r.status, 504) << r.body;
   EXPECT_NE(r.body.find("chat template"), std::string::npos) << r.body;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+}  // namespace
+}  // namespace moex::serve
+
+namespace moex::serve {
+namespace {
+
+// Sends `request` as raw bytes and returns what comes back before the server closes (or
+// `wait` passes).
+std::string RawExchange(int port, const std::string& request, std::chrono::seconds wait) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  timeval tv{static_cast<time_t>(wait.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+    reply.append(buf, static_cast<size_t>(n));
+    if (reply.find("\r\n\r\n") != std::string::npos && reply.find("}}") != std::string::npos) break;
+  }
+  ::close(fd);
+  return reply;
+}
+
+// A Content-Length that is negative, not a number or absurdly large is answered at once (it
+// waited out the 30 s read timeout for bytes that never came, then said 413).
+TEST(ServeServer, ABadContentLengthIsAnsweredAtOnce) {
+  RunningServer s(TinyModel(), SmallBatches());
+  for (const auto& [value, status, message] :
+       {std::tuple{"-5", "400", "is not a byte count"},
+        std::tuple{"12abc", "400", "is not a byte count"},
+        std::tuple{"99999999999999999999", "400", "is not a byte count"},
+        std::tuple{"18446744073709551615", "413", "over the 8388608-byte body limit"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string reply = RawExchange(
+        s.port,
+        std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n") +
+            "Content-Length: " + value + "\r\n\r\n{}",
+        std::chrono::seconds(10));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << value;
+    EXPECT_EQ(reply.substr(0, 12), std::string("HTTP/1.1 ") + status) << value << ": " << reply;
+    EXPECT_NE(reply.find(message), std::string::npos) << value << ": " << reply;
+  }
+  EXPECT_EQ(s.Post("/v1/completions", Requests()[1]).status, 200);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <random>
@@ -52,6 +53,10 @@ std::string PlainChatPrompt(const std::vector<ChatTurn>& messages) {
   }
   return text + "Assistant:";
 }
+
+// Bodies up to this many times --max-body are read (and then refused with 413) so their
+// clients see the answer; a longer declared length is refused before any of it is read.
+constexpr uint64_t kMaxReadBodyFactor = 16;
 
 // The HTTP status of a request that ended without an answer; 0 for stop, length, cancelled.
 int FailedStatus(const std::string& finish_reason) {
@@ -231,6 +236,26 @@ void Server::Routes() {
         }
       });
 
+  // A Content-Length that is not a number, or that no honest client would send, is refused
+  // before httplib reads the body: it would read "-5" as 2^64 - 5 and wait out the read
+  // timeout for bytes that never come. A merely oversized body is still read and refused
+  // with 413 by httplib, so its client sees the answer rather than a reset.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string value = req.get_header_value("Content-Length");
+    uint64_t length = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+    const bool number = !value.empty() && ec == std::errc() && end == value.data() + value.size();
+    if (number && length <= kMaxReadBodyFactor * options_.max_body_bytes)
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    if (number)
+      SendError(res, 413, "Content-Length " + value + " is over the " +
+                              std::to_string(options_.max_body_bytes) + "-byte body limit (--max-body)");
+    else
+      SendError(res, 400, "Content-Length '" + value + "' is not a byte count");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     res.status = shutting_down_ ? 503 : 200;
     res.set_content(json{{"status", shutting_down_ ? "shutting down" : "ok"}}.dump(),

@@ -1,7 +1,8 @@
 // libFuzzer target: a chat template (the Jinja subset of text/chat_template.h). A template
 // that parses is rendered as `moex chat` and the server render them: over a conversation with
 // every role, over alternating user/assistant turns (templates that refuse a system role),
-// over none, and once with tools and a tool call. Each render may fail on its own.
+// over none, once cancelled part way, and once with tools and a tool call. Each render may
+// fail on its own.
 #include <optional>
 #include <string>
 
@@ -29,6 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                             false);
   });
   fuzz::ExpectOnlyMoexErrors([&] { (void)ApplyChatTemplate(*tmpl, {}, true); });
+  // Cancelled at its second check, as the server cancels a render at a timeout or shutdown.
+  int checks = 0;
+  fuzz::ExpectOnlyMoexErrors([&] {
+    (void)ApplyChatTemplate(*tmpl, {{"user", "Hi"}}, true, [&] { return ++checks >= 2; });
+  });
   fuzz::ExpectOnlyMoexErrors([&] {
     const nlohmann::json messages = nlohmann::json::parse(R"([
       {"role": "user", "content": "weather?"},

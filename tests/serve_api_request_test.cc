@@ -47,6 +47,18 @@ TEST(ServeApiRequest, CompletionDefaultsTo16Tokens) {
   EXPECT_EQ(r.max_tokens, 16);
 }
 
+TEST(ServeApiRequest, LogprobsAsEachEndpointSpellsThem) {
+  const std::string msg = R"("messages":[{"role":"user","content":"hi"}])";
+  EXPECT_EQ(Chat("{" + msg + "}").logprobs, -1);
+  EXPECT_EQ(Chat("{" + msg + R"(,"logprobs":false})").logprobs, -1);
+  EXPECT_EQ(Chat("{" + msg + R"(,"logprobs":true})").logprobs, 0);
+  EXPECT_EQ(Chat("{" + msg + R"(,"logprobs":true,"top_logprobs":20})").logprobs, 20);
+  EXPECT_EQ(Completion(R"({"prompt":"a"})").logprobs, -1);
+  EXPECT_EQ(Completion(R"({"prompt":"a","logprobs":null})").logprobs, -1);
+  EXPECT_EQ(Completion(R"({"prompt":"a","logprobs":0})").logprobs, 0);
+  EXPECT_EQ(Completion(R"({"prompt":"a","logprobs":5})").logprobs, 5);
+}
+
 TEST(ServeApiRequest, ReadsEverySupportedField) {
   const ApiRequest r = Chat(
       R"({"messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
@@ -198,7 +210,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"stop":[1]})", "stop"},
         BadCase{kC, "{" + kMsg + R"(,"stop":")" + std::string(300, 'x') + "\"}", "stop"},
         BadCase{kC, "{" + kMsg + R"(,"n":2})", "n"},
-        BadCase{kC, "{" + kMsg + R"(,"logprobs":true})", "logprobs"},
+        BadCase{kC, "{" + kMsg + R"(,"logprobs":1})", "logprobs"},
+        BadCase{kC, "{" + kMsg + R"(,"top_logprobs":2})", "top_logprobs"},
+        BadCase{kC, "{" + kMsg + R"(,"logprobs":true,"top_logprobs":21})", "top_logprobs"},
         BadCase{kC, "{" + kMsg + R"(,"frequency_penalty":2.5})", "frequency_penalty"},
         BadCase{kC, "{" + kMsg + R"(,"presence_penalty":"1"})", "presence_penalty"},
         BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"x":1}})", "logit_bias"},
@@ -237,7 +251,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kP, R"({"prompt":"a","echo":true})", "echo"},
         BadCase{kP, R"({"prompt":"a","best_of":2})", "best_of"},
         BadCase{kP, R"({"prompt":"a","suffix":"z"})", "suffix"},
-        BadCase{kP, R"({"prompt":"a","logprobs":2})", "logprobs"},
+        BadCase{kP, R"({"prompt":"a","logprobs":21})", "logprobs"},
+        BadCase{kP, R"({"prompt":"a","logprobs":true})", "logprobs"},
+        BadCase{kP, R"({"prompt":"a","top_logprobs":2})", "top_logprobs"},
         BadCase{kP, R"({"prompt":"a","messages":[]})", "messages"}));
 
 TEST(ServeStopText, HoldsBackAPossibleStopAndCutsAtIt) {

@@ -654,3 +654,83 @@ TEST(ServeServer, ABadContentLengthIsAnsweredAtOnce) {
 
 }  // namespace
 }  // namespace moex::serve
+
+namespace moex::serve {
+namespace {
+
+// logprobs on both endpoints, whole and streamed: one entry per generated token (not the
+// stop token), the greedy token is the most likely alternative, the pieces spell the text.
+TEST(ServeDemoModel, LogprobsOfEveryGeneratedToken) {
+  cli::ModelOptions model;
+  model.model = kDemo;
+  RunningServer s(model, SmallBatches());
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
+                     {"max_tokens", 12},
+                     {"temperature", 0},
+                     {"logprobs", true},
+                     {"top_logprobs", 3}};
+  const HttpResult r = s.Post("/v1/chat/completions", chat);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = json::parse(r.body);
+  const json& content = body["choices"][0]["logprobs"]["content"];
+  ASSERT_TRUE(content.is_array()) << r.body;
+  ASSERT_FALSE(content.empty());
+  std::string spelled;
+  for (const json& e : content) {
+    spelled += e["token"].get<std::string>();
+    ASSERT_EQ(e["top_logprobs"].size(), 3u);
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(e["token"], e["top_logprobs"][0]["token"]) << "greedy: the most likely token";
+    EXPECT_DOUBLE_EQ(e["logprob"].get<double>(), e["top_logprobs"][0]["logprob"].get<double>());
+    EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(),
+              e["top_logprobs"][1]["logprob"].get<double>());
+    std::string from_bytes;
+    for (const json& b : e["bytes"]) from_bytes += static_cast<char>(b.get<int>());
+    EXPECT_EQ(from_bytes, e["token"]);
+  }
+  EXPECT_EQ(spelled, body["choices"][0]["message"]["content"]);
+  const int64_t completion = body["usage"]["completion_tokens"];
+  EXPECT_TRUE(static_cast<int64_t>(content.size()) == completion ||
+              static_cast<int64_t>(content.size()) == completion - 1)
+      << "every token but a final stop token";
+
+  // Streamed: the chunks' entries together are the whole reply's.
+  json streamed_request = chat;
+  streamed_request["stream"] = true;
+  const HttpResult st = s.Post("/v1/chat/completions", streamed_request);
+  ASSERT_EQ(st.status, 200);
+  json joined = json::array();
+  for (const std::string& ev : st.events) {
+    if (ev == "[DONE]") continue;
+    const json c = json::parse(ev)["choices"][0];
+    if (!c["logprobs"].is_null())
+      for (const json& e : c["logprobs"]["content"]) joined.push_back(e);
+  }
+  EXPECT_EQ(joined, content);
+
+  // Completions: tokens, token_logprobs, top_logprobs as {token: logprob}, text offsets.
+  const HttpResult c = s.Post("/v1/completions", {{"prompt", "The capital of France is"},
+                                                  {"max_tokens", 6},
+                                                  {"temperature", 0},
+                                                  {"logprobs", 2}});
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json choice = json::parse(c.body)["choices"][0];
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), lp["token_logprobs"].size());
+  ASSERT_EQ(lp["tokens"].size(), lp["text_offset"].size());
+  std::string text;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), text.size());
+    text += lp["tokens"][i].get<std::string>();
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+    EXPECT_TRUE(lp["top_logprobs"][i].contains(lp["tokens"][i].get<std::string>()));
+  }
+  EXPECT_EQ(text.substr(0, choice["text"].get<std::string>().size()), choice["text"]);
+  // Not asked: null, as OpenAI sends it.
+  EXPECT_TRUE(json::parse(s.Post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}}).body)
+                  ["choices"][0]["logprobs"]
+                      .is_null());
+}
+
+}  // namespace
+}  // namespace moex::serve

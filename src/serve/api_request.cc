@@ -201,15 +201,26 @@ void ParseStop(const json& body, const ApiLimits& limits, ApiRequest& r) {
   }
 }
 
+// Chat: `logprobs` true, with `top_logprobs` alternatives (0..20); completions: `logprobs` N
+// alternatives (0..5 in OpenAI's API; up to 20 here, as vLLM allows).
+void ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest& r) {
+  constexpr int64_t kMaxTop = 20;
+  if (endpoint == Endpoint::kChat) {
+    const bool wanted = GetBool(body, "logprobs", false);
+    if (Present(body, "top_logprobs") && !wanted)
+      Bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (wanted) r.logprobs = static_cast<int>(GetInteger(body, "top_logprobs", 0, 0, kMaxTop));
+  } else {
+    if (Present(body, "top_logprobs"))
+      Bad("top_logprobs", "'top_logprobs' is a chat field; completions take 'logprobs': N");
+    if (Present(body, "logprobs"))
+      r.logprobs = static_cast<int>(GetInteger(body, "logprobs", 0, 0, kMaxTop));
+  }
+}
+
 // Fields OpenAI defines that change the output in ways moex does not implement.
 void RefuseUnsupported(const json& body, Endpoint endpoint) {
   if (GetInteger(body, "n", 1, 1, 128) != 1) Refuse("n", "'n' other than 1");
-  if (endpoint == Endpoint::kChat) {
-    if (GetBool(body, "logprobs", false)) Refuse("logprobs", "'logprobs'");
-  } else if (Present(body, "logprobs")) {
-    if (GetInteger(body, "logprobs", 0, 0, 5) != 0) Refuse("logprobs", "'logprobs'");
-  }
-  if (Present(body, "top_logprobs")) Refuse("top_logprobs", "'top_logprobs'");
   for (const char* key :
        {"tools", "functions", "tool_choice", "function_call", "audio", "prediction", "modalities"})
     if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
@@ -438,6 +449,7 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
   r.presence_penalty = static_cast<float>(GetNumber(body, "presence_penalty", 0.0, -2.0, 2.0));
   r.frequency_penalty = static_cast<float>(GetNumber(body, "frequency_penalty", 0.0, -2.0, 2.0));
   ParseLogitBias(body, limits, r);
+  ParseLogprobs(body, endpoint, r);
   if (StructuredOutputAsked(body)) {
     // Parsed again keeping key order: a schema's properties are written in its order.
     ParseStructuredOutput(body, nlohmann::ordered_json::parse(text), r);

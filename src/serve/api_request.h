@@ -37,7 +37,7 @@ struct ChatTurn {
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletion;
-  std::string model;                // Echoed; any value is accepted (one model is served).
+  std::string model;                // Empty, or the served model's name (else 404).
   std::vector<ChatTurn> messages;   // Chat.
   std::string prompt_text;          // Completions with a text prompt.
   std::vector<int32_t> prompt_ids;  // Completions with a token-id prompt.
@@ -54,6 +54,8 @@ struct ApiRequest {
   float presence_penalty = 0.0f;  // -2..2, over the generated tokens.
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;  // Token id, bias in -100..100.
+  // Log probabilities of the generated tokens with this many alternatives each; -1: none.
+  int logprobs = -1;
   // Structured output: what the reply must be a string of (null: free text). From
   // response_format json_object / json_schema, or the extensions `json_schema` and `grammar`
   // (llama.cpp's server: a schema, a GBNF grammar) and `guided_json`, `guided_regex`,

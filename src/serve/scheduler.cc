@@ -24,6 +24,7 @@ JobHandle::Update JobHandle::Wait(std::chrono::milliseconds timeout) {
   Update u;
   u.text.swap(text_);
   u.tokens.swap(tokens_);
+  u.logprobs.swap(logprobs_);
   if (finished_ && !finish_reported_) {
     finish_reported_ = true;
     u.finished = true;
@@ -38,10 +39,11 @@ int64_t JobHandle::completion_tokens() const {
   return completion_tokens_;
 }
 
-void JobHandle::Append(const std::string& text, int32_t token) {
+void JobHandle::Append(const std::string& text, int32_t token, TokenLogprobs* logprobs) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     text_ += text;
+    if (logprobs) logprobs_.push_back(std::move(*logprobs));
     if (token >= 0) {
       tokens_.push_back(token);
       ++completion_tokens_;
@@ -388,7 +390,7 @@ void Scheduler::Retire(Sequence& s, const std::string& reason, const std::string
   s.handle->Finish(reason, error);
 }
 
-void Scheduler::Emit(Sequence& s, int32_t token) {
+void Scheduler::Emit(Sequence& s, int32_t token, TokenLogprobs* logprobs) {
   if (s.generated == 0) {
     s.first_token = Clock::now();
     if (metrics_)
@@ -401,7 +403,7 @@ void Scheduler::Emit(Sequence& s, int32_t token) {
   const bool stop_token = std::find(stops.begin(), stops.end(), token) != stops.end();
   std::string text;
   if (s.decoder && !stop_token) text = s.stop_text.Push(s.decoder->Push(token));
-  s.handle->Append(text, token);
+  s.handle->Append(text, token, stop_token ? nullptr : logprobs);
   if (stop_token || s.stop_text.stopped()) {
     Retire(s, "stop");
   } else if (s.generated >= s.job.max_tokens) {
@@ -558,7 +560,11 @@ bool Scheduler::RunPass() {
       Retire(s, "error", "internal error: the sampled token is outside the grammar");
       continue;
     }
-    Emit(s, s.next);
+    std::optional<TokenLogprobs> logprobs;
+    if (s.job.logprobs >= 0)  // Of the model's own distribution: the raw row.
+      logprobs = ComputeLogprobs(std::span<const float>(&logits[b * vocab], vocab), s.next,
+                                 s.job.logprobs);
+    Emit(s, s.next, logprobs ? &*logprobs : nullptr);
   }
   SweepRetired();
   running_count_ = static_cast<int>(running_.size());

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "engine/logprobs.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
@@ -66,6 +67,9 @@ struct Job {
   // Structured output: every token is drawn from those the grammar allows next, and a stop
   // id only where the grammar may end (null: free text). Needs the tokenizer.
   std::shared_ptr<const Grammar> grammar;
+  // Log probabilities of each generated token (not of stop ids) and of this many likely
+  // alternatives; -1: none (engine/logprobs.h).
+  int logprobs = -1;
 };
 
 // Shared by the scheduler, which fills it, and the HTTP thread, which drains it.
@@ -74,6 +78,7 @@ class JobHandle {
   struct Update {
     std::string text;             // New text (may be empty).
     std::vector<int32_t> tokens;  // New token ids.
+    std::vector<TokenLogprobs> logprobs;  // With Job::logprobs >= 0: of the new tokens.
     bool finished = false;
     std::string finish_reason;  // stop, length, cancelled, timeout, shutdown, error.
     std::string error;          // With finish_reason "error".
@@ -93,13 +98,14 @@ class JobHandle {
 
  private:
   friend class Scheduler;
-  void Append(const std::string& text, int32_t token);
+  void Append(const std::string& text, int32_t token, TokenLogprobs* logprobs = nullptr);
   void Finish(const std::string& reason, const std::string& error = "");
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::string text_;
   std::vector<int32_t> tokens_;
+  std::vector<TokenLogprobs> logprobs_;
   int64_t completion_tokens_ = 0;
   bool finished_ = false;
   bool finish_reported_ = false;
@@ -164,7 +170,7 @@ class Scheduler {
   bool MaskToGrammar(Sequence& s, std::span<const float> row);
   // Splits the running requests into the groups of the next unit (regroup >= 2).
   void FormUnit();
-  void Emit(Sequence& s, int32_t token);
+  void Emit(Sequence& s, int32_t token, TokenLogprobs* logprobs = nullptr);
   void Retire(Sequence& s, const std::string& reason, const std::string& error = "");
   void RefreshSnapshot(bool force);
 

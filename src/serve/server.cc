@@ -5,6 +5,7 @@
 #include <charconv>
 #include <chrono>
 #include <ctime>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "core/logging.h"
 #include "serve/api_error.h"
 #include "serve/cache_view.h"
+#include "serve/logprobs_json.h"
 #include "serve/web_page.h"
 
 namespace moex::serve {
@@ -197,6 +199,7 @@ Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   job.sampling.presence_penalty = r.presence_penalty;
   job.sampling.frequency_penalty = r.frequency_penalty;
   job.sampling.logit_bias = r.logit_bias;
+  job.logprobs = r.logprobs;
   if (!r.ignore_eos) {
     const ModelConfig& config = transformer_.model().config;
     job.stop_ids.assign(config.eos_token_ids.begin(), config.eos_token_ids.end());
@@ -364,9 +367,19 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                 {"total_tokens", handle->prompt_tokens() + completion},
                 {"prompt_tokens_details", {{"cached_tokens", handle->cached_tokens()}}}};
   };
-  auto choice = [chat](const std::string& text, const std::vector<int32_t>& tokens,
-                       const json& finish, bool delta) {
-    json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  // Logprobs of a choice's tokens (null when not asked for); completions' text offsets run
+  // on across the chunks of a stream.
+  const bool with_logprobs = request.logprobs >= 0;
+  auto logprobs = std::make_shared<LogprobsJson>(tokenizer_, chat);
+  auto choice = [chat, with_logprobs, logprobs](const std::string& text,
+                                                const std::vector<int32_t>& tokens,
+                                                const json& finish, bool delta,
+                                                const std::vector<TokenLogprobs>& entries = {}) {
+    json c = {{"index", 0},
+              {"logprobs", with_logprobs && (!delta || !entries.empty())
+                               ? logprobs->Next(entries)
+                               : json(nullptr)},
+              {"finish_reason", finish}};
     if (chat) {
       c[delta ? "delta" : "message"] =
           delta ? (text.empty() ? json::object() : json{{"content", text}})
@@ -381,11 +394,13 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   if (!request.stream) {
     std::string text;
     std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> entries;
     JobHandle::Update u;
     do {
       u = handle->Wait(milliseconds(1000));
       text += u.text;
       tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+      std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(entries));
     } while (!u.finished);
     if (const int status = FailedStatus(u.finish_reason); status != 0) {
       metrics_.CountRequest(endpoint_name, status);
@@ -396,7 +411,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                  {"object", object},
                  {"created", created},
                  {"model", options_.model_name},
-                 {"choices", {choice(text, tokens, u.finish_reason, false)}},
+                 {"choices", {choice(text, tokens, u.finish_reason, false, entries)}},
                  {"usage", usage()}};
     res.set_content(Dump(body), "application/json");
     return;
@@ -435,7 +450,8 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         }
         const JobHandle::Update u = handle->Wait(milliseconds(200));
         if (!u.text.empty() || !u.tokens.empty())
-          if (!write(SseEvent(chunk({choice(u.text, u.tokens, nullptr, true)})))) return false;
+          if (!write(SseEvent(chunk({choice(u.text, u.tokens, nullptr, true, u.logprobs)}))))
+            return false;
         if (!u.finished) return true;
         if (const int status = FailedStatus(u.finish_reason); status != 0) {
           if (!write(SseEvent(ApiError::ErrorBody(status, u.error))))

@@ -124,6 +124,19 @@ if (args.kind === "text") {
     assert.ok(Number.isInteger(v.population) && v.population >= 0);
     assert.equal(typeof v.capital, "boolean");
   });
+  await check("chat logprobs with top_logprobs", async () => {
+    const r = await client.chat.completions.create({
+      model, messages, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2,
+    });
+    const content = r.choices[0].logprobs.content;
+    assert.ok(content.length > 0);
+    assert.equal(content.map((e) => e.token).join(""), r.choices[0].message.content);
+    for (const e of content) {
+      assert.ok(e.logprob <= 0);
+      assert.equal(e.top_logprobs.length, 2);
+      assert.equal(e.top_logprobs[0].token, e.token);
+    }
+  });
   await expectError("an unsupported schema keyword is BadRequestError", OpenAI.BadRequestError, 400, () =>
     client.chat.completions.create({
       model, messages, max_tokens: 8,

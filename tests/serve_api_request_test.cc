@@ -59,6 +59,16 @@ TEST(ServeApiRequest, LogprobsAsEachEndpointSpellsThem) {
   EXPECT_EQ(Completion(R"({"prompt":"a","logprobs":5})").logprobs, 5);
 }
 
+TEST(ServeApiRequest, ChoicesAndEcho) {
+  EXPECT_EQ(Completion(R"({"prompt":"a"})").n, 1);
+  EXPECT_EQ(Completion(R"({"prompt":"a","n":3})").n, 3);
+  EXPECT_FALSE(Completion(R"({"prompt":"a"})").echo);
+  EXPECT_TRUE(Completion(R"({"prompt":"a","echo":true})").echo);
+  ApiLimits few = Limits();
+  few.max_choices = 4;
+  EXPECT_THROW(ParseApiRequest(Endpoint::kCompletion, R"({"prompt":"a","n":5})", few), ApiError);
+}
+
 TEST(ServeApiRequest, ReadsEverySupportedField) {
   const ApiRequest r = Chat(
       R"({"messages":[{"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
@@ -209,7 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"stop":[""]})", "stop"},
         BadCase{kC, "{" + kMsg + R"(,"stop":[1]})", "stop"},
         BadCase{kC, "{" + kMsg + R"(,"stop":")" + std::string(300, 'x') + "\"}", "stop"},
-        BadCase{kC, "{" + kMsg + R"(,"n":2})", "n"},
+        BadCase{kC, "{" + kMsg + R"(,"n":0})", "n"},
+        BadCase{kC, "{" + kMsg + R"(,"n":129})", "n"},
         BadCase{kC, "{" + kMsg + R"(,"logprobs":1})", "logprobs"},
         BadCase{kC, "{" + kMsg + R"(,"top_logprobs":2})", "top_logprobs"},
         BadCase{kC, "{" + kMsg + R"(,"logprobs":true,"top_logprobs":21})", "top_logprobs"},
@@ -248,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kP, R"({"prompt":[1,1000]})", "prompt"},
         BadCase{kP, R"({"prompt":[-1]})", "prompt"},
         BadCase{kP, R"({"prompt":["a","b"]})", "prompt"},
-        BadCase{kP, R"({"prompt":"a","echo":true})", "echo"},
+        BadCase{kP, R"({"prompt":"a","echo":true,"logprobs":1})", "echo"},
+        BadCase{kP, R"({"prompt":"a","echo":1})", "echo"},
         BadCase{kP, R"({"prompt":"a","best_of":2})", "best_of"},
         BadCase{kP, R"({"prompt":"a","suffix":"z"})", "suffix"},
         BadCase{kP, R"({"prompt":"a","logprobs":21})", "logprobs"},

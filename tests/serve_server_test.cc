@@ -734,3 +734,63 @@ TEST(ServeDemoModel, LogprobsOfEveryGeneratedToken) {
 
 }  // namespace
 }  // namespace moex::serve
+
+namespace moex::serve {
+namespace {
+
+// n choices: choice i is what a lone request with seed + i gives, the prompt is prefilled
+// once (choices 1.. restore all but its last token from the prefix cache), usage counts the
+// prompt once; streamed, each chunk carries one choice's index.
+TEST(ServeServer, NChoicesShareThePromptAndMatchLoneRequests) {
+  RunningServer s(TinyModel(), SmallBatches());
+  const std::vector<int32_t> prompt = {5, 9, 200, 31, 7, 7, 8, 100};
+  json request = Completion(prompt, 6, 0.9, 41);
+  request["n"] = 3;
+  const HttpResult r = s.Post("/v1/completions", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = json::parse(r.body);
+  ASSERT_EQ(body["choices"].size(), 3u);
+  const std::string metrics = s.Get("/metrics").body;
+  // The first lookup of the n = 3 request misses; its two siblings reuse 7 tokens each.
+  EXPECT_NE(metrics.find("moex_prefix_cache_tokens_total 14\n"), std::string::npos) << metrics;
+  int64_t completion = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(body["choices"][i]["index"], i);
+    const json lone = json::parse(s.Post("/v1/completions", Completion(prompt, 6, 0.9, 41 + i)).body);
+    EXPECT_EQ(body["choices"][i]["token_ids"], lone["choices"][0]["token_ids"]) << "choice " << i;
+    completion += static_cast<int64_t>(body["choices"][i]["token_ids"].size());
+  }
+  EXPECT_EQ(body["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(body["usage"]["completion_tokens"], completion);
+
+  request["stream"] = true;
+  const HttpResult st = s.Post("/v1/completions", request);
+  ASSERT_EQ(st.status, 200);
+  std::vector<std::vector<int32_t>> streamed(3);
+  for (const std::string& ev : st.events) {
+    if (ev == "[DONE]") continue;
+    const json c = json::parse(ev)["choices"][0];
+    for (const json& t : c["token_ids"]) streamed[c["index"].get<size_t>()].push_back(t);
+  }
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(json(streamed[i]), body["choices"][i]["token_ids"]) << "choice " << i;
+}
+
+TEST(ServeDemoModel, EchoPutsThePromptBeforeTheReply) {
+  cli::ModelOptions model;
+  model.model = kDemo;
+  RunningServer s(model, SmallBatches());
+  const json plain = json::parse(
+      s.Post("/v1/completions", {{"prompt", "Once upon"}, {"max_tokens", 4}, {"temperature", 0}})
+          .body);
+  const json echoed = json::parse(s.Post("/v1/completions", {{"prompt", "Once upon"},
+                                                             {"max_tokens", 4},
+                                                             {"temperature", 0},
+                                                             {"echo", true}})
+                                      .body);
+  EXPECT_EQ(echoed["choices"][0]["text"],
+            "Once upon" + plain["choices"][0]["text"].get<std::string>());
+}
+
+}  // namespace
+}  // namespace moex::serve

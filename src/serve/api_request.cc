@@ -220,12 +220,10 @@ void ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest& r) {
 
 // Fields OpenAI defines that change the output in ways moex does not implement.
 void RefuseUnsupported(const json& body, Endpoint endpoint) {
-  if (GetInteger(body, "n", 1, 1, 128) != 1) Refuse("n", "'n' other than 1");
   for (const char* key :
        {"tools", "functions", "tool_choice", "function_call", "audio", "prediction", "modalities"})
     if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
   if (endpoint == Endpoint::kCompletion) {
-    if (GetBool(body, "echo", false)) Refuse("echo", "'echo'");
     if (GetInteger(body, "best_of", 1, 1, 20) != 1) Refuse("best_of", "'best_of' other than 1");
     if (Present(body, "suffix")) {
       if (!body["suffix"].is_string()) Bad("suffix", "'suffix' must be a string");
@@ -450,6 +448,13 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
   r.frequency_penalty = static_cast<float>(GetNumber(body, "frequency_penalty", 0.0, -2.0, 2.0));
   ParseLogitBias(body, limits, r);
   ParseLogprobs(body, endpoint, r);
+  r.n = static_cast<int>(GetInteger(body, "n", 1, 1, limits.max_choices));
+  if (endpoint == Endpoint::kCompletion) {
+    r.echo = GetBool(body, "echo", false);
+    // The prompt's own logprobs would need every prompt position's logits.
+    if (r.echo && r.logprobs >= 0)
+      Refuse("echo", "'echo' with 'logprobs' (the prompt's log probabilities)");
+  }
   if (StructuredOutputAsked(body)) {
     // Parsed again keeping key order: a schema's properties are written in its order.
     ParseStructuredOutput(body, nlohmann::ordered_json::parse(text), r);

@@ -28,6 +28,7 @@ struct ApiLimits {
   size_t max_stop = 4;           // OpenAI allows up to 4 stop sequences.
   size_t max_stop_bytes = 256;
   size_t max_messages = 4096;
+  int64_t max_choices = 128;  // OpenAI's bound on `n`; the server lowers it to what can queue.
 };
 
 struct ChatTurn {
@@ -56,6 +57,8 @@ struct ApiRequest {
   std::vector<std::pair<int32_t, float>> logit_bias;  // Token id, bias in -100..100.
   // Log probabilities of the generated tokens with this many alternatives each; -1: none.
   int logprobs = -1;
+  int n = 1;          // Choices, sampled with seeds seed, seed + 1, ...
+  bool echo = false;  // Completions: the prompt's text before the reply.
   // Structured output: what the reply must be a string of (null: free text). From
   // response_format json_object / json_schema, or the extensions `json_schema` and `grammar`
   // (llama.cpp's server: a schema, a GBNF grammar) and `guided_json`, `guided_regex`,

@@ -34,6 +34,11 @@ JobHandle::Update JobHandle::Wait(std::chrono::milliseconds timeout) {
   return u;
 }
 
+bool JobHandle::started() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completion_tokens_ > 0 || finished_;
+}
+
 int64_t JobHandle::completion_tokens() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return completion_tokens_;
@@ -122,7 +127,10 @@ Scheduler::~Scheduler() {
   Drain();
 }
 
-std::shared_ptr<JobHandle> Scheduler::Submit(Job job) {
+std::shared_ptr<JobHandle> Scheduler::Submit(Job job) { return SubmitChoices(std::move(job), 1)[0]; }
+
+std::vector<std::shared_ptr<JobHandle>> Scheduler::SubmitChoices(Job job, int n) {
+  if (n < 1) throw ApiError(400, "'n' must be at least 1", "n");
   const int64_t context = transformer_.model().config.max_position_embeddings;
   if (job.prompt.empty()) throw ApiError(400, "the prompt encodes to no tokens", "prompt");
   if (static_cast<int64_t>(job.prompt.size()) + job.max_tokens > context)
@@ -139,20 +147,28 @@ std::shared_ptr<JobHandle> Scheduler::Submit(Job job) {
     if (id < 0 || id >= vocab)
       throw ApiError(400, "prompt token id " + std::to_string(id) + " is outside the vocabulary",
                      "prompt");
-  auto handle = std::make_shared<JobHandle>();
-  handle->prompt_tokens_ = static_cast<int64_t>(job.prompt.size());
+  std::vector<std::shared_ptr<JobHandle>> handles;
+  for (int i = 0; i < n; ++i) {
+    handles.push_back(std::make_shared<JobHandle>());
+    handles.back()->prompt_tokens_ = static_cast<int64_t>(job.prompt.size());
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (draining_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
     // Requests beyond the free slots wait in the queue, at most max_queue of them.
     const int free_slots = std::max(0, options_.max_running - running_count_.load());
-    if (static_cast<int>(queue_.size()) >= options_.max_queue + free_slots)
+    if (static_cast<int>(queue_.size()) + n > options_.max_queue + free_slots)
       throw ApiError(429, "the request queue is full (" + std::to_string(options_.max_queue) +
                               " waiting); retry later");
-    queue_.emplace_back(std::move(job), handle);
+    for (int i = 0; i < n; ++i) {
+      Job choice = i + 1 < n ? job : std::move(job);
+      choice.sampling.seed += static_cast<uint64_t>(i);
+      if (i > 0 && prefix_cache_) choice.after = handles[0];
+      queue_.emplace_back(std::move(choice), handles[static_cast<size_t>(i)]);
+    }
   }
   cv_.notify_all();
-  return handle;
+  return handles;
 }
 
 void Scheduler::set_pass_hook(PassHook hook) {
@@ -244,9 +260,14 @@ void Scheduler::Admit() {
     std::pair<Job, std::shared_ptr<JobHandle>> item;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (queue_.empty() || static_cast<int>(running_.size()) >= options_.max_running) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      if (static_cast<int>(running_.size()) >= options_.max_running) return;
+      // The first request that may start: a later choice of `n` waits for the first.
+      const auto ready = std::find_if(queue_.begin(), queue_.end(), [](const auto& entry) {
+        return !entry.first.after || entry.first.after->started() || entry.second->cancelled();
+      });
+      if (ready == queue_.end()) return;
+      item = std::move(*ready);
+      queue_.erase(ready);
     }
     auto& [job, handle] = item;
     if (handle->cancelled()) {

@@ -57,6 +57,8 @@ struct SchedulerOptions {
   int64_t prefix_block_tokens = 1;
 };
 
+class JobHandle;
+
 // What the scheduler runs for one request.
 struct Job {
   std::vector<int32_t> prompt;
@@ -70,6 +72,8 @@ struct Job {
   // Log probabilities of each generated token (not of stop ids) and of this many likely
   // alternatives; -1: none (engine/logprobs.h).
   int logprobs = -1;
+  // Admitted only once this request has started (JobHandle::started): SubmitChoices.
+  std::shared_ptr<const JobHandle> after;
 };
 
 // Shared by the scheduler, which fills it, and the HTTP thread, which drains it.
@@ -89,6 +93,8 @@ class JobHandle {
   // Asks the scheduler to drop the request (client gone); safe to call at any time.
   void Cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
+  // Whether it has a token or has finished (then its prompt is in the prefix cache).
+  bool started() const;
 
   int64_t prompt_tokens() const { return prompt_tokens_; }
   // Prompt tokens whose KV rows came from the prefix cache (set before the first token).
@@ -137,6 +143,11 @@ class Scheduler {
 
   // Queues a job; throws ApiError 429 when the queue is full, 503 when draining.
   std::shared_ptr<JobHandle> Submit(Job job);
+  // Queues `n` choices of one job (OpenAI's `n`), all or none: choice i samples with seed
+  // job.sampling.seed + i. With the prefix cache on, choices 1..n-1 wait until choice 0 has
+  // its first token, so they find its prompt rows in the cache and compute only the last
+  // prompt token each: the prompt is prefilled once.
+  std::vector<std::shared_ptr<JobHandle>> SubmitChoices(Job job, int n);
   void set_pass_hook(PassHook hook);
 
   // Stops admitting new requests, lets every queued and running one finish, then stops the

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <ctime>
@@ -82,6 +83,9 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
   limits_.context = config.max_position_embeddings;
   limits_.vocab_size = config.vocab_size;
   limits_.default_max_tokens = options_.default_max_tokens;
+  // All of a request's choices must fit the running slots and the queue at once.
+  limits_.max_choices = std::clamp<int64_t>(
+      options_.scheduler.max_running + options_.scheduler.max_queue, 1, limits_.max_choices);
   if (tokenizer_ && !tokenizer_->chat_template().empty())
     chat_template_.emplace(ChatTemplate::FromTokenizer(*tokenizer_));
   activity_.set_pass_callback(
@@ -186,6 +190,11 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
     throw ApiError(400, "the prompt is empty",
                    r.endpoint == Endpoint::kChat ? "messages" : "prompt");
   return ids;
+}
+
+std::string Server::EchoText(const ApiRequest& r) const {
+  if (!r.prompt_is_ids) return r.prompt_text;
+  return tokenizer_ ? tokenizer_->Decode(r.prompt_ids) : "";
 }
 
 Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
@@ -334,7 +343,7 @@ void Server::Routes() {
 void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   const bool chat = endpoint == Endpoint::kChat;
   const std::string endpoint_name = chat ? "chat" : "completions";
-  std::shared_ptr<JobHandle> handle;
+  std::vector<std::shared_ptr<JobHandle>> handles;
   ApiRequest request;
   try {
     const ServeMetrics::Preparing preparing(metrics_);
@@ -350,7 +359,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                          options_.model_name +
                          "' (GET /v1/models; start it with --model-name to answer to another name)",
                      "model", "model_not_found");
-    handle = scheduler_->Submit(MakeJob(request, deadline));
+    handles = scheduler_->SubmitChoices(MakeJob(request, deadline), request.n);
   } catch (const ApiError& e) {
     metrics_.CountRequest(endpoint_name, e.status());
     return SendError(res, e);
@@ -360,24 +369,31 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string object = chat ? "chat.completion" : "text_completion";
-  auto usage = [handle] {
-    const int64_t completion = handle->completion_tokens();
-    return json{{"prompt_tokens", handle->prompt_tokens()},
+  // The prompt is counted once (its choices share it), completions over every choice.
+  auto usage = [handles] {
+    int64_t completion = 0;
+    for (const auto& h : handles) completion += h->completion_tokens();
+    const auto& first = handles.front();
+    return json{{"prompt_tokens", first->prompt_tokens()},
                 {"completion_tokens", completion},
-                {"total_tokens", handle->prompt_tokens() + completion},
-                {"prompt_tokens_details", {{"cached_tokens", handle->cached_tokens()}}}};
+                {"total_tokens", first->prompt_tokens() + completion},
+                {"prompt_tokens_details", {{"cached_tokens", first->cached_tokens()}}}};
   };
   // Logprobs of a choice's tokens (null when not asked for); completions' text offsets run
-  // on across the chunks of a stream.
+  // on across the chunks of a stream, so each choice keeps its own builder.
   const bool with_logprobs = request.logprobs >= 0;
-  auto logprobs = std::make_shared<LogprobsJson>(tokenizer_, chat);
-  auto choice = [chat, with_logprobs, logprobs](const std::string& text,
+  std::vector<std::shared_ptr<LogprobsJson>> logprobs;
+  for (size_t i = 0; i < handles.size(); ++i)
+    logprobs.push_back(std::make_shared<LogprobsJson>(tokenizer_, chat));
+  // Completions' echo: the prompt's text before the reply.
+  const std::string echo = request.echo ? EchoText(request) : "";
+  auto choice = [chat, with_logprobs, logprobs](size_t index, const std::string& text,
                                                 const std::vector<int32_t>& tokens,
                                                 const json& finish, bool delta,
                                                 const std::vector<TokenLogprobs>& entries = {}) {
-    json c = {{"index", 0},
+    json c = {{"index", index},
               {"logprobs", with_logprobs && (!delta || !entries.empty())
-                               ? logprobs->Next(entries)
+                               ? logprobs[index]->Next(entries)
                                : json(nullptr)},
               {"finish_reason", finish}};
     if (chat) {
@@ -390,28 +406,36 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
     c["token_ids"] = tokens;  // Extension: the generated token ids.
     return c;
   };
+  auto cancel_all = [handles] {
+    for (const auto& h : handles) h->Cancel();
+  };
 
   if (!request.stream) {
-    std::string text;
-    std::vector<int32_t> tokens;
-    std::vector<TokenLogprobs> entries;
-    JobHandle::Update u;
-    do {
-      u = handle->Wait(milliseconds(1000));
-      text += u.text;
-      tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
-      std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(entries));
-    } while (!u.finished);
-    if (const int status = FailedStatus(u.finish_reason); status != 0) {
-      metrics_.CountRequest(endpoint_name, status);
-      return SendError(res, status, u.error);
+    json choices = json::array();
+    for (size_t i = 0; i < handles.size(); ++i) {
+      std::string text = echo;
+      std::vector<int32_t> tokens;
+      std::vector<TokenLogprobs> entries;
+      JobHandle::Update u;
+      do {
+        u = handles[i]->Wait(milliseconds(1000));
+        text += u.text;
+        tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+        std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(entries));
+      } while (!u.finished);
+      if (const int status = FailedStatus(u.finish_reason); status != 0) {
+        cancel_all();
+        metrics_.CountRequest(endpoint_name, status);
+        return SendError(res, status, u.error);
+      }
+      choices.push_back(choice(i, text, tokens, u.finish_reason, false, entries));
     }
     metrics_.CountRequest(endpoint_name, 200);
     json body = {{"id", id},
                  {"object", object},
                  {"created", created},
                  {"model", options_.model_name},
-                 {"choices", {choice(text, tokens, u.finish_reason, false, entries)}},
+                 {"choices", std::move(choices)},
                  {"usage", usage()}};
     res.set_content(Dump(body), "application/json");
     return;
@@ -431,45 +455,59 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   };
   ++open_streams_;
   auto started = std::make_shared<bool>(false);
+  // Choices still running; each chunk carries one choice's news, as OpenAI streams n > 1.
+  auto running = std::make_shared<std::vector<bool>>(handles.size(), true);
+  auto failed = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [=](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
-          handle->Cancel();  // The client is gone.
+          cancel_all();  // The client is gone.
           return false;
         };
         if (!*started) {
           *started = true;
-          if (chat) {
-            json first = choice("", {}, nullptr, true);
-            first["delta"] = {{"role", "assistant"}, {"content", ""}};
-            if (!write(SseEvent(chunk({first})))) return false;
+          for (size_t i = 0; i < handles.size(); ++i) {
+            if (chat) {
+              json first = choice(i, "", {}, nullptr, true);
+              first["delta"] = {{"role", "assistant"}, {"content", ""}};
+              if (!write(SseEvent(chunk({first})))) return false;
+            } else if (!echo.empty()) {
+              if (!write(SseEvent(chunk({choice(i, echo, {}, nullptr, true)})))) return false;
+            }
           }
         }
-        const JobHandle::Update u = handle->Wait(milliseconds(200));
-        if (!u.text.empty() || !u.tokens.empty())
-          if (!write(SseEvent(chunk({choice(u.text, u.tokens, nullptr, true, u.logprobs)}))))
+        const auto wait = milliseconds(handles.size() == 1 ? 200 : 20);
+        for (size_t i = 0; i < handles.size() && !*failed; ++i) {
+          if (!(*running)[i]) continue;
+          const JobHandle::Update u = handles[i]->Wait(wait);
+          if (!u.text.empty() || !u.tokens.empty())
+            if (!write(SseEvent(chunk({choice(i, u.text, u.tokens, nullptr, true, u.logprobs)}))))
+              return false;
+          if (!u.finished) continue;
+          (*running)[i] = false;
+          if (const int status = FailedStatus(u.finish_reason); status != 0) {
+            *failed = true;
+            cancel_all();
+            if (!write(SseEvent(ApiError::ErrorBody(status, u.error)))) return false;
+          } else if (!write(SseEvent(chunk({choice(i, "", {}, u.finish_reason, true)})))) {
             return false;
-        if (!u.finished) return true;
-        if (const int status = FailedStatus(u.finish_reason); status != 0) {
-          if (!write(SseEvent(ApiError::ErrorBody(status, u.error))))
-            return false;
-        } else {
-          if (!write(SseEvent(chunk({choice("", {}, u.finish_reason, true)})))) return false;
-          if (include_usage) {
-            json last = chunk(json::array());
-            last["usage"] = usage();
-            if (!write(SseEvent(last))) return false;
           }
+        }
+        if (!*failed && std::count(running->begin(), running->end(), true) > 0) return true;
+        if (!*failed && include_usage) {
+          json last = chunk(json::array());
+          last["usage"] = usage();
+          if (!write(SseEvent(last))) return false;
         }
         if (!write("data: [DONE]\n\n")) return false;
         sink.done();
         return true;
       },
-      [handle, this](bool) {
-        handle->Cancel();  // No effect once finished; frees the slot when the client left.
+      [cancel_all, this](bool) {
+        cancel_all();  // No effect once finished; frees the slots when the client left.
         --open_streams_;
       });
 }

@@ -67,6 +67,9 @@ class Server {
   void Routes();
   void Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
   Job MakeJob(const ApiRequest& request, Clock::time_point deadline) const;
+  // A completion's prompt as text, for `echo` (token ids are decoded; none without a
+  // tokenizer).
+  std::string EchoText(const ApiRequest& request) const;
 
   Transformer& transformer_;
   const Tokenizer* tokenizer_;

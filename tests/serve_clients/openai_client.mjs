@@ -124,6 +124,12 @@ if (args.kind === "text") {
     assert.ok(Number.isInteger(v.population) && v.population >= 0);
     assert.equal(typeof v.capital, "boolean");
   });
+  await check("chat n = 2 with a seed", async () => {
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0.9, seed: 5, n: 2 });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    const lone = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0.9, seed: 6 });
+    assert.equal(r.choices[1].message.content, lone.choices[0].message.content);
+  });
   await check("chat logprobs with top_logprobs", async () => {
     const r = await client.chat.completions.create({
       model, messages, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2,
@@ -204,8 +210,8 @@ if (args.kind === "text") {
 
 await expectError("max_tokens -1 is BadRequestError", OpenAI.BadRequestError, 400, () =>
   client.completions.create({ model, prompt: [1], max_tokens: -1 }));
-await expectError("n > 1 is BadRequestError", OpenAI.BadRequestError, 400, () =>
-  client.completions.create({ model, prompt: [1], max_tokens: 2, n: 2 }));
+await expectError("n = 0 is BadRequestError", OpenAI.BadRequestError, 400, () =>
+  client.completions.create({ model, prompt: [1], max_tokens: 2, n: 0 }));
 if (args["api-key"] !== "none") {
   const wrong = new OpenAI({ baseURL: args["base-url"], apiKey: "wrong", maxRetries: 0 });
   await expectError("a wrong key is AuthenticationError", OpenAI.AuthenticationError, 401, () => wrong.models.list());

@@ -59,6 +59,31 @@ TEST(ServeApiRequest, LogprobsAsEachEndpointSpellsThem) {
   EXPECT_EQ(Completion(R"({"prompt":"a","logprobs":5})").logprobs, 5);
 }
 
+TEST(ServeApiRequest, ToolsAndTheirRoundTrip) {
+  const ApiRequest r = Chat(R"({"messages":[
+      {"role":"user","content":"weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get","arguments":"{\"city\":\"Oslo\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+    "tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object",
+      "properties":{"z":{},"a":{}}}}}],
+    "tool_choice":{"type":"function","function":{"name":"get"}},"parallel_tool_calls":false})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].name, "get");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.tool_choice, "function");
+  EXPECT_EQ(r.tool_choice_name, "get");
+  EXPECT_EQ(r.tools[0]["function"]["parameters"]["properties"].begin().key(), "z")
+      << "the request's key order";
+  EXPECT_EQ(Chat(R"({"messages":[{"role":"user","content":"x"}]})").tool_choice, "none");
+  EXPECT_EQ(Chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function",)"
+                 R"("function":{"name":"f"}}]})")
+                .tool_choice,
+            "auto");
+}
+
 TEST(ServeApiRequest, ChoicesAndEcho) {
   EXPECT_EQ(Completion(R"({"prompt":"a"})").n, 1);
   EXPECT_EQ(Completion(R"({"prompt":"a","n":3})").n, 3);
@@ -231,7 +256,27 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"1000":1}})", "logit_bias"},
         BadCase{kC, "{" + kMsg + R"(,"logit_bias":{"-1":1}})", "logit_bias"},
         BadCase{kC, "{" + kMsg + R"(,"logit_bias":[1]})", "logit_bias"},
-        BadCase{kC, "{" + kMsg + R"(,"tools":[]})", "tools"},
+        BadCase{kC, "{" + kMsg + R"(,"tools":{}})", "tools"},
+        BadCase{kC, "{" + kMsg + R"(,"tools":[{"type":"function","function":{"name":"a b"}}]})",
+                "tools[0].function.name"},
+        BadCase{kC, "{" + kMsg + R"(,"tools":[{"type":"function","function":{"name":"f"}},)" +
+                    R"({"type":"function","function":{"name":"f"}}]})",
+                "tools[1].function.name"},
+        BadCase{kC, "{" + kMsg + R"(,"tool_choice":"required"})", "tool_choice"},
+        BadCase{kC, "{" + kMsg + R"(,"tools":[{"type":"function","function":{"name":"f"}}],)" +
+                    R"("tool_choice":{"type":"function","function":{"name":"g"}}})",
+                "tool_choice.function.name"},
+        BadCase{kC, "{" + kMsg + R"(,"tools":[{"type":"function","function":{"name":"f"}}],)" +
+                    R"("tool_choice":"sometimes"})",
+                "tool_choice"},
+        BadCase{kC,
+                R"({"messages":[{"role":"user","content":"hi"},{"role":"tool","content":"x",)"
+                R"("tool_call_id":"call_1"}]})",
+                "messages[1].tool_call_id"},
+        BadCase{kC,
+                R"({"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":)"
+                R"([{"id":"call_1","type":"function","function":{"name":"f","arguments":{}}}]}]})",
+                "messages[1].tool_calls[0].function.arguments"},
         BadCase{kC, "{" + kMsg + R"(,"response_format":{"type":"xml"}})",
                 "response_format.type"},
         BadCase{kC, "{" + kMsg + R"(,"response_format":"json"})", "response_format"},

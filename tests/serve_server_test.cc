@@ -794,3 +794,101 @@ TEST(ServeDemoModel, EchoPutsThePromptBeforeTheReply) {
 
 }  // namespace
 }  // namespace moex::serve
+
+namespace moex::serve {
+namespace {
+
+// A tiny model whose chat template renders tools and calls as Qwen's does (<tool_call>).
+constexpr const char* kToolTemplate =
+    "{% if tools %}<|im_start|>system\n<tools>\n{% for t in tools %}{{ t | tojson }}\n"
+    "{% endfor %}</tools><|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>\n"
+    "{{ c.function | tojson }}\n</tool_call>{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+// tool_choice naming a function: the reply is that call, its arguments valid for the
+// function's schema, finish_reason tool_calls, content null; streamed, the call comes as one
+// tool_calls delta; the call and its result sent back render and are answered.
+TEST(ServeTools, ANamedToolChoiceGivesAValidCallWholeAndStreamed) {
+  testing::TempDir dir;
+  const std::filesystem::path model = dir.path() / "tools";
+  std::filesystem::copy(testing::TinyModelPath(Arch::kOlmoe), model);
+  const ModelConfig shape = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
+  ByteTokenizerFiles files = ByteLevelTokenizerFor(static_cast<int>(shape.vocab_size),
+                                                   shape.bos_token_id, shape.eos_token_ids);
+  files.config["chat_template"] = kToolTemplate;
+  std::ofstream(model / "tokenizer.json") << files.tokenizer.dump();
+  std::ofstream(model / "tokenizer_config.json") << files.config.dump();
+  cli::ModelOptions options;
+  options.model = model.string();
+  RunningServer s(options, SmallBatches());
+
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}},
+      "required": ["city"]}}}, {"type": "function", "function": {"name": "now"}}])");
+  json request = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                  {"tools", tools},
+                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+                  {"max_tokens", 180},
+                  {"temperature", 0.7},
+                  {"seed", 3}};
+  const HttpResult r = s.Post("/v1/chat/completions", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << choice;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(arguments["city"] == "Oslo" || arguments["city"] == "Paris") << arguments;
+
+  request["stream"] = true;
+  const HttpResult st = s.Post("/v1/chat/completions", request);
+  ASSERT_EQ(st.status, 200);
+  json streamed_call, finish;
+  std::string content;
+  for (const std::string& ev : st.events) {
+    if (ev == "[DONE]") continue;
+    const json c = json::parse(ev)["choices"][0];
+    if (c["delta"].contains("tool_calls")) streamed_call = c["delta"]["tool_calls"][0];
+    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(content, "") << "nothing but the call";
+  EXPECT_EQ(streamed_call["index"], 0);
+  EXPECT_EQ(streamed_call["function"], call["function"]) << "same seed, same call";
+
+  // The loop's next turn: the call and its result go back; the reply is plain text.
+  json next = {{"messages",
+                {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+                 {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                 {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}}}},
+               {"tools", tools},
+               {"tool_choice", "none"},
+               {"max_tokens", 4}};
+  EXPECT_EQ(s.Post("/v1/chat/completions", next).status, 200);
+  next["messages"][2]["tool_call_id"] = "call_other";
+  const HttpResult unmatched = s.Post("/v1/chat/completions", next);
+  EXPECT_EQ(unmatched.status, 400);
+  EXPECT_EQ(json::parse(unmatched.body)["error"]["param"], "messages[2].tool_call_id");
+}
+
+TEST(ServeTools, AModelWithoutAToolTemplateRefusesTools) {
+  cli::ModelOptions model;
+  model.model = kDemo;
+  RunningServer s(model, SmallBatches());
+  const HttpResult r = s.Post(
+      "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+       {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "tools") << r.body;
+}
+
+}  // namespace
+}  // namespace moex::serve

@@ -116,6 +116,27 @@ std::string TextContent(const json& content, size_t index) {
   return text;
 }
 
+// An assistant message's `tool_calls`: [{id, type: function, function: {name, arguments}}].
+std::vector<ToolCall> ParseCalls(const json& calls, const std::string& param) {
+  if (!calls.is_array()) Bad(param, "'" + param + "' must be an array");
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string at = param + "[" + std::to_string(i) + "]";
+    const json& c = calls[i];
+    if (!c.is_object() || !c.contains("id") || !c["id"].is_string() || !c.contains("function") ||
+        !c["function"].is_object())
+      Bad(at, "'" + at + "' must be {\"id\", \"type\": \"function\", \"function\": {...}}");
+    const json& f = c["function"];
+    if (!f.contains("name") || !f["name"].is_string())
+      Bad(at + ".function.name", "'" + at + ".function.name' must be a string");
+    if (!f.contains("arguments") || !f["arguments"].is_string())
+      Bad(at + ".function.arguments", "'" + at + ".function.arguments' must be a JSON string");
+    out.push_back({c["id"].get<std::string>(), f["name"].get<std::string>(),
+                   f["arguments"].get<std::string>()});
+  }
+  return out;
+}
+
 void ParseMessages(const json& body, const ApiLimits& limits, ApiRequest& r) {
   if (!body.contains("messages")) Bad("messages", "'messages' is required");
   const json& messages = body["messages"];
@@ -140,9 +161,94 @@ void ParseMessages(const json& body, const ApiLimits& limits, ApiRequest& r) {
     if (role == "developer") role = "system";
     if (!m.contains("content") && role != "assistant")
       Bad(param + ".content", "'" + param + ".content' is required");
-    if (Present(m, "tool_calls")) Refuse(param + ".tool_calls", "tool calling");
-    r.messages.push_back({role, TextContent(m.contains("content") ? m["content"] : json(), i)});
+    ChatTurn turn{role, TextContent(m.contains("content") ? m["content"] : json(), i), {}, ""};
+    if (Present(m, "tool_calls")) {
+      if (role != "assistant") Bad(param + ".tool_calls", "only assistant messages make tool calls");
+      turn.tool_calls = ParseCalls(m["tool_calls"], param + ".tool_calls");
+    }
+    if (role == "tool") {
+      if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string())
+        Bad(param + ".tool_call_id", "'" + param + ".tool_call_id' must be a string");
+      turn.tool_call_id = m["tool_call_id"].get<std::string>();
+      // It answers a call an earlier assistant message made, and no other message has.
+      bool called = false, answered = false;
+      for (const ChatTurn& t : r.messages) {
+        for (const ToolCall& c : t.tool_calls) called = called || c.id == turn.tool_call_id;
+        answered = answered || (t.role == "tool" && t.tool_call_id == turn.tool_call_id);
+      }
+      if (!called || answered)
+        Bad(param + ".tool_call_id",
+            "'" + param + ".tool_call_id' " + json(turn.tool_call_id).dump() +
+                (answered ? " was answered already" : " matches no earlier assistant tool call"));
+    }
+    r.messages.push_back(std::move(turn));
   }
+}
+
+// OpenAI's function names: letters, digits, '_' and '-', at most 64.
+bool ValidFunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// `tools`, `tool_choice` and `parallel_tool_calls` (chat), from the body in its key order.
+void ParseTools(const nlohmann::ordered_json& body, ApiRequest& r) {
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    const auto& tools = body["tools"];
+    if (!tools.is_array()) Bad("tools", "'tools' must be an array");
+    if (tools.size() > 128) Bad("tools", "'tools' holds more than 128 functions");
+    std::set<std::string> names;
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const std::string param = "tools[" + std::to_string(i) + "]";
+      const auto& t = tools[i];
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function" || !t.contains("function") ||
+          !t["function"].is_object())
+        Bad(param, "'" + param + "' must be {\"type\": \"function\", \"function\": {...}}");
+      const auto& f = t["function"];
+      if (!f.contains("name") || !f["name"].is_string() ||
+          !ValidFunctionName(f["name"].get<std::string>()))
+        Bad(param + ".function.name", "'" + param +
+                                          ".function.name' must be 1 to 64 letters, digits, "
+                                          "'_' or '-'");
+      if (!names.insert(f["name"].get<std::string>()).second)
+        Bad(param + ".function.name", "two tools are named " + f["name"].dump());
+      if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+        Bad(param + ".function.parameters", "'" + param + ".function.parameters' must be an object");
+    }
+    r.tools = tools;
+  }
+  const bool any = !r.tools.empty();
+  if (any) r.tool_choice = "auto";
+  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+    const auto& c = body["tool_choice"];
+    if (c.is_string()) {
+      const std::string v = c.get<std::string>();
+      if (v != "none" && v != "auto" && v != "required")
+        Bad("tool_choice", "'tool_choice' must be none, auto, required or a function, got " + c.dump());
+      r.tool_choice = v;
+    } else if (c.is_object() && c.contains("type") && c["type"] == "function" && c.contains("function") &&
+               c["function"].is_object() && c["function"].contains("name") &&
+               c["function"]["name"].is_string()) {
+      r.tool_choice = "function";
+      r.tool_choice_name = c["function"]["name"].get<std::string>();
+      bool known = false;
+      for (const auto& t : r.tools) known = known || t["function"]["name"] == r.tool_choice_name;
+      if (!known)
+        Bad("tool_choice.function.name",
+            "'tool_choice' names " + json(r.tool_choice_name).dump() + ", which is not in 'tools'");
+    } else {
+      Bad("tool_choice", "'tool_choice' must be a string or {\"type\": \"function\", "
+                         "\"function\": {\"name\": ...}}");
+    }
+    if (!any && r.tool_choice != "none")
+      Bad("tool_choice", "'tool_choice' " + c.dump() + " needs 'tools'");
+  }
+  if (!any) r.tool_choice = "none";
+  if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null() &&
+      !body["parallel_tool_calls"].is_boolean())
+    Bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
 }
 
 void ParsePrompt(const json& body, const ApiLimits& limits, ApiRequest& r) {
@@ -220,8 +326,7 @@ void ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest& r) {
 
 // Fields OpenAI defines that change the output in ways moex does not implement.
 void RefuseUnsupported(const json& body, Endpoint endpoint) {
-  for (const char* key :
-       {"tools", "functions", "tool_choice", "function_call", "audio", "prediction", "modalities"})
+  for (const char* key : {"functions", "function_call", "audio", "prediction", "modalities"})
     if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
   if (endpoint == Endpoint::kCompletion) {
     if (GetInteger(body, "best_of", 1, 1, 20) != 1) Refuse("best_of", "'best_of' other than 1");
@@ -454,6 +559,16 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
     // The prompt's own logprobs would need every prompt position's logits.
     if (r.echo && r.logprobs >= 0)
       Refuse("echo", "'echo' with 'logprobs' (the prompt's log probabilities)");
+  }
+  if (endpoint == Endpoint::kChat && (Present(body, "tools") || Present(body, "tool_choice"))) {
+    ParseTools(nlohmann::ordered_json::parse(text), r);
+    if (r.tool_choice == "required" || r.tool_choice == "function") {
+      if (StructuredOutputAsked(body))
+        Bad("tool_choice", "'tool_choice' " + r.tool_choice +
+                               " and a structured output format cannot be asked together");
+    }
+  } else if (Present(body, "tools") || Present(body, "tool_choice")) {
+    Bad(Present(body, "tools") ? "tools" : "tool_choice", "tools are a chat field");
   }
   if (StructuredOutputAsked(body)) {
     // Parsed again keeping key order: a schema's properties are written in its order.

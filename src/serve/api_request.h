@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/tool_calls.h"
 #include "text/grammar.h"
 
 namespace moex::serve {
@@ -34,6 +35,8 @@ struct ApiLimits {
 struct ChatTurn {
   std::string role;  // system, user, assistant, tool ("developer" is read as system).
   std::string content;
+  std::vector<ToolCall> tool_calls;  // An assistant's calls (its content may be empty).
+  std::string tool_call_id;          // A tool message: the call it answers.
 };
 
 struct ApiRequest {
@@ -58,6 +61,12 @@ struct ApiRequest {
   // Log probabilities of the generated tokens with this many alternatives each; -1: none.
   int logprobs = -1;
   int n = 1;          // Choices, sampled with seeds seed, seed + 1, ...
+  // Tools (chat): the functions offered, as sent ({type: function, function: {name,
+  // description, parameters}}), in the request's key order; tool_choice "none", "auto",
+  // "required" or "function" (then tool_choice_name names it).
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  std::string tool_choice = "none";  // "auto" when tools are given without a choice.
+  std::string tool_choice_name;
   bool echo = false;  // Completions: the prompt's text before the reply.
   // Structured output: what the reply must be a string of (null: free text). From
   // response_format json_object / json_schema, or the extensions `json_schema` and `grammar`

@@ -15,6 +15,7 @@
 #include "serve/api_error.h"
 #include "serve/cache_view.h"
 #include "serve/logprobs_json.h"
+#include "serve/tool_calls.h"
 #include "serve/web_page.h"
 
 namespace moex::serve {
@@ -61,6 +62,15 @@ std::string PlainChatPrompt(const std::vector<ChatTurn>& messages) {
 // clients see the answer; a longer declared length is refused before any of it is read.
 constexpr uint64_t kMaxReadBodyFactor = 16;
 
+// A tool call's id: "call_" and 24 random letters and digits, as OpenAI's look.
+std::string NewCallId() {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kChars[rng() % (sizeof kChars - 1)];
+  return id;
+}
+
 // The HTTP status of a request that ended without an answer; 0 for stop, length, cancelled.
 int FailedStatus(const std::string& finish_reason) {
   if (finish_reason == "timeout") return 504;
@@ -86,8 +96,10 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
   // All of a request's choices must fit the running slots and the queue at once.
   limits_.max_choices = std::clamp<int64_t>(
       options_.scheduler.max_running + options_.scheduler.max_queue, 1, limits_.max_choices);
-  if (tokenizer_ && !tokenizer_->chat_template().empty())
+  if (tokenizer_ && !tokenizer_->chat_template().empty()) {
     chat_template_.emplace(ChatTemplate::FromTokenizer(*tokenizer_));
+    tool_format_ = DetectToolCallFormat(chat_template_->source());
+  }
   activity_.set_pass_callback(
       [this](int64_t n, bool decode_only) { metrics_.ObserveActivatedExperts(n, decode_only); });
   transformer_.set_observer(&activity_);
@@ -158,6 +170,12 @@ void Server::Shutdown(double grace_s) {
 std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point deadline) const {
   std::vector<int32_t> ids;
   if (r.endpoint == Endpoint::kCompletion && r.prompt_is_ids) return r.prompt_ids;
+  if (r.tool_choice != "none" && tool_format_ == ToolCallFormat::kNone)
+    throw ApiError(400,
+                   chat_template_ ? "this model's chat template renders no tool calls in a format "
+                                    "moex parses (Hermes/Qwen <tool_call>): 'tools' cannot be used"
+                                  : "this model has no chat template: 'tools' cannot be used",
+                   "tools");
   if (!tokenizer_)
     throw ApiError(400,
                    "the model ships no tokenizer: send /v1/completions with a prompt of token ids",
@@ -165,13 +183,29 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
   try {
     if (r.endpoint == Endpoint::kChat) {
       if (chat_template_) {
-        std::vector<ChatMessage> messages;
-        for (const ChatTurn& m : r.messages) messages.push_back({m.role, m.content});
+        // Tools go to the template as HF passes them; a call's arguments as an object, as
+        // HF templates expect (`tool_call.arguments | tojson`).
+        json messages = json::array();
+        for (const ChatTurn& m : r.messages) {
+          json message = {{"role", m.role}, {"content", m.content}};
+          for (const ToolCall& c : m.tool_calls) {
+            json arguments = json::parse(c.arguments, nullptr, false);
+            if (arguments.is_discarded()) arguments = c.arguments;
+            message["tool_calls"].push_back(
+                {{"id", c.id},
+                 {"type", "function"},
+                 {"function", {{"name", c.name}, {"arguments", std::move(arguments)}}}});
+          }
+          if (!m.tool_call_id.empty()) message["tool_call_id"] = m.tool_call_id;
+          messages.push_back(std::move(message));
+        }
+        json extra = json::object();
+        if (r.tool_choice != "none") extra["tools"] = json::parse(r.tools.dump());
         // The template writes any BOS itself. A checkpoint's template may loop for long (up
         // to its step budget): the request's timeout and shutdown cut it short.
         const auto cancelled = [&] { return shutting_down_ || Clock::now() >= deadline; };
-        ids = tokenizer_->Encode(ApplyChatTemplate(*chat_template_, messages, true, cancelled),
-                                 false);
+        ids = tokenizer_->Encode(
+            ApplyChatTemplateJson(*chat_template_, messages, true, extra, cancelled), false);
       } else {
         ids = tokenizer_->Encode(PlainChatPrompt(r.messages), tokenizer_->add_bos_default());
       }
@@ -216,6 +250,8 @@ Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
       for (int32_t id : tokenizer_->eos_ids()) job.stop_ids.push_back(id);
   }
   job.stop_texts = r.stop;
+  if (r.tool_choice == "required" || r.tool_choice == "function")
+    job.grammar = ToolCallGrammar(tool_format_, r.tools, r.tool_choice_name);
   if (r.grammar) {
     if (!tokenizer_)
       throw ApiError(400, "'" + r.grammar_source + "' needs a model with a tokenizer", r.grammar_source);
@@ -409,6 +445,19 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   auto cancel_all = [handles] {
     for (const auto& h : handles) h->Cancel();
   };
+  // With tools, a reply is split into content and calls (serve/tool_calls.h).
+  const ToolCallFormat tools = request.tool_choice != "none" ? tool_format_ : ToolCallFormat::kNone;
+  auto calls_json = [](const std::vector<ToolCall>& calls, bool delta) {
+    json out = json::array();
+    for (size_t k = 0; k < calls.size(); ++k) {
+      json c = {{"id", NewCallId()},
+                {"type", "function"},
+                {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+      if (delta) c["index"] = k;
+      out.push_back(std::move(c));
+    }
+    return out;
+  };
 
   if (!request.stream) {
     json choices = json::array();
@@ -428,7 +477,19 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         metrics_.CountRequest(endpoint_name, status);
         return SendError(res, status, u.error);
       }
-      choices.push_back(choice(i, text, tokens, u.finish_reason, false, entries));
+      if (tools == ToolCallFormat::kNone) {
+        choices.push_back(choice(i, text, tokens, u.finish_reason, false, entries));
+        continue;
+      }
+      const ParsedReply reply = ParseToolCalls(tools, text);
+      json c = choice(i, reply.content, tokens,
+                      reply.calls.empty() ? json(u.finish_reason) : json("tool_calls"), false,
+                      entries);
+      if (!reply.calls.empty()) {
+        c["message"]["tool_calls"] = calls_json(reply.calls, false);
+        if (reply.content.empty()) c["message"]["content"] = nullptr;
+      }
+      choices.push_back(std::move(c));
     }
     metrics_.CountRequest(endpoint_name, 200);
     json body = {{"id", id},
@@ -457,6 +518,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   auto started = std::make_shared<bool>(false);
   // Choices still running; each chunk carries one choice's news, as OpenAI streams n > 1.
   auto running = std::make_shared<std::vector<bool>>(handles.size(), true);
+  auto splitters = std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools));
   auto failed = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -483,18 +545,32 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         for (size_t i = 0; i < handles.size() && !*failed; ++i) {
           if (!(*running)[i]) continue;
           const JobHandle::Update u = handles[i]->Wait(wait);
-          if (!u.text.empty() || !u.tokens.empty())
-            if (!write(SseEvent(chunk({choice(i, u.text, u.tokens, nullptr, true, u.logprobs)}))))
+          if (!u.text.empty() || !u.tokens.empty()) {
+            const std::string content = (*splitters)[i].Push(u.text);
+            if (!write(SseEvent(chunk({choice(i, content, u.tokens, nullptr, true, u.logprobs)}))))
               return false;
+          }
           if (!u.finished) continue;
           (*running)[i] = false;
           if (const int status = FailedStatus(u.finish_reason); status != 0) {
             *failed = true;
             cancel_all();
             if (!write(SseEvent(ApiError::ErrorBody(status, u.error)))) return false;
-          } else if (!write(SseEvent(chunk({choice(i, "", {}, u.finish_reason, true)})))) {
-            return false;
+            continue;
           }
+          json finish = u.finish_reason;
+          if (tools != ToolCallFormat::kNone) {
+            // The held-back text: content, then the calls as whole deltas.
+            const ParsedReply rest = (*splitters)[i].Finish();
+            json delta = choice(i, rest.content, {}, nullptr, true);
+            if (!rest.calls.empty()) {
+              delta["delta"]["tool_calls"] = calls_json(rest.calls, true);
+              finish = "tool_calls";
+            }
+            if ((!rest.content.empty() || !rest.calls.empty()) && !write(SseEvent(chunk({delta}))))
+              return false;
+          }
+          if (!write(SseEvent(chunk({choice(i, "", {}, finish, true)})))) return false;
         }
         if (!*failed && std::count(running->begin(), running->end(), true) > 0) return true;
         if (!*failed && include_usage) {

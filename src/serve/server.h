@@ -77,6 +77,7 @@ class Server {
   ServerOptions options_;
   ApiLimits limits_;
   std::optional<ChatTemplate> chat_template_;
+  ToolCallFormat tool_format_ = ToolCallFormat::kNone;  // The template's, for `tools`.
   ServeMetrics metrics_;
   ExpertActivity activity_;  // The transformer's observer; read on the scheduler thread.
   Clock::time_point start_ = Clock::now();

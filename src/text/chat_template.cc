@@ -52,11 +52,12 @@ std::string ApplyChatTemplate(const ChatTemplate& chat_template,
 }
 
 std::string ApplyChatTemplateJson(const ChatTemplate& chat_template, const nlohmann::json& messages,
-                                  bool add_generation_prompt, const nlohmann::json& extra) {
+                                  bool add_generation_prompt, const nlohmann::json& extra,
+                                  const std::function<bool()>& cancelled) {
   nlohmann::json vars = extra.is_object() ? extra : nlohmann::json::object();
   vars["messages"] = messages;
   vars["add_generation_prompt"] = add_generation_prompt;
-  return chat_template.Render(vars);
+  return chat_template.Render(vars, cancelled);
 }
 
 }  // namespace moex

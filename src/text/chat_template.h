@@ -69,6 +69,7 @@ std::string ApplyChatTemplate(const ChatTemplate& chat_template,
 // {"enable_thinking": false} or {"tools": [...]}.
 std::string ApplyChatTemplateJson(const ChatTemplate& chat_template, const nlohmann::json& messages,
                                   bool add_generation_prompt,
-                                  const nlohmann::json& extra = nlohmann::json::object());
+                                  const nlohmann::json& extra = nlohmann::json::object(),
+                                  const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace moex

@@ -149,6 +149,8 @@ struct JsonSchemaOptions {
   // Optional whitespace between JSON tokens: nothing, one space, or one newline followed by up
   // to max_indent spaces/tabs. Bounded, so the model cannot loop forever on whitespace.
   uint32_t max_indent = 20;
+  // Literal text the output has before and after the JSON (a tool call's markers, say).
+  std::string prefix, suffix;
 };
 
 // JSON Schema (the subset of docs/grammar.md) to a grammar of the JSON texts it accepts.

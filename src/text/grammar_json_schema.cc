@@ -93,8 +93,16 @@ class SchemaCompiler {
 
   Grammar Build() {
     const uint32_t root = b_.Rule("root");
-    refs_[""] = root;
-    b_.Define(root, Schema(root_, ""));
+    if (options_.prefix.empty() && options_.suffix.empty()) {
+      refs_[""] = root;
+      b_.Define(root, Schema(root_, ""));
+      return b_.Build(root);
+    }
+    // "$ref": "#" names the JSON value, not the text around it.
+    const uint32_t value = b_.NewRule("value");
+    refs_[""] = value;
+    b_.Define(value, Schema(root_, ""));
+    b_.Define(root, E::Seq({Lit(options_.prefix), E::Ref(value), Lit(options_.suffix)}));
     return b_.Build(root);
   }
 

@@ -18,6 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Expect(r.stop.size() <= limits.max_stop, "too many stop sequences accepted");
     for (int32_t id : r.prompt_ids)
       fuzz::Expect(id >= 0 && id < limits.vocab_size, "prompt id out of range accepted");
+    fuzz::Expect(!r.tools.empty() || r.tool_choice == "none", "a tool_choice without tools accepted");
+    fuzz::Expect(r.n >= 1 && r.n <= limits.max_choices, "n out of range accepted");
   } catch (const serve::ApiError& e) {
     fuzz::Expect(e.status() == 400, "status " + std::to_string(e.status()) + " for a bad body");
   }

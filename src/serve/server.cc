@@ -250,8 +250,14 @@ Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
       for (int32_t id : tokenizer_->eos_ids()) job.stop_ids.push_back(id);
   }
   job.stop_texts = r.stop;
-  if (r.tool_choice == "required" || r.tool_choice == "function")
-    job.grammar = ToolCallGrammar(tool_format_, r.tools, r.tool_choice_name);
+  if (r.tool_choice == "required" || r.tool_choice == "function") {
+    try {
+      job.grammar = ToolCallGrammar(tool_format_, r.tools, r.tool_choice_name);
+    } catch (const Error& e) {
+      // A function's parameters schema with a keyword the grammar does not support.
+      throw ApiError(400, std::string("tools: ") + e.what(), "tools");
+    }
+  }
   if (r.grammar) {
     if (!tokenizer_)
       throw ApiError(400, "'" + r.grammar_source + "' needs a model with a tokenizer", r.grammar_source);

@@ -876,6 +876,13 @@ TEST(ServeTools, ANamedToolChoiceGivesAValidCallWholeAndStreamed) {
   const HttpResult unmatched = s.Post("/v1/chat/completions", next);
   EXPECT_EQ(unmatched.status, 400);
   EXPECT_EQ(json::parse(unmatched.body)["error"]["param"], "messages[2].tool_call_id");
+  // A parameters schema the grammar cannot compile, when a call is forced: 400 naming tools.
+  json unsupported = request;
+  unsupported.erase("stream");
+  unsupported["tools"][0]["function"]["parameters"] = {{"not", json::object()}};
+  const HttpResult refused = s.Post("/v1/chat/completions", unsupported);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "tools");
 }
 
 TEST(ServeTools, AModelWithoutAToolTemplateRefusesTools) {

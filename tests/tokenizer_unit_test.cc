@@ -230,6 +230,21 @@ TEST(TokenizerTest, ConfigFieldsAreCheckedAndTheJinjaFileIsRead) {
       << load_error(config);
 }
 
+// Found by tokenizer_json_fuzzer (UBSan): a vocabulary id written as a huge float was
+// converted to an integer, which is undefined; ids must be integers in 0..2^24.
+TEST(TokenizerTest, VocabularyIdsMustBeSmallIntegers) {
+  for (const char* id : {"4.6e87", "1.5", "-1", "16777216", "18446744073709551615"}) {
+    const std::string text = std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": )") +
+                             id + R"(}, "merges": []}})";
+    try {
+      ParseTokenizerJson(text, "", "t.json");
+      ADD_FAILURE() << id << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad id"), std::string::npos) << id << ": " << e.what();
+    }
+  }
+}
+
 TEST(TokenizerTest, LoadsCheckpointDirectory) {
   const fs::path data = testing::SharedDataDir() / "tokenizers";
   if (!fs::exists(data)) MOEX_SKIP_WITHOUT_SHARED_DATA(data);

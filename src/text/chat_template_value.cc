@@ -68,7 +68,11 @@ Value Value::FromJson(const nlohmann::json& j) {
     case nlohmann::json::value_t::boolean:
       return Bool(j.get<bool>());
     case nlohmann::json::value_t::number_integer:
+      return Int(j.get<int64_t>());
     case nlohmann::json::value_t::number_unsigned:
+      // Past int64 it is a float, as Python's int would not be but Jinja's math would go.
+      if (j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        return Float(static_cast<double>(j.get<uint64_t>()));
       return Int(j.get<int64_t>());
     case nlohmann::json::value_t::number_float:
       return Float(j.get<double>());

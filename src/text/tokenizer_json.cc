@@ -98,9 +98,22 @@ bool DecoderStripsLeadingSpace(const json& d) {
     }
     return false;
   }
-  if (type == "Strip") return d.value("start", 0) > 0;
+  if (type == "Strip") {
+    const auto start = d.find("start");
+    // A float here (1e300, say) must not be converted to an integer: that is undefined.
+    return start != d.end() && start->is_number() && start->get<double>() > 0;
+  }
   if (type == "Metaspace") return d.value("prepend_scheme", "always") != "never";
   return false;
+}
+
+// A vocabulary or added-token id: an integer in 0..2^24 (a float or a huge value, which a
+// conversion would turn into undefined behaviour or a wrapped id, is an error).
+int64_t TokenIdOf(const json& id, const std::string& source, const std::string& piece) {
+  const bool small = id.is_number_integer() && !(id.is_number_unsigned() && id.get<uint64_t>() >= (1u << 24));
+  const int64_t i = small ? id.get<int64_t>() : -1;
+  Check(i >= 0 && i < (1 << 24), "tokenizer ", source, ": bad id ", id.dump(), " for ", piece);
+  return i;
 }
 
 // A token named in tokenizer_config.json: a string, an AddedToken object, or null.
@@ -200,8 +213,7 @@ TokenizerSpec ParseTokenizerJson(std::string_view tokenizer_json, std::string_vi
     Check(model_type == "BPE", "tokenizer ", source, ": model type ", model_type,
           " is not supported (only BPE)");
     for (const auto& [piece, id] : model.at("vocab").items()) {
-      const int64_t i = id.get<int64_t>();
-      Check(i >= 0 && i < (1 << 24), "tokenizer ", source, ": bad id ", i, " for ", piece);
+      const int64_t i = TokenIdOf(id, source, piece);
       if (static_cast<size_t>(i) >= spec.vocab.size()) spec.vocab.resize(i + 1);
       spec.vocab[i] = piece;
     }
@@ -227,7 +239,7 @@ TokenizerSpec ParseTokenizerJson(std::string_view tokenizer_json, std::string_vi
       for (const json& a : j["added_tokens"]) {
         AddedToken t;
         t.content = a.at("content").get<std::string>();
-        t.id = a.at("id").get<int32_t>();
+        t.id = static_cast<int32_t>(TokenIdOf(a.at("id"), source, t.content));
         t.special = a.value("special", false);
         t.lstrip = a.value("lstrip", false);
         t.rstrip = a.value("rstrip", false);

@@ -33,7 +33,10 @@ void ApplyGenerationConfig(const fs::path& path, TokenizerSpec* spec) {
   if (!g.is_object() || !g.contains("eos_token_id")) return;
   auto add = [&](const nlohmann::json& v) {
     if (!v.is_number_integer()) return;
-    const int32_t id = v.get<int32_t>();
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) return;
+    const int64_t wide = v.get<int64_t>();
+    if (wide < 0 || wide > INT32_MAX) return;
+    const auto id = static_cast<int32_t>(wide);
     size_t limit = spec->vocab.size();  // added tokens may lie past the model vocabulary
     for (const AddedToken& t : spec->added_tokens) limit = std::max(limit, size_t(t.id) + 1);
     if (id < 0 || static_cast<size_t>(id) >= limit) return;

@@ -11,19 +11,13 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "io/input_file.h"
+#include "support/error_of.h"
 #include "support/temp_dir.h"
 
 namespace moex {
 namespace {
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::ErrorOf;
 
 TEST(InputFile, ReadsARegularFileWhole) {
   testing::TempDir dir;

@@ -4,6 +4,12 @@
 
 namespace moex::serve {
 
+size_t PartialMarkerLength(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(marker.empty() ? 0 : marker.size() - 1, text.size()); n > 0; --n)
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
+  return 0;
+}
+
 std::string StopText::Push(const std::string& text) {
   if (stopped_) return "";
   held_ += text;
@@ -17,14 +23,7 @@ std::string StopText::Push(const std::string& text) {
   }
   // Hold the longest suffix that is a proper prefix of some stop sequence.
   size_t keep = 0;
-  for (const std::string& stop : stops_) {
-    for (size_t n = std::min(stop.size() - 1, held_.size()); n > keep; --n) {
-      if (held_.compare(held_.size() - n, n, stop, 0, n) == 0) {
-        keep = n;
-        break;
-      }
-    }
-  }
+  for (const std::string& stop : stops_) keep = std::max(keep, PartialMarkerLength(held_, stop));
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;

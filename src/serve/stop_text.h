@@ -5,9 +5,14 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moex::serve {
+
+// The length of the longest suffix of `text` that is a proper prefix of `marker`: what must
+// be held back because the next text may complete the marker.
+size_t PartialMarkerLength(std::string_view text, std::string_view marker);
 
 class StopText {
  public:

@@ -1,6 +1,7 @@
 #include "serve/tool_calls.h"
 
 #include "core/error.h"
+#include "serve/stop_text.h"
 
 namespace moex::serve {
 
@@ -101,13 +102,7 @@ std::string ToolCallStream::Push(const std::string& text) {
     held_.erase(0, at);
     return ready;
   }
-  // Hold back the longest suffix that may begin the marker.
-  size_t keep = 0;
-  for (size_t n = std::min(held_.size(), open.size() - 1); n > 0; --n)
-    if (held_.compare(held_.size() - n, n, open, 0, n) == 0) {
-      keep = n;
-      break;
-    }
+  const size_t keep = PartialMarkerLength(held_, open);  // It may begin the marker.
   std::string ready = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return ready;

@@ -1,6 +1,7 @@
 // The trace file format: exact round trips at every precision, and clear errors for
 // truncated, corrupt, foreign and newer files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
@@ -428,6 +429,23 @@ TEST(TraceFormat, RecordsThatMeanNothingAreRefused) {
   // A request's end record missing: the file's end says which.
   const std::string missing = error_of([](auto& e) { e.erase(e.begin() + 4); });
   EXPECT_NE(missing.find("request 1 begins but never ends"), std::string::npos) << missing;
+}
+
+// Found by trace_fuzzer: every refused trace leaked its FILE handle (the constructor threw
+// before the destructor could close it), until the process ran out of descriptors. A FIFO is
+// refused without waiting for a writer.
+TEST(TraceFormat, ARefusedTraceLeavesNoOpenFile) {
+  testing::TempDir dir;
+  std::ofstream(dir / "junk.trace") << "not a trace at all, but long enough";
+  auto open_files = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator{});
+  };
+  const auto before = open_files();
+  for (int i = 0; i < 200; ++i) EXPECT_THROW(TraceReader r(dir / "junk.trace"), Error);
+  EXPECT_LE(open_files(), before + 1);
+  ASSERT_EQ(::mkfifo((dir / "fifo.trace").c_str(), 0600), 0);
+  EXPECT_NE(ReadAllError(dir / "fifo.trace").find("is a FIFO"), std::string::npos);
 }
 
 // A store block is a whole expert or whole alignment units; any other size is refused.

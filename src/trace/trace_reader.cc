@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/expert_store_format.h"
+#include "io/input_file.h"
 
 namespace moex::trace {
 
@@ -34,10 +35,12 @@ std::vector<std::string> TraceTensors::Names() const {
 
 TraceReader::TraceReader(const std::string& path)
     : path_(path), tensors_(std::make_unique<TraceTensors>(path)) {
-  file_ = std::fopen(path.c_str(), "rb");
+  // A FIFO or device is refused before fopen, which would wait for a FIFO's writer.
+  Check(RegularFileExists(path), "cannot open trace ", path, ": no such file");
+  file_.reset(std::fopen(path.c_str(), "rb"));
   Check(file_ != nullptr, "cannot open trace ", path, ": ", std::strerror(errno));
   struct stat st {};
-  Check(fstat(fileno(file_), &st) == 0, "cannot stat trace ", path, ": ", std::strerror(errno));
+  Check(fstat(fileno(file_.get()), &st) == 0, "cannot stat trace ", path, ": ", std::strerror(errno));
   file_size_ = static_cast<uint64_t>(st.st_size);
 
   char magic[sizeof kTraceMagic];
@@ -76,7 +79,7 @@ TraceReader::TraceReader(const std::string& path)
     RecordTag tag{};
     Check(ReadRecord(&tag, &payload_), path, " is truncated: no end record");
     if (tag != RecordTag::kTensor) {
-      Check(std::fseek(file_, static_cast<long>(at), SEEK_SET) == 0, "cannot seek in ", path);
+      Check(std::fseek(file_.get(), static_cast<long>(at), SEEK_SET) == 0, "cannot seek in ", path);
       offset_ = at;
       records_ = records_before;
       break;
@@ -111,15 +114,13 @@ TraceReader::TraceReader(const std::string& path)
   events_records_ = records_;
 }
 
-TraceReader::~TraceReader() {
-  if (file_ != nullptr) std::fclose(file_);
-}
+TraceReader::~TraceReader() = default;
 
 void TraceReader::ReadExact(void* out, size_t n, const char* what) {
   if (n == 0) return;
-  const size_t got = std::fread(out, 1, n, file_);
+  const size_t got = std::fread(out, 1, n, file_.get());
   Check(got == n, path_, " is truncated: reading the ", what, " at byte ", offset_,
-        std::ferror(file_) ? std::string(" failed: ") + std::strerror(errno) : std::string(""));
+        std::ferror(file_.get()) ? std::string(" failed: ") + std::strerror(errno) : std::string(""));
   offset_ += n;
 }
 
@@ -196,7 +197,7 @@ void TraceReader::CheckOrder(const TraceEvent& e, const std::string& where) {
 }
 
 void TraceReader::Rewind() {
-  Check(std::fseek(file_, static_cast<long>(events_offset_), SEEK_SET) == 0, "cannot seek in ",
+  Check(std::fseek(file_.get(), static_cast<long>(events_offset_), SEEK_SET) == 0, "cannot seek in ",
         path_);
   offset_ = events_offset_;
   records_ = events_records_;

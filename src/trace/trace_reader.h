@@ -58,7 +58,12 @@ class TraceReader {
   void CheckOrder(const TraceEvent& event, const std::string& where);
 
   std::string path_;
-  std::FILE* file_ = nullptr;
+  // Closed however the reader ends, a constructor that throws included (a leaked handle per
+  // refused trace ran a fuzzer out of descriptors).
+  struct CloseFile {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, CloseFile> file_;
   uint64_t file_size_ = 0;
   uint64_t offset_ = 0;
   uint64_t events_offset_ = 0;

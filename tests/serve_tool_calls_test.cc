@@ -24,8 +24,33 @@ TEST(ToolCalls, TheFormatComesFromTheTemplate) {
   EXPECT_EQ(DetectToolCallFormat(kQwenLike), ToolCallFormat::kHermes);
   EXPECT_EQ(DetectToolCallFormat("{% for m in messages %}{{ m.content }}{% endfor %}"),
             ToolCallFormat::kNone);
-  EXPECT_EQ(DetectToolCallFormat("{{ tools }}[TOOL_CALLS]"), ToolCallFormat::kNone)
-      << "Mistral's format has no parser yet";
+  EXPECT_EQ(DetectToolCallFormat("{{ tools }}[TOOL_CALLS]"), ToolCallFormat::kMistral);
+  EXPECT_EQ(DetectToolCallFormat("{{ tools }}<｜tool▁calls▁begin｜>"), ToolCallFormat::kNone)
+      << "DeepSeek's format has no parser yet";
+}
+
+TEST(ToolCalls, MistralCallsAreAJsonListAfterTheMarker) {
+  const ParsedReply r = ParseToolCalls(
+      ToolCallFormat::kMistral,
+      "Checking. [TOOL_CALLS][{\"name\": \"get\", \"arguments\": {\"city\": \"Oslo\"}}, "
+      "{\"name\": \"now\", \"arguments\": {}}]</s>");
+  EXPECT_EQ(r.content, "Checking.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(r.calls[1].name, "now");
+  // A list that does not parse, or holds something else, stays text.
+  EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": ").calls.empty());
+  EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kMistral, "[TOOL_CALLS][1, 2]").calls.empty());
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kMistral, "plain").content, "plain");
+  // Ids as each format's templates accept them.
+  const std::string id = NewToolCallId(ToolCallFormat::kMistral);
+  EXPECT_EQ(id.size(), 9u);
+  EXPECT_EQ(NewToolCallId(ToolCallFormat::kHermes).rfind("call_", 0), 0u);
+  ToolCallStream st(ToolCallFormat::kMistral);
+  EXPECT_EQ(st.Push("ok [TOOL"), "ok ");
+  EXPECT_EQ(st.Push("_CALLS][{\"name\": \"now\", \"arguments\": {}}]"), "");
+  ASSERT_EQ(st.Finish().calls.size(), 1u);
 }
 
 TEST(ToolCalls, ARepliesCallsAndContentAreSplit) {
@@ -92,6 +117,9 @@ TEST(ToolCalls, TheGrammarForcesAValidCall) {
   const auto any = ToolCallGrammar(ToolCallFormat::kHermes, tools, "");
   EXPECT_TRUE(Matches(*any, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_THROW(ToolCallGrammar(ToolCallFormat::kHermes, tools, "nope"), Error);
+  const auto mistral = ToolCallGrammar(ToolCallFormat::kMistral, tools, "now");
+  EXPECT_TRUE(Matches(*mistral, "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}]"));
+  EXPECT_FALSE(Matches(*mistral, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
 }
 
 }  // namespace

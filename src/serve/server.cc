@@ -62,15 +62,6 @@ std::string PlainChatPrompt(const std::vector<ChatTurn>& messages) {
 // clients see the answer; a longer declared length is refused before any of it is read.
 constexpr uint64_t kMaxReadBodyFactor = 16;
 
-// A tool call's id: "call_" and 24 random letters and digits, as OpenAI's look.
-std::string NewCallId() {
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kChars[rng() % (sizeof kChars - 1)];
-  return id;
-}
-
 // The HTTP status of a request that ended without an answer; 0 for stop, length, cancelled.
 int FailedStatus(const std::string& finish_reason) {
   if (finish_reason == "timeout") return 504;
@@ -453,10 +444,10 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   };
   // With tools, a reply is split into content and calls (serve/tool_calls.h).
   const ToolCallFormat tools = request.tool_choice != "none" ? tool_format_ : ToolCallFormat::kNone;
-  auto calls_json = [](const std::vector<ToolCall>& calls, bool delta) {
+  auto calls_json = [tools](const std::vector<ToolCall>& calls, bool delta) {
     json out = json::array();
     for (size_t k = 0; k < calls.size(); ++k) {
-      json c = {{"id", NewCallId()},
+      json c = {{"id", NewToolCallId(tools)},
                 {"type", "function"},
                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
       if (delta) c["index"] = k;

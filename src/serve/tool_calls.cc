@@ -1,5 +1,7 @@
 #include "serve/tool_calls.h"
 
+#include <random>
+
 #include "core/error.h"
 #include "serve/stop_text.h"
 
@@ -7,8 +9,22 @@ namespace moex::serve {
 
 namespace {
 
-constexpr const char* kOpen = "<tool_call>";
-constexpr const char* kClose = "</tool_call>";
+constexpr const char* kHermesOpen = "<tool_call>";
+constexpr const char* kHermesClose = "</tool_call>";
+constexpr const char* kMistralOpen = "[TOOL_CALLS]";
+
+// The marker a reply's calls begin with.
+std::string OpenMarker(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return kHermesOpen;
+    case ToolCallFormat::kMistral:
+      return kMistralOpen;
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return "";
+}
 
 std::string Trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t\r\n");
@@ -17,43 +33,35 @@ std::string Trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
-}  // namespace
-
-ToolCallFormat DetectToolCallFormat(const std::string& source) {
-  if (source.find("tools") == std::string::npos) return ToolCallFormat::kNone;
-  if (source.find(kOpen) != std::string::npos) return ToolCallFormat::kHermes;
-  return ToolCallFormat::kNone;
+// One call object ({"name", "arguments"}) as a ToolCall; false when it is not one.
+bool ReadCall(const nlohmann::json& call, ToolCall* out) {
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string()) return false;
+  const nlohmann::json args = call.value("arguments", nlohmann::json::object());
+  if (!args.is_object() && !args.is_string()) return false;
+  out->name = call["name"].get<std::string>();
+  out->arguments = args.is_string() ? args.get<std::string>() : args.dump();
+  return true;
 }
 
-ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text) {
+ParsedReply ParseHermes(const std::string& text) {
   ParsedReply out;
-  if (format != ToolCallFormat::kHermes) {
-    out.content = text;
-    return out;
-  }
+  const std::string open = kHermesOpen, close_marker = kHermesClose;
   std::string content;
   size_t at = 0;
   while (at < text.size()) {
-    const size_t open = text.find(kOpen, at);
-    if (open == std::string::npos) break;
-    const size_t body = open + std::string(kOpen).size();
-    const size_t close = text.find(kClose, body);
+    const size_t open_at = text.find(open, at);
+    if (open_at == std::string::npos) break;
+    const size_t body = open_at + open.size();
+    const size_t close = text.find(close_marker, body);
     // An unclosed last block (the reply hit max_tokens) is parsed to the end.
     const size_t end = close == std::string::npos ? text.size() : close;
-    const nlohmann::json call = nlohmann::json::parse(text.substr(body, end - body), nullptr, false);
-    const bool valid = call.is_object() && call.contains("name") && call["name"].is_string() &&
-                       (!call.contains("arguments") || call["arguments"].is_object() ||
-                        call["arguments"].is_string());
-    const size_t next = close == std::string::npos ? text.size() : close + std::string(kClose).size();
-    if (!valid) {
-      content += text.substr(at, next - at);
-    } else {
-      content += text.substr(at, open - at);
-      ToolCall c;
-      c.name = call["name"].get<std::string>();
-      const nlohmann::json args = call.value("arguments", nlohmann::json::object());
-      c.arguments = args.is_string() ? args.get<std::string>() : args.dump();
+    const size_t next = close == std::string::npos ? text.size() : close + close_marker.size();
+    ToolCall c;
+    if (ReadCall(nlohmann::json::parse(text.substr(body, end - body), nullptr, false), &c)) {
+      content += text.substr(at, open_at - at);
       out.calls.push_back(std::move(c));
+    } else {
+      content += text.substr(at, next - at);  // Not a call: it stays text.
     }
     at = next;
   }
@@ -62,10 +70,71 @@ ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text) {
   return out;
 }
 
+// Text before [TOOL_CALLS] is content; after it, a JSON array of calls (anything after the
+// array's end is dropped, as Mistral's own parser does).
+ParsedReply ParseMistral(const std::string& text) {
+  ParsedReply out;
+  const size_t open = text.find(kMistralOpen);
+  if (open == std::string::npos) {
+    out.content = Trim(text);
+    return out;
+  }
+  const std::string rest = text.substr(open + std::string(kMistralOpen).size());
+  for (size_t end = rest.rfind(']'); end != std::string::npos;
+       end = end == 0 ? std::string::npos : rest.rfind(']', end - 1)) {
+    const nlohmann::json calls = nlohmann::json::parse(rest.substr(0, end + 1), nullptr, false);
+    if (!calls.is_array()) continue;
+    std::vector<ToolCall> parsed;
+    for (const auto& call : calls) {
+      ToolCall c;
+      if (!ReadCall(call, &c)) break;
+      parsed.push_back(std::move(c));
+    }
+    if (parsed.size() != calls.size() || parsed.empty()) break;
+    out.content = Trim(text.substr(0, open));
+    out.calls = std::move(parsed);
+    return out;
+  }
+  out.content = Trim(text);  // No parsable call list: all of it stays text.
+  return out;
+}
+
+}  // namespace
+
+ToolCallFormat DetectToolCallFormat(const std::string& source) {
+  if (source.find("tools") == std::string::npos) return ToolCallFormat::kNone;
+  if (source.find(kMistralOpen) != std::string::npos) return ToolCallFormat::kMistral;
+  if (source.find(kHermesOpen) != std::string::npos) return ToolCallFormat::kHermes;
+  return ToolCallFormat::kNone;
+}
+
+std::string NewToolCallId(ToolCallFormat format) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = format == ToolCallFormat::kMistral ? "" : "call_";
+  const int n = format == ToolCallFormat::kMistral ? 9 : 24;
+  for (int i = 0; i < n; ++i) id += kChars[rng() % (sizeof kChars - 1)];
+  return id;
+}
+
+ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return ParseHermes(text);
+    case ToolCallFormat::kMistral:
+      return ParseMistral(text);
+    case ToolCallFormat::kNone:
+      break;
+  }
+  ParsedReply out;
+  out.content = text;
+  return out;
+}
+
 std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
                                                const nlohmann::ordered_json& tools,
                                                const std::string& name) {
-  Check(format == ToolCallFormat::kHermes, "no tool-call grammar for this format");
+  Check(format != ToolCallFormat::kNone, "no tool-call grammar without a format");
   nlohmann::ordered_json choices = nlohmann::ordered_json::array();
   for (const auto& tool : tools) {
     const auto& f = tool["function"];
@@ -86,15 +155,17 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
   JsonSchemaOptions options;
   options.strict = false;  // A function's optional parameters stay optional.
   options.additional_properties_default = false;
-  options.prefix = std::string(kOpen) + "\n";
-  options.suffix = std::string("\n") + kClose;
+  // One call, written as the format writes it.
+  options.prefix = format == ToolCallFormat::kHermes ? std::string(kHermesOpen) + "\n"
+                                                      : std::string(kMistralOpen) + "[";
+  options.suffix = format == ToolCallFormat::kHermes ? std::string("\n") + kHermesClose : "]";
   return std::make_shared<const Grammar>(JsonSchemaGrammar(schema, options));
 }
 
 std::string ToolCallStream::Push(const std::string& text) {
   held_ += text;
-  if (in_call_ || format_ != ToolCallFormat::kHermes) return in_call_ ? "" : std::exchange(held_, "");
-  const std::string open = kOpen;
+  const std::string open = OpenMarker(format_);
+  if (in_call_ || open.empty()) return in_call_ ? "" : std::exchange(held_, "");
   const size_t at = held_.find(open);
   if (at != std::string::npos) {
     in_call_ = true;

@@ -4,9 +4,11 @@
 // content to send now and a call to send when it is whole.
 //
 // Formats: Hermes / Qwen (`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`,
-// one block per call), which Qwen2.5, Qwen3, Qwen3-MoE and Hermes templates use. Templates of
-// other formats (DeepSeek's markers, GLM's, gpt-oss's harmony channels, Mistral's
-// [TOOL_CALLS]) are refused with a clear 400 until their parsers exist (docs/serving.md).
+// one block per call), which Qwen2.5, Qwen3, Qwen3-MoE and Hermes templates use; Mistral
+// (`[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, Mixtral-8x22B and Mistral v0.3
+// templates, whose call ids are 9 letters and digits). Templates of other formats (DeepSeek's
+// markers, GLM's, gpt-oss's harmony channels) are refused with a clear 400 until their
+// parsers exist (docs/serving.md).
 #pragma once
 
 #include <memory>
@@ -19,7 +21,7 @@
 
 namespace moex::serve {
 
-enum class ToolCallFormat { kNone, kHermes };
+enum class ToolCallFormat { kNone, kHermes, kMistral };
 
 // The format a chat template renders tool calls in; kNone when it renders none.
 ToolCallFormat DetectToolCallFormat(const std::string& template_source);
@@ -29,6 +31,10 @@ struct ToolCall {
   std::string name;
   std::string arguments;  // A JSON text, as OpenAI sends it.
 };
+
+// A new call id in the form the format's templates accept ("call_" and 24 letters and digits;
+// Mistral's: 9 letters and digits).
+std::string NewToolCallId(ToolCallFormat format);
 
 struct ParsedReply {
   std::string content;          // The text outside the calls, trimmed.

@@ -23,28 +23,32 @@ constexpr const char* kWant =
     "q4_K expert tensor 'model.layers.1.mlp.experts.3.up_proj.weight' block 5 has a non-finite "
     "scale";
 
+// A copy of `src` as dir/bad.gguf with the f16 `value` written at byte `at`.
+std::string CopyWithF16At(const testing::TempDir& dir, const std::string& src, uint64_t at,
+                          uint16_t value) {
+  const std::string out = dir / "bad.gguf";
+  std::filesystem::copy_file(src, out);
+  std::fstream io(out, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(static_cast<std::streamoff>(at));
+  const char bytes[2] = {static_cast<char>(value & 0xff), static_cast<char>(value >> 8)};
+  io.write(bytes, 2);
+  EXPECT_TRUE(io.good());
+  return out;
+}
+
 // A copy of the tiny Q4_K_M model whose layer-1 up projection of expert 3 has an infinite
 // f16 scale d in its sixth q4_K block.
 std::string ModelWithAnInfiniteExpertScale(const testing::TempDir& dir) {
   const std::string src = testing::TinyQ4KMModelPath();
-  const std::string out = dir / "bad.gguf";
-  std::filesystem::copy_file(src, out);
-  uint64_t at = 0;
-  {
-    GgufFile f(src);
-    const GgufTensorInfo* info = f.FindTensorInfo("blk.1.ffn_up_exps.weight");
-    EXPECT_NE(info, nullptr);
-    const TensorView* t = f.FindQuantizedTensor("blk.1.ffn_up_exps.weight");
-    EXPECT_EQ(t->dtype, DType::kQ4_K);
-    const uint64_t expert_bytes = t->nbytes / static_cast<uint64_t>(t->shape[0]);
-    at = f.data_offset() + info->offset + 3 * expert_bytes + 5 * 144;  // 144-byte q4_K blocks
-  }
-  std::fstream io(out, std::ios::in | std::ios::out | std::ios::binary);
-  io.seekp(static_cast<std::streamoff>(at));
-  const char inf_f16[2] = {0x00, 0x7c};
-  io.write(inf_f16, 2);
-  EXPECT_TRUE(io.good());
-  return out;
+  GgufFile f(src);
+  const GgufTensorInfo* info = f.FindTensorInfo("blk.1.ffn_up_exps.weight");
+  EXPECT_NE(info, nullptr);
+  const TensorView* t = f.FindQuantizedTensor("blk.1.ffn_up_exps.weight");
+  EXPECT_EQ(t->dtype, DType::kQ4_K);
+  const uint64_t expert_bytes = t->nbytes / static_cast<uint64_t>(t->shape[0]);
+  // 144-byte q4_K blocks.
+  return CopyWithF16At(dir, src, f.data_offset() + info->offset + 3 * expert_bytes + 5 * 144,
+                       0x7c00);
 }
 
 std::string ErrorOf(const std::function<void()>& fn) {
@@ -76,8 +80,6 @@ TEST(GgufExpertScaleCheck, OpeningDefersItAndPackingRefusesTheBlock) {
 TEST(GgufExpertScaleCheck, ADenseQ8MatrixWithANanScaleIsRefusedAtLoad) {
   const testing::TempDir dir;
   const std::string src = testing::TinyQuantModelPath(DType::kQ8_0);
-  const std::string out = dir / "bad.gguf";
-  std::filesystem::copy_file(src, out);
   uint64_t at = 0;
   {
     GgufFile f(src);
@@ -86,13 +88,7 @@ TEST(GgufExpertScaleCheck, ADenseQ8MatrixWithANanScaleIsRefusedAtLoad) {
     EXPECT_EQ(f.FindTensor("blk.0.attn_q.weight")->dtype, DType::kQ8_0);
     at = f.data_offset() + info->offset + 2 * 34;  // The third 34-byte block's f16 scale.
   }
-  {
-    std::fstream io(out, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekp(static_cast<std::streamoff>(at));
-    const char nan_f16[2] = {0x01, 0x7e};
-    io.write(nan_f16, 2);
-    ASSERT_TRUE(io.good());
-  }
+  const std::string out = CopyWithF16At(dir, src, at, 0x7e01);  // A NaN.
   EXPECT_NE(ErrorOf([&] { LoadModel(out); })
                 .find("q8_0 tensor 'blk.0.attn_q.weight' block 2 has a non-finite scale"),
             std::string::npos)

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "io/input_file.h"
@@ -14,8 +12,6 @@
 namespace moex {
 
 namespace {
-
-bool IsFile(const std::string& path) { return RegularFileExists(path); }
 
 template <typename T>
 std::optional<T> OptionalNumber(const nlohmann::json& j, const char* key) {
@@ -89,7 +85,7 @@ std::unique_ptr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   std::unique_ptr<HfCheckpoint> ckpt(new HfCheckpoint());
   ckpt->dir_ = dir;
   const std::string config_path = dir + "/config.json";
-  Check(IsFile(config_path), "checkpoint ", dir, " has no config.json");
+  Check(RegularFileExists(config_path), "checkpoint ", dir, " has no config.json");
   ckpt->config_json_ = ReadJsonFile(config_path);
   try {
     ckpt->config_ = ModelConfig::FromHfJson(ckpt->config_json_);
@@ -99,7 +95,7 @@ std::unique_ptr<HfCheckpoint> HfCheckpoint::Open(const std::string& dir) {
   }
 
   const std::string gen_path = dir + "/generation_config.json";
-  if (IsFile(gen_path)) {
+  if (RegularFileExists(gen_path)) {
     ckpt->has_generation_config_ = true;
     try {
       ckpt->generation_ = GenerationConfig::FromJson(ReadJsonFile(gen_path));
@@ -133,8 +129,8 @@ void HfCheckpoint::LoadWeights() {
     return *files_.back();
   };
 
-  if (!IsFile(index_path)) {
-    Check(IsFile(single_path), "checkpoint ", dir_,
+  if (!RegularFileExists(index_path)) {
+    Check(RegularFileExists(single_path), "checkpoint ", dir_,
           " has neither model.safetensors nor model.safetensors.index.json");
     add_file(single_path);
     return;
@@ -152,7 +148,7 @@ void HfCheckpoint::LoadWeights() {
     CheckShardName(index_path, shard);
     if (shards.contains(shard)) continue;
     const std::string path = dir_ + "/" + shard;
-    Check(IsFile(path), index_path, " lists shard ", shard, ", which is missing from ", dir_);
+    Check(RegularFileExists(path), index_path, " lists shard ", shard, ", which is missing from ", dir_);
     shards[shard] = &add_file(path);
   }
   for (auto it = wm->begin(); it != wm->end(); ++it) {

@@ -560,20 +560,23 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
     if (r.echo && r.logprobs >= 0)
       Refuse("echo", "'echo' with 'logprobs' (the prompt's log probabilities)");
   }
-  if (endpoint == Endpoint::kChat && (Present(body, "tools") || Present(body, "tool_choice"))) {
-    ParseTools(nlohmann::ordered_json::parse(text), r);
+  // Schemas (tools' parameters, structured output) keep the body's key order: their
+  // properties are written in it. The body is parsed once more for them, only when asked.
+  const bool tools = Present(body, "tools") || Present(body, "tool_choice");
+  const bool structured = StructuredOutputAsked(body);
+  const nlohmann::ordered_json ordered =
+      tools || structured ? nlohmann::ordered_json::parse(text) : nlohmann::ordered_json();
+  if (endpoint == Endpoint::kChat && tools) {
+    ParseTools(ordered, r);
     if (r.tool_choice == "required" || r.tool_choice == "function") {
-      if (StructuredOutputAsked(body))
+      if (structured)
         Bad("tool_choice", "'tool_choice' " + r.tool_choice +
                                " and a structured output format cannot be asked together");
     }
-  } else if (Present(body, "tools") || Present(body, "tool_choice")) {
+  } else if (tools) {
     Bad(Present(body, "tools") ? "tools" : "tool_choice", "tools are a chat field");
   }
-  if (StructuredOutputAsked(body)) {
-    // Parsed again keeping key order: a schema's properties are written in its order.
-    ParseStructuredOutput(body, nlohmann::ordered_json::parse(text), r);
-  }
+  if (structured) ParseStructuredOutput(body, ordered, r);
   return r;
 }
 

@@ -201,10 +201,74 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"InfBudget", "generate --model {model} --prompt-ids 1 --host-budget inf",
                  "not a finite number"},
         BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"},
+        BadInput{"LlamaCppGpuLayers", "generate -m {model} --prompt-ids 1 -ngl 99",
+                 "unknown option '-ngl' for `moex generate` (moex computes on the CPU"},
+        BadInput{"FirstUnknownOptionInOrder",
+                 "generate -m {model} --prompt-ids 1 --frob 1 --zap",
+                 "unknown option '--frob' for `moex generate`; `moex generate --help` lists"},
+        BadInput{"StrayWord", "generate -m {model} --prompt-ids 1 hello",
+                 "unexpected argument 'hello' for `moex generate`"},
+        BadInput{"CtxSizeOverTheModels", "generate -m {model} --prompt-ids 1 -c 99999999",
+                 "exceeds the model's context"},
+        BadInput{"PromptOverCtxSize", "generate -m {model} --prompt-ids 1,2,3 -n 8 -c 4",
+                 "do not fit the context of 4 tokens"},
+        BadInput{"MinPOutOfRange", "generate -m {model} --prompt-ids 1 --min-p 2",
+                 "min-p must be in [0, 1]"},
+        BadInput{"ZeroRepeatPenalty", "generate -m {model} --prompt-ids 1 --repeat-penalty 0",
+                 "repetition penalty must be > 0"},
         BadInput{"UnknownActivationPrecision",
                  "generate --model {model} --prompt-ids 1 --activations q4",
                  "--activations: q4 not in {int8,f32}"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
+
+TEST(CliTest, LlamaCppShortFlagsMeanWhatTheyMeanThere) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  auto run = [&](const std::string& args) {
+    const auto r = RunCommand(Moex("generate " + args + " --prompt-ids 1,2,3 --json"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto llama = run("-m " + model + " -n 6 -t 1 -s 7 --temp 0.9 --top-k 5 --min-p 0.1 -c 64");
+  const auto moex = run("--model " + model +
+                        " --max-tokens 6 --threads 1 --seed 7 --temperature 0.9 --top-k 5 "
+                        "--min-p 0.1 --ctx-size 64");
+  EXPECT_EQ(llama["tokens"], moex["tokens"]);
+  EXPECT_EQ(llama["tokens"].size(), 6u);
+  EXPECT_EQ(llama["sampling"]["used"]["seed"], 7);
+  EXPECT_FLOAT_EQ(llama["sampling"]["used"]["min_p"].get<float>(), 0.1f);
+  // --repeat-penalty is llama.cpp's: its window is the last 64 tokens unless given.
+  const auto penalised = run("-m " + model + " -n 2 --repeat-penalty 1.3");
+  EXPECT_EQ(penalised["sampling"]["used"]["repeat_last_n"], 64);
+}
+
+TEST(CliTest, SamplingDefaultsComeFromGenerationConfig) {
+  testing::TempDir dir;
+  std::filesystem::copy(testing::TinyModelPath(Arch::kOlmoe), dir.path() / "m",
+                        std::filesystem::copy_options::recursive);
+  std::ofstream(dir / "m/generation_config.json")
+      << R"({"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95})";
+  auto run = [&](const std::string& extra) {
+    const auto r = RunCommand(
+        Moex("generate --model " + (dir / "m") + " --prompt-ids 1,2 --max-tokens 2 --json" + extra));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["sampling"];
+  };
+  const auto first = run("");
+  EXPECT_EQ(first["source"], "generation_config.json");
+  EXPECT_FLOAT_EQ(first["used"]["temperature"].get<float>(), 0.6f);
+  EXPECT_EQ(first["used"]["top_k"], 20);
+  EXPECT_FLOAT_EQ(first["used"]["top_p"].get<float>(), 0.95f);
+  // No --seed: a random one each run (equal with probability 2^-64).
+  EXPECT_NE(first["used"]["seed"], run("")["used"]["seed"]);
+  // A flag overrides one value; the rest stay the model's.
+  const auto greedy = run(" --temp 0");
+  EXPECT_EQ(greedy["used"]["temperature"], 0.0);
+  EXPECT_EQ(greedy["used"]["top_k"], 20);
+  // The tiny model's own file has do_sample false: greedy.
+  const auto r = RunCommand(Moex("generate --model " + testing::TinyModelPath(Arch::kOlmoe) +
+                                 " --prompt-ids 1 --max-tokens 1 --json"));
+  EXPECT_EQ(nlohmann::json::parse(r.out)["sampling"]["used"]["temperature"], 0.0);
+}
 
 TEST(CliTest, CorruptConfigIsAClearError) {
   testing::TempDir dir;

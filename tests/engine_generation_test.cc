@@ -1,6 +1,7 @@
 // Batched generation, KV-cache consistency, stop tokens and sampling.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -109,7 +110,7 @@ TEST(SamplerTest, PenaltiesAndLogitBiasAdjustAsOpenAiDefinesThem) {
   p.logit_bias = {{1, 3.0f}, {4, -100.0f}, {9, 1.0f}};  // 9: outside, ignored.
   std::vector<float> logits = {1, 1, 1, 1, 1};
   const std::vector<int32_t> generated = {2, 0, 2, 2, 7};  // 7: outside, ignored.
-  AdjustLogits(p, generated, logits);
+  AdjustLogits(p, generated, 0, logits);
   // Token 0: once, 1 - 0.25 - 0.5; token 1: bias 3; token 2: three times, 1 - 0.75 - 0.5;
   // token 3: untouched; token 4: bias -100.
   EXPECT_EQ(logits, (std::vector<float>{0.25f, 4.0f, -0.25f, 1.0f, -99.0f}));
@@ -119,8 +120,56 @@ TEST(SamplerTest, PenaltiesAndLogitBiasAdjustAsOpenAiDefinesThem) {
   SamplingParams ban;
   ban.logit_bias = {{3, -100.0f}};
   std::vector<float> l = {0, 0, 0, 50, 0};
-  AdjustLogits(ban, {}, l);
+  AdjustLogits(ban, {}, 0, l);
   EXPECT_NE(ArgMax(l), 3);
+}
+
+TEST(SamplerTest, PresenceAndFrequencyPenaltiesSkipThePrompt) {
+  SamplingParams p;
+  p.presence_penalty = 1.0f;
+  std::vector<float> logits = {0, 0, 0};
+  // Prompt {0, 1}, generated {1}: only token 1 was generated.
+  AdjustLogits(p, std::vector<int32_t>{0, 1, 1}, 2, logits);
+  EXPECT_EQ(logits, (std::vector<float>{0, -1, 0}));
+}
+
+TEST(SamplerTest, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.repeat_last_n = 3;
+  EXPECT_TRUE(p.AdjustsLogits());
+  std::vector<float> logits = {4, -4, 4, 4, 4};
+  // Context {3, 0, 1, 0}: the last three are {0, 1, 0}, so token 3 is outside the window;
+  // a token seen twice is penalised once (as llama.cpp and Hugging Face do), and the
+  // prompt counts (its first two tokens here).
+  AdjustLogits(p, std::vector<int32_t>{3, 0, 1, 0}, 2, logits);
+  EXPECT_EQ(logits, (std::vector<float>{2, -8, 4, 4, 4}));
+  // -1: the whole context.
+  p.repeat_last_n = -1;
+  logits = {4, -4, 4, 4, 4};
+  AdjustLogits(p, std::vector<int32_t>{3, 0, 1, 0}, 2, logits);
+  EXPECT_EQ(logits, (std::vector<float>{2, -8, 4, 2, 4}));
+  // 0 turns it off.
+  p.repeat_last_n = 0;
+  EXPECT_FALSE(p.AdjustsLogits());
+}
+
+TEST(SamplerTest, MinPKeepsOnlyTokensNearTheMostLikely) {
+  // Probabilities after softmax at temperature 1: token 0 has e^0 = 1 relative to the
+  // best, token 1 e^-1 = 0.37, token 2 e^-3 = 0.05. min_p 0.2 keeps tokens 0 and 1.
+  const std::vector<float> logits = {0, -1, -3};
+  SamplingParams p{1.0f, 0, 1.0f, 5};
+  p.min_p = 0.2f;
+  Sampler s(p);
+  std::array<int, 3> seen{};
+  for (int i = 0; i < 2000; ++i) ++seen[static_cast<size_t>(s.Sample(logits))];
+  EXPECT_EQ(seen[2], 0);
+  EXPECT_GT(seen[1], 400);  // 0.37 / 1.37 = 27% of draws.
+  EXPECT_GT(seen[0], 1200);
+  // min_p 1 is greedy (ties aside).
+  p.min_p = 1.0f;
+  Sampler greedy(p);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(greedy.Sample(logits), 0);
 }
 
 TEST(SamplerTest, GreedyTakesTheFirstMaximum) {
@@ -156,6 +205,15 @@ TEST(SamplerTest, RejectsBadParameters) {
   EXPECT_THROW(Sampler(SamplingParams{1.0f, -2, 1.0f, 0}), Error);
   EXPECT_THROW(Sampler(SamplingParams{1.0f, 0, 0.0f, 0}), Error);
   EXPECT_THROW(Sampler(SamplingParams{1.0f, 0, 1.5f, 0}), Error);
+  SamplingParams bad;
+  bad.min_p = 1.5f;
+  EXPECT_THROW(Sampler{bad}, Error);
+  bad = {};
+  bad.repetition_penalty = 0.0f;
+  EXPECT_THROW(Sampler{bad}, Error);
+  bad = {};
+  bad.repeat_last_n = -2;
+  EXPECT_THROW(Sampler{bad}, Error);
 }
 
 }  // namespace

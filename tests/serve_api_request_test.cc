@@ -34,10 +34,44 @@ TEST(ServeApiRequest, ChatDefaultsFollowOpenAi) {
   EXPECT_EQ(r.messages[0].role, "user");
   EXPECT_EQ(r.messages[0].content, "hi");
   EXPECT_EQ(r.max_tokens, 50);  // The server's default for chat.
-  EXPECT_EQ(r.temperature, 1.0f);
-  EXPECT_EQ(r.top_p, 1.0f);
+  // Unset sampling takes the model's defaults (generation_config.json), as vLLM does.
+  EXPECT_FALSE(r.temperature.has_value());
+  EXPECT_FALSE(r.top_p.has_value());
+  EXPECT_FALSE(r.top_k.has_value());
+  EXPECT_FALSE(r.min_p.has_value());
+  EXPECT_FALSE(r.repetition_penalty.has_value());
   EXPECT_FALSE(r.seed.has_value());
+  EXPECT_TRUE(r.ignored_fields.empty());
   EXPECT_FALSE(r.stream);
+}
+
+TEST(ServeApiRequest, LlamaCppAndVllmExtrasMeanWhatTheyMeanThere) {
+  const std::string msg = R"("messages":[{"role":"user","content":"hi"}])";
+  ApiRequest r = Chat("{" + msg + R"(,"min_p":0.05,"repeat_penalty":1.1,"top_k":-1,
+                      "n_predict":9,"cache_prompt":true})");
+  EXPECT_FLOAT_EQ(*r.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(*r.repetition_penalty, 1.1f);
+  EXPECT_EQ(*r.repeat_last_n, 64);  // llama.cpp's window.
+  EXPECT_EQ(*r.top_k, 0);           // -1: no limit.
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_TRUE(r.ignored_fields.empty());
+  r = Chat("{" + msg + R"(,"repetition_penalty":1.2,"n_predict":-1})");
+  EXPECT_FLOAT_EQ(*r.repetition_penalty, 1.2f);
+  EXPECT_EQ(*r.repeat_last_n, -1);  // vLLM: the whole context.
+  EXPECT_EQ(r.max_tokens, 50);      // n_predict -1: the default.
+  r = Chat("{" + msg + R"(,"repeat_penalty":1.1,"repeat_last_n":8,"max_tokens":3,"n_predict":7})");
+  EXPECT_EQ(*r.repeat_last_n, 8);
+  EXPECT_EQ(r.max_tokens, 3);  // max_tokens wins.
+}
+
+TEST(ServeApiRequest, UnknownFieldsAreIgnoredAndListed) {
+  const ApiRequest r = Completion(
+      R"({"prompt":"a","mirostat":2,"typical_p":0.9,"samplers":["top_k"],"id_slot":1})");
+  EXPECT_EQ(r.prompt_text, "a");
+  EXPECT_EQ(r.ignored_fields,
+            (std::vector<std::string>{"id_slot", "mirostat", "samplers", "typical_p"}));
+  // A known field keeps its checks.
+  EXPECT_THROW(Completion(R"({"prompt":"a","mirostat":2,"min_p":3})"), ApiError);
 }
 
 TEST(ServeApiRequest, CompletionDefaultsTo16Tokens) {
@@ -107,9 +141,9 @@ TEST(ServeApiRequest, ReadsEverySupportedField) {
   EXPECT_EQ(r.messages[0].content, "ab");
   EXPECT_EQ(r.messages[2].content, "");
   EXPECT_EQ(r.max_tokens, 7);
-  EXPECT_EQ(r.temperature, 0.0f);
-  EXPECT_EQ(r.top_p, 0.5f);
-  EXPECT_EQ(r.top_k, 3);
+  EXPECT_EQ(*r.temperature, 0.0f);
+  EXPECT_EQ(*r.top_p, 0.5f);
+  EXPECT_EQ(*r.top_k, 3);
   ASSERT_TRUE(r.seed.has_value());
   EXPECT_EQ(*r.seed, static_cast<uint64_t>(-5));
   EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
@@ -237,6 +271,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, "{" + kMsg + R"(,"temperature":true})", "temperature"},
         BadCase{kC, "{" + kMsg + R"(,"top_p":0})", "top_p"},
         BadCase{kC, "{" + kMsg + R"(,"top_k":-2})", "top_k"},
+        BadCase{kC, "{" + kMsg + R"(,"min_p":1.5})", "min_p"},
+        BadCase{kC, "{" + kMsg + R"(,"min_p":"x"})", "min_p"},
+        BadCase{kC, "{" + kMsg + R"(,"repeat_penalty":0})", "repeat_penalty"},
+        BadCase{kC, "{" + kMsg + R"(,"repetition_penalty":1.1,"repeat_penalty":1.1})",
+                "repeat_penalty"},
+        BadCase{kC, "{" + kMsg + R"(,"repeat_last_n":-5})", "repeat_last_n"},
+        BadCase{kC, "{" + kMsg + R"(,"n_predict":"x"})", "n_predict"},
+        BadCase{kC, "{" + kMsg + R"(,"cache_prompt":3})", "cache_prompt"},
         BadCase{kC, "{" + kMsg + R"(,"seed":"x"})", "seed"},
         BadCase{kC, "{" + kMsg + R"(,"stream":1})", "stream"},
         BadCase{kC, "{" + kMsg + R"(,"stream_options":{"include_usage":true}})", "stream_options"},
@@ -298,7 +340,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "guided_regex"},
         BadCase{kC, "{" + kMsg + R"(,"model":5})", "model"},
         BadCase{kC, "{" + kMsg + R"(,"prompt":"x"})", "prompt"},
-        BadCase{kC, "{" + kMsg + R"(,"frobnicate":1})", "frobnicate"},
         BadCase{kP, R"({})", "prompt"}, BadCase{kP, R"({"prompt":5})", "prompt"},
         BadCase{kP, R"({"prompt":[]})", "prompt"}, BadCase{kP, R"({"prompt":[1,"a"]})", "prompt"},
         BadCase{kP, R"({"prompt":[1,1000]})", "prompt"},

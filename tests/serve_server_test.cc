@@ -632,6 +632,23 @@ std::string RawExchange(int port, const std::string& request, std::chrono::secon
 
 // A Content-Length that is negative, not a number or absurdly large is answered at once (it
 // waited out the 30 s read timeout for bytes that never came, then said 413).
+TEST(ServeServer, UnsetSamplingTakesTheModelsDefaults) {
+  // The tiny model's generation_config.json has do_sample false: greedy, whatever the seed
+  // (OpenAI's temperature 1 would sample).
+  RunningServer s(TinyModel(), ServerOptions{});
+  auto tokens = [&](json body) {
+    body["prompt"] = {5, 6, 7};
+    body["max_tokens"] = 12;
+    body["ignore_eos"] = true;
+    const HttpResult r = s.Post("/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body)["choices"][0]["token_ids"];
+  };
+  const json greedy = tokens({{"temperature", 0}});
+  EXPECT_EQ(tokens({{"seed", 1}}), greedy);
+  EXPECT_EQ(tokens({{"seed", 2}}), greedy);
+}
+
 TEST(ServeServer, ABadContentLengthIsAnsweredAtOnce) {
   RunningServer s(TinyModel(), SmallBatches());
   for (const auto& [value, status, message] :

@@ -22,10 +22,7 @@ struct ChatOptions {
   ModelOptions model;
   std::string system;
   int max_tokens = 256;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
+  SamplingOptions sampling;
 };
 
 // The conversation rendered and encoded; the oldest turns are dropped until the prompt
@@ -53,7 +50,8 @@ int RunChat(const ChatOptions& o) {
   auto session = OpenSession(o.model);
   const Tokenizer& tok = session->RequireTokenizer();
   const ChatTemplate chat = ChatTemplate::FromTokenizer(tok);
-  const int64_t context = session->model->config.max_position_embeddings;
+  const int64_t context = session->ContextTokens();
+  const SamplingParams sampling = ResolveSampling(o.sampling, session->model->sampling);
   Check(o.max_tokens < context, "--max-tokens (", o.max_tokens,
         ") must leave room for the prompt in the model's context of ", context, " tokens");
   const bool interactive = isatty(STDIN_FILENO) != 0;
@@ -87,7 +85,8 @@ int RunChat(const ChatOptions& o) {
       continue;
     }
     request.max_tokens = o.max_tokens;
-    request.sampling = {o.temperature, o.top_k, o.top_p, o.seed + turn++};
+    request.sampling = sampling;
+    request.sampling.seed = sampling.seed + turn++;
     request.stop_ids = session->StopIds();
     StreamDecoder stream(tok, true);
     const auto results = generator.Generate(
@@ -109,12 +108,9 @@ Runner AddChatCommand(CLI::App& app) {
       "chat", "talk with the model in the terminal (one line per turn; /exit ends)");
   AddModelOptions(*cmd, o->model);
   cmd->add_option("--system", o->system, "system message opening the conversation");
-  cmd->add_option("--max-tokens", o->max_tokens, "most tokens per reply")
+  cmd->add_option("-n,--max-tokens,--n-predict", o->max_tokens, "most tokens per reply")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)");
-  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)");
-  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass");
-  cmd->add_option("--seed", o->seed, "random seed (turn n uses seed + n)");
+  AddSamplingOptions(*cmd, o->sampling, "random seed; turn n uses seed + n (default: random)");
   return [o] { return RunChat(*o); };
 }
 

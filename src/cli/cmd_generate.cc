@@ -19,10 +19,7 @@ struct GenerateOptions {
   ModelOptions model;
   PromptOptions prompt;
   int max_tokens = 64;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
+  SamplingOptions sampling;
   int batch = 1;
   bool ignore_eos = false;
   bool json = false;
@@ -34,11 +31,14 @@ int RunGenerate(const GenerateOptions& o) {
   GenerationRequest request;
   request.prompt = session->PromptTokens(o.prompt);
   request.max_tokens = o.max_tokens;
-  request.sampling = {o.temperature, o.top_k, o.top_p, o.seed};
-  request.sampling.Validate();
+  const int64_t context = session->ContextTokens();
+  Check(static_cast<int64_t>(request.prompt.size()) + o.max_tokens <= context, "the prompt (",
+        request.prompt.size(), " tokens) and --max-tokens (", o.max_tokens,
+        ") do not fit the context of ", context, " tokens");
+  request.sampling = ResolveSampling(o.sampling, session->model->sampling);
   if (!o.ignore_eos) request.stop_ids = session->StopIds();
   std::vector<GenerationRequest> requests(static_cast<size_t>(o.batch), request);
-  for (size_t i = 0; i < requests.size(); ++i) requests[i].sampling.seed = o.seed + i;
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].sampling.seed = request.sampling.seed + i;
 
   Generator generator(*session->transformer);
   // Text streams as tokens arrive, holding partial UTF-8 until complete; without a
@@ -92,6 +92,14 @@ int RunGenerate(const GenerateOptions& o) {
   out["prompt_tokens"] = request.prompt.size();
   out["finish_reason"] = first.finish_reason;
   out["batch"] = o.batch;
+  out["sampling"] = session->model->sampling.ToJson();  // The model's defaults...
+  out["sampling"]["used"] = {{"temperature", request.sampling.temperature},  // ...and this run's.
+                             {"top_k", request.sampling.top_k},
+                             {"top_p", request.sampling.top_p},
+                             {"min_p", request.sampling.min_p},
+                             {"repetition_penalty", request.sampling.repetition_penalty},
+                             {"repeat_last_n", request.sampling.repeat_last_n},
+                             {"seed", request.sampling.seed}};
   double ttft = 0;  // Until every sequence has its first token.
   nlohmann::json sequences = nlohmann::json::array();
   for (size_t i = 0; i < results.size(); ++i) {
@@ -134,12 +142,10 @@ Runner AddGenerateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "generate text from a prompt");
   AddModelOptions(*cmd, o->model);
   AddPromptOptions(*cmd, o->prompt, true);
-  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")
+  cmd->add_option("-n,--max-tokens,--n-predict", o->max_tokens, "tokens to generate")
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)");
-  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)");
-  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass");
-  cmd->add_option("--seed", o->seed, "random seed");
+  AddSamplingOptions(*cmd, o->sampling,
+                     "random seed; sequence i of a batch uses seed + i (default: random)");
   cmd->add_option("--batch", o->batch, "generate this many sequences together")
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end-of-sequence tokens");

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "core/error.h"
+#include "serve/loading_server.h"
 #include "serve/server.h"
 #include "tiers/host_tier.h"
 
@@ -28,6 +29,7 @@ struct ServeOptions {
   serve::ServerOptions server;
   double drain_s = 60;
   std::string prefix_cache = "1GiB";
+  std::string log_format = "text";
 };
 
 int RunServe(ServeOptions o) {
@@ -35,7 +37,14 @@ int RunServe(ServeOptions o) {
         "--prefix-cache takes bytes (1GiB, 512MiB, 0 to turn it off), not a share: '",
         o.prefix_cache, "'");
   o.server.scheduler.prefix_cache_bytes = tiers::ParseBudget(o.prefix_cache, 0);
+  o.server.access_log = serve::ParseAccessLogFormat(o.log_format);
+  // The port answers from the start: /health says "loading" until the model is ready.
+  auto loading = std::make_unique<serve::LoadingServer>(o.server.host);
+  o.server.port = loading->Start(o.server.port);
+  std::fprintf(stderr, "moex: loading the model; http://%s:%d/health answers 503 until ready\n",
+               o.server.host.c_str(), o.server.port);
   auto session = OpenSession(o.model);
+  o.server.context = session->ContextTokens();
   if (o.server.model_name.empty()) {
     std::filesystem::path path(o.model.model.empty() ? DefaultModelPath() : o.model.model);
     if (path.filename().empty()) path = path.parent_path();
@@ -44,6 +53,7 @@ int RunServe(ServeOptions o) {
   if (o.server.model_name.empty()) o.server.model_name = "moex";
   serve::Server server(*session->transformer, session->tokenizer.get(), session->executor.get(),
                        o.server);
+  loading.reset();  // Frees the port for the server, which binds it at once.
   const int port = server.Bind();
   std::signal(SIGPIPE, SIG_IGN);  // A client that hangs up is a failed write, not a death.
   std::signal(SIGINT, OnStopSignal);
@@ -137,6 +147,10 @@ Runner AddServeCommand(CLI::App& app) {
   cmd->add_option("--max-body", s.max_body_bytes, "largest request body, bytes")
       ->capture_default_str()
       ->check(CLI::Range(1024, 1 << 30));
+  cmd->add_option("--log-format", o->log_format,
+                  "one access-log line per request on stderr: text, json or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json", "off"}));
   cmd->add_option("--drain-timeout", o->drain_s,
                   "on SIGINT/SIGTERM, seconds to wait for responses to be written")
       ->capture_default_str()

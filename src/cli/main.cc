@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/usage_hints.h"
 #include "core/error.h"
 #include "kernels/cpu_requirements.h"
 
@@ -50,8 +51,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The subcommand named by the leading words (`trace record`), for the messages below.
+  const CLI::App* command = &app;
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const CLI::App* sub = nullptr;
+    for (const CLI::App* candidate : command->get_subcommands({}))
+      if (candidate->get_name() == argv[i]) sub = candidate;
+    if (sub == nullptr) break;
+    command = sub;
+  }
+  if (const std::string message = moex::cli::LlamaCppFlagMessage(*command, argc, argv);
+      command != &app && !message.empty()) {
+    std::cerr << "moex: error: " << message << "\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 lists the extras reversed and without a hint; name the first, in order.
+    std::cerr << "moex: error: " << moex::cli::UnexpectedArgumentMessage(*command, argc, argv)
+              << "\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

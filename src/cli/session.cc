@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include <cstdio>
@@ -20,10 +21,13 @@
 namespace moex::cli {
 
 void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
-  cmd.add_option("--model", o.model,
+  cmd.add_option("-m,--model", o.model,
                  "HF checkpoint directory or .gguf file (default: the bundled demo model)");
-  cmd.add_option("--threads", o.threads, "compute threads (default: all cores)")
+  cmd.add_option("-t,--threads", o.threads, "compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
+  cmd.add_option("-c,--ctx-size", o.ctx_size,
+                 "tokens one sequence may hold, prompt and reply (0: the model's context)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd.add_option("--activations", o.activations,
                  "activations of block-quantized weights (q4_K, q8_0, ...): int8 (integer dot "
                  "products, as llama.cpp) or f32 (exact dot of the dequantised weights)")
@@ -49,6 +53,40 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--replay-routing", o.replay_routing,
                  "MoE layers follow this trace's recorded routes instead of the router (same "
                  "topology; outputs become meaningless, timing and I/O stay real)");
+}
+
+void AddSamplingOptions(CLI::App& cmd, SamplingOptions& o, const char* seed_help) {
+  cmd.add_option("--temp,--temperature", o.temperature,
+                 "sampling temperature, 0 = greedy (default: the model's generation config)");
+  cmd.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0 = all)");
+  cmd.add_option("--top-p", o.top_p, "nucleus sampling mass");
+  cmd.add_option("--min-p", o.min_p, "drop tokens below this share of the most likely one's "
+                                      "probability");
+  cmd.add_option("--repeat-penalty", o.repeat_penalty,
+                 "divide the logits of recent tokens by this (1 = off)");
+  cmd.add_option("--repeat-last-n", o.repeat_last_n,
+                 "how many recent tokens --repeat-penalty looks at (-1: the whole context)");
+  cmd.add_option("--presence-penalty", o.presence_penalty,
+                 "subtract from the logit of every token already generated");
+  cmd.add_option("--frequency-penalty", o.frequency_penalty,
+                 "subtract this times the count of each token already generated");
+  cmd.add_option("-s,--seed", o.seed, seed_help);
+}
+
+SamplingParams ResolveSampling(const SamplingOptions& o, const SamplingDefaults& d) {
+  SamplingParams p;
+  p.temperature = o.temperature.value_or(d.temperature);
+  p.top_k = o.top_k.value_or(d.top_k);
+  p.top_p = o.top_p.value_or(d.top_p);
+  p.min_p = o.min_p.value_or(d.min_p);
+  p.repetition_penalty = o.repeat_penalty.value_or(d.repetition_penalty);
+  // --repeat-penalty is llama.cpp's, so its window is llama.cpp's 64 unless given.
+  p.repeat_last_n = o.repeat_last_n.value_or(o.repeat_penalty ? 64 : d.repeat_last_n);
+  p.presence_penalty = o.presence_penalty.value_or(0.0f);
+  p.frequency_penalty = o.frequency_penalty.value_or(0.0f);
+  p.seed = o.seed ? *o.seed : std::random_device{}();
+  p.Validate();
+  return p;
 }
 
 std::vector<std::string> ModelReads(const ModelOptions& options) {
@@ -103,8 +141,8 @@ const Tokenizer& Session::RequireTokenizer() const {
 }
 
 void AddPromptOptions(CLI::App& cmd, PromptOptions& o, bool with_chat) {
-  cmd.add_option("--prompt", o.text, "prompt text (- reads it from stdin)");
-  cmd.add_option("--prompt-file", o.file, "read the prompt text from this file");
+  cmd.add_option("-p,--prompt", o.text, "prompt text (- reads it from stdin)");
+  cmd.add_option("-f,--prompt-file", o.file, "read the prompt text from this file");
   cmd.add_option("--prompt-ids", o.ids, "prompt as comma-separated token ids");
   if (!with_chat) return;
   cmd.add_flag("--chat", o.chat, "format the prompt as a user turn with the chat template");
@@ -178,6 +216,10 @@ std::vector<int32_t> Session::PromptTokens(const PromptOptions& options) const {
   return ids;
 }
 
+int64_t Session::ContextTokens() const {
+  return options.ctx_size > 0 ? options.ctx_size : model->config.max_position_embeddings;
+}
+
 std::vector<int32_t> Session::StopIds() const {
   std::vector<int32_t> ids(model->config.eos_token_ids.begin(), model->config.eos_token_ids.end());
   if (tokenizer)
@@ -216,6 +258,9 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   const Stopwatch watch;
   auto session = std::make_unique<Session>();
   session->model = LoadModel(path);
+  Check(options.ctx_size <= session->model->config.max_position_embeddings, "--ctx-size ",
+        options.ctx_size, " exceeds the model's context of ",
+        session->model->config.max_position_embeddings, " tokens");
   try {
     session->tokenizer = LoadTokenizerIfPresent(path);
   } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/moe_executor.h"
+#include "engine/sampler.h"
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "sim/routing_replay.h"
@@ -31,11 +33,29 @@ struct ModelOptions {
   std::string replay_routing;  // --replay-routing trace: MoE layers follow its routes.
   std::string store;           // Empty: next to the model.
   uint64_t seed = 0;           // For randomised policies.
+  int64_t ctx_size = 0;        // -c: the context a sequence may use; 0: the model's.
 };
 
-// Registers --model, --threads, --activations, --host-budget, --policy and --store on a
-// subcommand.
+// Registers --model (-m), --threads (-t), --ctx-size (-c), --activations, --host-budget,
+// --policy and --store on a subcommand.
 void AddModelOptions(CLI::App& cmd, ModelOptions& options);
+
+// Sampling flags, named as llama.cpp names them; those not given take the model's defaults
+// (model/sampling_defaults.h).
+struct SamplingOptions {
+  std::optional<float> temperature, top_p, min_p, repeat_penalty, presence_penalty,
+      frequency_penalty;
+  std::optional<int> top_k, repeat_last_n;
+  std::optional<uint64_t> seed;
+};
+
+// Registers --temp (--temperature), --top-k, --top-p, --min-p, --repeat-penalty,
+// --repeat-last-n, --presence-penalty, --frequency-penalty and --seed (-s).
+void AddSamplingOptions(CLI::App& cmd, SamplingOptions& options, const char* seed_help);
+
+// The flags given over the model's defaults; the seed is random unless --seed is given.
+// Throws Error for an out-of-range value.
+SamplingParams ResolveSampling(const SamplingOptions& options, const SamplingDefaults& defaults);
 
 // The bundled demo model's directory (MOEX_MODEL overrides it).
 std::string DefaultModelPath();
@@ -54,7 +74,8 @@ struct PromptOptions {
   std::string system;
 };
 
-// Registers --prompt, --prompt-file and --prompt-ids, and --chat/--system when `with_chat`.
+// Registers --prompt (-p), --prompt-file (-f) and --prompt-ids, and --chat/--system when
+// `with_chat`.
 void AddPromptOptions(CLI::App& cmd, PromptOptions& options, bool with_chat);
 
 // The prompt text of --prompt (stdin for "-") or --prompt-file, without one trailing
@@ -79,6 +100,8 @@ struct Session {
   std::vector<int32_t> PromptTokens(const PromptOptions& prompt) const;
   // End-of-sequence ids of the checkpoint's config and of its tokenizer.
   std::vector<int32_t> StopIds() const;
+  // The tokens one sequence may hold: --ctx-size, or the model's context.
+  int64_t ContextTokens() const;
   // Saves what the offload policy learned to --policy-state, if given (end of a run).
   void SavePolicyState() const;
   // Adds "routing_replay" to a command's JSON report when the routes were replayed.

@@ -3,9 +3,25 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 #include <utility>
 
 namespace moex {
+
+namespace {
+std::mutex g_latest_mutex;
+ProgressReport g_latest;  // GUARDED_BY(g_latest_mutex)
+}  // namespace
+
+void PublishProgress(const std::string& what, int64_t done, int64_t total) {
+  const std::lock_guard lock(g_latest_mutex);
+  g_latest = {what, done, total};
+}
+
+ProgressReport LatestProgress() {
+  const std::lock_guard lock(g_latest_mutex);
+  return g_latest;
+}
 
 Progress::Progress(std::string what, int64_t total, bool only_on_terminal)
     : what_(std::move(what)), total_(total), tty_(isatty(STDERR_FILENO) != 0) {
@@ -17,6 +33,7 @@ Progress::~Progress() {
 }
 
 void Progress::Update(int64_t done) {
+  if (total_ > 0) PublishProgress(what_, done, total_);
   if (!enabled_) return;
   if (tty_) {
     std::fprintf(stderr, "\rmoex: %s %lld/%lld", what_.c_str(), static_cast<long long>(done),

@@ -8,6 +8,16 @@
 
 namespace moex {
 
+// The newest report of any long operation in this process, for whoever shows it elsewhere
+// (the server's /health while the model loads). Thread-safe.
+struct ProgressReport {
+  std::string what;  // Empty before any report.
+  int64_t done = 0;
+  int64_t total = 0;
+};
+void PublishProgress(const std::string& what, int64_t done, int64_t total);
+ProgressReport LatestProgress();
+
 class Progress {
  public:
   // `only_on_terminal`: say nothing unless stderr is a terminal (for output that is

@@ -15,6 +15,7 @@ struct Generator::Sequences {
   std::vector<std::unique_ptr<KvCache>> caches;
   std::vector<Sampler> samplers;
   std::vector<int64_t> ids;  // Request ids of the event stream.
+  std::vector<float> adjusted;  // A row with its penalties applied (AdjustLogits).
   std::vector<bool> ended;
 
   size_t size() const { return requests.size(); }
@@ -34,7 +35,8 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
   const ModelConfig& config = transformer_.model().config;
   const size_t n = requests.size();
   timings_ = GenerationTimings{};
-  Sequences s{requests, std::vector<GenerationResult>(n), {}, {}, {}, std::vector<bool>(n, false)};
+  Sequences s{requests, std::vector<GenerationResult>(n), {}, {}, {}, {},
+              std::vector<bool>(n, false)};
   s.samplers.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const GenerationRequest& r = requests[i];
@@ -64,11 +66,20 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
 void Generator::Run(Sequences& s, const TokenCallback& on_token) {
   const int64_t vocab = transformer_.model().config.vocab_size;
   const size_t n = s.size();
-  auto logits_row = [vocab](const std::vector<float>& logits, size_t b) {
-    const std::span<const float> row(&logits[b * static_cast<size_t>(vocab)],
-                                     static_cast<size_t>(vocab));
+  // Samples sequence i's next token from its row b of the logits, after its penalties.
+  std::vector<int32_t> context;
+  auto sample = [&](const std::vector<float>& logits, size_t b, size_t i) {
+    std::span<const float> row(&logits[b * static_cast<size_t>(vocab)], static_cast<size_t>(vocab));
     CheckFiniteLogits(row);
-    return row;
+    const GenerationRequest& r = s.requests[i];
+    if (r.sampling.AdjustsLogits()) {
+      context.assign(r.prompt.begin(), r.prompt.end());
+      context.insert(context.end(), s.results[i].tokens.begin(), s.results[i].tokens.end());
+      s.adjusted.assign(row.begin(), row.end());
+      AdjustLogits(r.sampling, context, r.prompt.size(), s.adjusted);
+      row = s.adjusted;
+    }
+    return s.samplers[i].Sample(row);
   };
 
   // Prefill in chunks of at most max_prefill_chunk_ tokens per forward pass; the logits of
@@ -106,7 +117,7 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
         End(s, i);
         continue;
       }
-      next[i] = s.samplers[i].Sample(logits_row(logits, b));
+      next[i] = sample(logits, b, i);
       s.results[i].ttft_ms = start.ElapsedMs();
       active[i] = true;
     }
@@ -141,7 +152,7 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
     const std::vector<float> logits = transformer_.Forward(batch);
     ++timings_.decode_steps;
     for (size_t b = 0; b < owners.size(); ++b)
-      next[owners[b]] = s.samplers[owners[b]].Sample(logits_row(logits, b));
+      next[owners[b]] = sample(logits, b, owners[b]);
   }
   timings_.decode_ms = decode.ElapsedMs();
 }

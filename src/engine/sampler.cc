@@ -12,27 +12,52 @@ void SamplingParams::Validate() const {
         temperature);
   Check(top_k >= 0, "top-k must be >= 0, got ", top_k);
   Check(top_p > 0.0f && top_p <= 1.0f, "top-p must be in (0, 1], got ", top_p);
+  Check(min_p >= 0.0f && min_p <= 1.0f, "min-p must be in [0, 1], got ", min_p);
+  Check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f,
+        "repetition penalty must be > 0, got ", repetition_penalty);
+  Check(repeat_last_n >= -1, "repeat-last-n must be -1 (the whole context) or >= 0, got ",
+        repeat_last_n);
   Check(std::isfinite(presence_penalty) && std::isfinite(frequency_penalty),
         "penalties must be finite");
   for (const auto& [id, bias] : logit_bias)
     Check(std::isfinite(bias), "logit bias of token ", id, " must be finite");
 }
 
-void AdjustLogits(const SamplingParams& params, std::span<const int32_t> generated,
-                  std::span<float> logits) {
+namespace {
+
+// Calls visit(id, count) once per distinct id of `tokens` that indexes `logits`, from a
+// sorted copy (no vocabulary-sized table).
+template <typename Visit>
+void ForEachDistinct(std::span<const int32_t> tokens, size_t vocab, Visit&& visit) {
+  std::vector<int32_t> sorted(tokens.begin(), tokens.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+    if (sorted[i] >= 0 && static_cast<size_t>(sorted[i]) < vocab)
+      visit(static_cast<size_t>(sorted[i]), j - i);
+    i = j;
+  }
+}
+
+}  // namespace
+
+void AdjustLogits(const SamplingParams& params, std::span<const int32_t> context,
+                  size_t prompt_tokens, std::span<float> logits) {
+  prompt_tokens = std::min(prompt_tokens, context.size());
+  if (params.repetition_penalty != 1.0f && params.repeat_last_n != 0) {
+    const size_t window = params.repeat_last_n < 0
+                              ? context.size()
+                              : std::min(context.size(), static_cast<size_t>(params.repeat_last_n));
+    ForEachDistinct(context.last(window), logits.size(), [&](size_t id, size_t) {
+      float& l = logits[id];
+      l = l > 0.0f ? l / params.repetition_penalty : l * params.repetition_penalty;
+    });
+  }
   if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
-    // Each distinct generated token's count, from a sorted copy (no vocabulary-sized table).
-    std::vector<int32_t> sorted(generated.begin(), generated.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t i = 0; i < sorted.size();) {
-      size_t j = i;
-      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-      const int32_t id = sorted[i];
-      if (id >= 0 && static_cast<size_t>(id) < logits.size())
-        logits[static_cast<size_t>(id)] -= params.frequency_penalty * static_cast<float>(j - i) +
-                                           params.presence_penalty;
-      i = j;
-    }
+    ForEachDistinct(context.subspan(prompt_tokens), logits.size(), [&](size_t id, size_t count) {
+      logits[id] -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+    });
   }
   for (const auto& [id, bias] : params.logit_bias)
     if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] += bias;
@@ -89,6 +114,14 @@ int32_t Sampler::Sample(std::span<const float> logits) {
         break;
       }
     }
+    candidates_.resize(cut);
+    sum = 0.0;
+    for (const auto& c : candidates_) sum += c.first;
+  }
+  if (params_.min_p > 0.0f) {
+    // Probabilities relative to the most likely token's (candidates_ is sorted, front = 1).
+    size_t cut = 1;
+    while (cut < candidates_.size() && candidates_[cut].first >= params_.min_p) ++cut;
     candidates_.resize(cut);
     sum = 0.0;
     for (const auto& c : candidates_) sum += c.first;

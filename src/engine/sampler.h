@@ -1,5 +1,7 @@
-// Token sampling: greedy (temperature 0), or temperature with top-k and top-p (nucleus)
-// filtering, from a per-sequence seeded generator so runs are reproducible.
+// Token sampling: greedy (temperature 0), or temperature with top-k, top-p (nucleus) and
+// min-p filtering, in Hugging Face's order (temperature first, then top-k, top-p, min-p), from
+// a per-sequence seeded generator so runs are reproducible. Penalties and logit_bias adjust
+// the logits before (AdjustLogits).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,12 @@ struct SamplingParams {
   int top_k = 0;             // 0 = no limit.
   float top_p = 1.0f;        // 1 = no nucleus filtering.
   uint64_t seed = 0;
+  float min_p = 0.0f;  // Drop tokens below min_p x the most likely one's probability.
+  // llama.cpp's and Hugging Face's repetition penalty over the context's last
+  // repeat_last_n tokens (prompt included; -1: the whole context): a seen token's logit is
+  // divided by it when positive, multiplied when negative. 1 = off.
+  float repetition_penalty = 1.0f;
+  int repeat_last_n = 64;
   // OpenAI's penalties over the tokens generated so far (not the prompt, as vLLM):
   // logit -= frequency_penalty * count + presence_penalty * (count > 0).
   float presence_penalty = 0.0f;
@@ -24,14 +32,16 @@ struct SamplingParams {
 
   void Validate() const;  // Throws Error for out-of-range values.
   bool AdjustsLogits() const {
-    return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty();
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || !logit_bias.empty() ||
+           (repetition_penalty != 1.0f && repeat_last_n != 0);
   }
 };
 
-// Applies the penalties and logit_bias of `params` to `logits`, given the tokens generated so
-// far. Ids outside the logits are ignored.
-void AdjustLogits(const SamplingParams& params, std::span<const int32_t> generated,
-                  std::span<float> logits);
+// Applies the penalties and logit_bias of `params` to `logits`, given the sequence so far:
+// `context` is the prompt (its first prompt_tokens ids) followed by the generated tokens.
+// Ids outside the logits are ignored.
+void AdjustLogits(const SamplingParams& params, std::span<const int32_t> context,
+                  size_t prompt_tokens, std::span<float> logits);
 
 class Sampler {
  public:

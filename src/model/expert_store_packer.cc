@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/progress.h"
 #include "io/store_output.h"
 #include "model/expert_layout.h"
 #include "model/tensor_names.h"
@@ -43,6 +44,9 @@ class ProgressBar {
     tty_ = isatty(STDERR_FILENO);
   }
   void Update(uint64_t done) {
+    if (total_ > 0)
+      PublishProgress("packing experts (bytes)", static_cast<int64_t>(done),
+                      static_cast<int64_t>(total_));
     if (!enabled_ || total_ == 0) return;
     const int pct = static_cast<int>(100 * done / total_);
     if (pct == last_ || (!tty_ && pct % 10 != 0 && done != total_)) return;

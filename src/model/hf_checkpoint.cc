@@ -73,6 +73,7 @@ GenerationConfig GenerationConfig::FromJson(const nlohmann::json& j) {
   g.temperature = OptionalNumber<float>(j, "temperature");
   g.top_p = OptionalNumber<float>(j, "top_p");
   g.top_k = OptionalNumber<int>(j, "top_k");
+  g.min_p = OptionalNumber<float>(j, "min_p");
   g.repetition_penalty = OptionalNumber<float>(j, "repetition_penalty");
   g.max_new_tokens = OptionalNumber<int>(j, "max_new_tokens");
   return g;

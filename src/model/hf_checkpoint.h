@@ -27,6 +27,7 @@ struct GenerationConfig {
   std::optional<float> temperature;
   std::optional<float> top_p;
   std::optional<int> top_k;
+  std::optional<float> min_p;
   std::optional<float> repetition_penalty;
   std::optional<int> max_new_tokens;
 

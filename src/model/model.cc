@@ -308,6 +308,11 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
           "' is not a .gguf file (for HF checkpoints pass the directory)");
     GgufModel gguf = OpenGgufModel(path);
     auto model = BuildModel(path, gguf.config, std::move(gguf.weights));
+    try {
+      model->sampling = SamplingDefaults::FromGguf(*gguf.file);
+    } catch (const Error& e) {
+      Fail(path, ": ", e.what());
+    }
     // llama.cpp computes with every tensor it knows: one moex does not read means a
     // different model (an unsupported variant), never something to skip.
     const bool scales =
@@ -324,10 +329,19 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
   }
   auto checkpoint = HfCheckpoint::Open(path);
   ModelConfig config = checkpoint->config();
+  SamplingDefaults sampling;
+  if (checkpoint->has_generation_config()) {
+    try {
+      sampling = SamplingDefaults::FromGenerationConfig(checkpoint->generation_config());
+    } catch (const Error& e) {
+      Fail(checkpoint->dir(), "/generation_config.json: ", e.what());
+    }
+  }
   std::unique_ptr<WeightSource> source = config.arch == Arch::kGptOss
                                              ? WrapGptOssHfWeights(std::move(checkpoint), config)
                                              : std::unique_ptr<WeightSource>(std::move(checkpoint));
   auto model = BuildModel(path, config, std::move(source));
+  model->sampling = sampling;
   if (!model->unused_tensors.empty())
     Log(LogLevel::kWarn, path, ": ", model->unused_tensors.size(),
         " tensor(s) not read for this architecture: ", NameList(model->unused_tensors));

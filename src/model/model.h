@@ -15,6 +15,7 @@
 #include "io/weight_source.h"
 #include "model/expert_layout.h"
 #include "model/model_config.h"
+#include "model/sampling_defaults.h"
 #include "model/tensor_names.h"
 
 namespace moex {
@@ -94,6 +95,8 @@ struct Model {
   // The source's tensors this architecture never reads (names in the file); a GGUF with
   // any is refused, as llama.cpp would compute with them.
   std::vector<std::string> unused_tensors;
+  // What generation_config.json or the GGUF's general.sampling keys ask for.
+  SamplingDefaults sampling;
 
   const TensorView* embed = nullptr;
   const TensorView* lm_head = nullptr;

@@ -325,6 +325,35 @@ void ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest& r) {
 }
 
 // Fields OpenAI defines that change the output in ways moex does not implement.
+// Sampling fields; absent ones stay unset (the model's defaults apply).
+void ParseSampling(const json& body, ApiRequest& r) {
+  auto number = [&](const char* key, double lo, double hi) -> std::optional<float> {
+    if (!Present(body, key)) return std::nullopt;
+    return static_cast<float>(GetNumber(body, key, 0.0, lo, hi));
+  };
+  r.temperature = number("temperature", 0.0, 2.0);
+  r.top_p = number("top_p", 0.0, 1.0);
+  if (r.top_p && *r.top_p <= 0.0f) Bad("top_p", "'top_p' must be greater than 0");
+  if (Present(body, "top_k"))  // -1 is vLLM's and llama.cpp's "no limit".
+    r.top_k = std::max<int>(0, static_cast<int>(GetInteger(body, "top_k", 0, -1, 1 << 30)));
+  r.min_p = number("min_p", 0.0, 1.0);
+  if (Present(body, "repetition_penalty") && Present(body, "repeat_penalty"))
+    Bad("repeat_penalty", "give 'repetition_penalty' (vLLM) or 'repeat_penalty' (llama.cpp), "
+                          "not both");
+  if (Present(body, "repetition_penalty")) {
+    r.repetition_penalty = number("repetition_penalty", 0.0, 10.0);
+    r.repeat_last_n = -1;  // vLLM: the prompt and everything generated.
+  } else if (Present(body, "repeat_penalty")) {
+    r.repetition_penalty = number("repeat_penalty", 0.0, 10.0);
+    r.repeat_last_n = 64;  // llama.cpp's default window.
+  }
+  if (r.repetition_penalty && *r.repetition_penalty <= 0.0f)
+    Bad(Present(body, "repeat_penalty") ? "repeat_penalty" : "repetition_penalty",
+        "the repetition penalty must be greater than 0");
+  if (Present(body, "repeat_last_n"))
+    r.repeat_last_n = static_cast<int>(GetInteger(body, "repeat_last_n", 64, -1, 1 << 30));
+}
+
 void RefuseUnsupported(const json& body, Endpoint endpoint) {
   for (const char* key : {"functions", "function_call", "audio", "prediction", "modalities"})
     if (Present(body, key)) Refuse(key, std::string("'") + key + "'");
@@ -458,8 +487,8 @@ void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& order
   }
 }
 
-// Every argument OpenAI's two endpoints define plus moex's extensions; anything else is
-// refused as OpenAI refuses it ("Unrecognized request argument supplied").
+// Every argument OpenAI's two endpoints define plus the llama.cpp and vLLM extras moex honours
+// (cache_prompt: moex always reuses cached prefixes); anything else is ignored and reported.
 const std::set<std::string>& KnownKeys(Endpoint endpoint) {
   static const std::set<std::string> kCommon = {"model",
                                                 "max_tokens",
@@ -477,6 +506,12 @@ const std::set<std::string>& KnownKeys(Endpoint endpoint) {
                                                 "logit_bias",
                                                 "user",
                                                 "ignore_eos",
+                                                "min_p",
+                                                "repetition_penalty",
+                                                "repeat_penalty",
+                                                "repeat_last_n",
+                                                "n_predict",
+                                                "cache_prompt",
                                                 "json_schema",
                                                 "grammar",
                                                 "guided_json",
@@ -511,10 +546,17 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
   }
   if (!body.is_object()) Bad("", "the request body must be a JSON object");
   const auto& known = KnownKeys(endpoint);
-  for (const auto& [key, value] : body.items())
-    if (!known.count(key)) Bad(key, "Unrecognized request argument supplied: " + key);
-
   ApiRequest r;
+  const auto& other = KnownKeys(endpoint == Endpoint::kChat ? Endpoint::kCompletion : Endpoint::kChat);
+  for (const auto& [key, value] : body.items()) {
+    if (known.count(key)) continue;
+    // The other endpoint's field is a body sent to the wrong URL, not an extra to skip.
+    if (other.count(key))
+      Bad(key, "'" + key + "' is a field of " +
+                   (endpoint == Endpoint::kChat ? "/v1/completions" : "/v1/chat/completions") +
+                   ", not of this endpoint");
+    r.ignored_fields.push_back(key);
+  }
   r.endpoint = endpoint;
   if (Present(body, "model")) {
     if (!body["model"].is_string()) Bad("model", "'model' must be a string");
@@ -531,12 +573,13 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
   const char* max_key = endpoint == Endpoint::kChat && Present(body, "max_completion_tokens")
                             ? "max_completion_tokens"
                             : "max_tokens";
+  // llama.cpp's n_predict means max_tokens; its -1 (no limit) takes the default.
+  if (!Present(body, max_key) && Present(body, "n_predict") &&
+      GetInteger(body, "n_predict", -1, -1, limits.context) != -1)
+    max_key = "n_predict";
   r.max_tokens = static_cast<int>(
       GetInteger(body, max_key, std::min<int64_t>(fallback, limits.context), 1, limits.context));
-  r.temperature = static_cast<float>(GetNumber(body, "temperature", 1.0, 0.0, 2.0));
-  r.top_p = static_cast<float>(GetNumber(body, "top_p", 1.0, 0.0, 1.0));
-  if (r.top_p <= 0.0f) Bad("top_p", "'top_p' must be greater than 0");
-  r.top_k = static_cast<int>(GetInteger(body, "top_k", 0, 0, 1 << 30));
+  ParseSampling(body, r);
   if (Present(body, "seed"))
     r.seed = static_cast<uint64_t>(GetInteger(body, "seed", 0, std::numeric_limits<int64_t>::min(),
                                               std::numeric_limits<int64_t>::max()));
@@ -549,6 +592,7 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
     r.include_usage = GetBool(o, "include_usage", false);
   }
   r.ignore_eos = GetBool(body, "ignore_eos", false);
+  GetBool(body, "cache_prompt", true);  // Checked only: prefixes are always reused.
   r.presence_penalty = static_cast<float>(GetNumber(body, "presence_penalty", 0.0, -2.0, 2.0));
   r.frequency_penalty = static_cast<float>(GetNumber(body, "frequency_penalty", 0.0, -2.0, 2.0));
   ParseLogitBias(body, limits, r);

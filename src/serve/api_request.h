@@ -1,9 +1,9 @@
 // The OpenAI request bodies moex serves, parsed and checked: POST /v1/chat/completions and
 // POST /v1/completions. Parsing is a pure function of the body text, so it is fuzzed on its
-// own; every malformed body, wrong type or absurd value throws ApiError (400) naming the
-// field, and features moex cannot honour (n > 1, logprobs, tools, penalties, ...) are refused
-// rather than silently ignored. Harmless fields (user, metadata, ...) are ignored as OpenAI
-// ignores fields it does not need.
+// own; every malformed body, wrong type or absurd value of a known field throws ApiError
+// (400) naming the field, and OpenAI features moex cannot honour (audio, functions, suffix,
+// ...) are refused rather than silently ignored. Fields moex does not know at all (other
+// servers' extras) are ignored and listed in ignored_fields, as llama-server and vLLM do.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +47,16 @@ struct ApiRequest {
   std::vector<int32_t> prompt_ids;  // Completions with a token-id prompt.
   bool prompt_is_ids = false;
   int max_tokens = 16;
-  float temperature = 1.0f;  // OpenAI's default; 0 is greedy.
-  float top_p = 1.0f;
-  int top_k = 0;  // Extension (llama.cpp, vLLM): 0 = no limit.
+  // Sampling; unset values take the model's defaults (model/sampling_defaults.h), as vLLM
+  // does, rather than OpenAI's temperature 1.
+  std::optional<float> temperature;  // 0 is greedy.
+  std::optional<float> top_p;
+  std::optional<int> top_k;           // Extension (llama.cpp, vLLM): 0 or -1 = no limit.
+  std::optional<float> min_p;         // Extension (llama.cpp, vLLM).
+  // Extensions: vLLM's repetition_penalty (over the whole context) or llama.cpp's
+  // repeat_penalty (over the last repeat_last_n tokens, 64 unless given).
+  std::optional<float> repetition_penalty;
+  std::optional<int> repeat_last_n;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;
@@ -74,6 +81,9 @@ struct ApiRequest {
   // `guided_grammar` (vLLM's).
   std::shared_ptr<const Grammar> grammar;
   std::string grammar_source;  // Which field gave it (for errors and logs).
+  // Fields moex does not know, ignored as llama-server and vLLM ignore them; the server names
+  // them in a Warning header.
+  std::vector<std::string> ignored_fields;
 };
 
 // Parses and checks a request body; throws ApiError (status 400) with the offending param.

@@ -105,6 +105,26 @@ class EventSplitter {
 
 }  // namespace
 
+std::string HttpResult::Header(const std::string& name) const {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  const std::string key = lower(name) + ":";
+  size_t start = 0;
+  while (start < head.size()) {
+    size_t end = head.find("\r\n", start);
+    if (end == std::string::npos) end = head.size();
+    const std::string line = head.substr(start, end - start);
+    if (lower(line.substr(0, key.size())) == key) {
+      const size_t value = line.find_first_not_of(' ', key.size());
+      return value == std::string::npos ? "" : line.substr(value);
+    }
+    start = end + 2;
+  }
+  return "";
+}
+
 HttpResult HttpRequest(const std::string& host, int port, const std::string& method,
                        const std::string& path, const std::string& body,
                        const std::vector<std::string>& headers, const EventHandler& on_event,
@@ -148,6 +168,7 @@ HttpResult HttpRequest(const std::string& host, int port, const std::string& met
     return result;
   }
   result.status = std::atoi(head.c_str() + 9);
+  result.head = head;
   std::string lower = head;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const bool chunked = lower.find("transfer-encoding: chunked") != std::string::npos;

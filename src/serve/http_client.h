@@ -15,6 +15,10 @@ struct HttpResult {
   std::string body;                 // The whole body (also for event streams).
   std::vector<std::string> events;  // `data:` payloads of an event stream, in order.
   std::string error;
+  std::string head;  // The status line and headers, as received.
+
+  // The value of header `name` (case-insensitive), or "" when absent.
+  std::string Header(const std::string& name) const;
 };
 
 // Called with each event's data as it arrives; return false to hang up.

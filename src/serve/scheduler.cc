@@ -44,6 +44,13 @@ int64_t JobHandle::completion_tokens() const {
   return completion_tokens_;
 }
 
+double JobHandle::ttft_ms() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completion_tokens_ > 0
+             ? std::chrono::duration<double, std::milli>(first_token_ - arrival_).count()
+             : -1.0;
+}
+
 void JobHandle::Append(const std::string& text, int32_t token, TokenLogprobs* logprobs) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -51,7 +58,7 @@ void JobHandle::Append(const std::string& text, int32_t token, TokenLogprobs* lo
     if (logprobs) logprobs_.push_back(std::move(*logprobs));
     if (token >= 0) {
       tokens_.push_back(token);
-      ++completion_tokens_;
+      if (completion_tokens_++ == 0) first_token_ = Clock::now();
     }
   }
   cv_.notify_all();
@@ -562,8 +569,7 @@ bool Scheduler::RunPass() {
     }
     if (s.job.sampling.AdjustsLogits()) {  // Penalties and logit_bias, before any grammar.
       adjusted_.assign(row.begin(), row.end());
-      AdjustLogits(s.job.sampling,
-                   std::span<const int32_t>(s.history).subspan(s.job.prompt.size()), adjusted_);
+      AdjustLogits(s.job.sampling, s.history, s.job.prompt.size(), adjusted_);
       row = adjusted_;
     }
     if (s.matcher && !MaskToGrammar(s, row)) {

@@ -101,6 +101,8 @@ class JobHandle {
   int64_t cached_tokens() const { return cached_tokens_; }
   int64_t completion_tokens() const;
   Clock::time_point arrival() const { return arrival_; }
+  // Arrival to the first generated token; -1 before it.
+  double ttft_ms() const;
 
  private:
   friend class Scheduler;
@@ -113,6 +115,7 @@ class JobHandle {
   std::vector<int32_t> tokens_;
   std::vector<TokenLogprobs> logprobs_;
   int64_t completion_tokens_ = 0;
+  Clock::time_point first_token_;
   bool finished_ = false;
   bool finish_reported_ = false;
   std::string finish_reason_, error_;

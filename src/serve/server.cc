@@ -70,6 +70,22 @@ int FailedStatus(const std::string& finish_reason) {
   return 0;
 }
 
+// RFC 9111's Warning header (code 299, "miscellaneous persistent warning").
+std::string IgnoredFieldsWarning(const ApiRequest& r) {
+  std::string names;
+  for (const std::string& f : r.ignored_fields) {
+    std::string clean;  // A quoted-string of printable ASCII: no quotes nor backslashes.
+    for (const char c : f)
+      if (c != '"' && c != '\\' && c >= 0x20 && c < 0x7f) clean += c;
+    names += (names.empty() ? "" : ", ") + clean.substr(0, 64);
+    if (names.size() > 1024) {
+      names += ", ...";
+      break;
+    }
+  }
+  return "299 moex \"ignored unknown fields: " + names + "\"";
+}
+
 }  // namespace
 
 Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
@@ -78,10 +94,13 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
       tokenizer_(tokenizer),
       executor_(executor),
       options_(std::move(options)),
+      access_log_(options_.access_log, stderr),
       activity_(transformer.model().config.num_layers, transformer.model().config.num_experts),
       http_(std::make_unique<httplib::Server>()) {
   const ModelConfig& config = transformer_.model().config;
-  limits_.context = config.max_position_embeddings;
+  limits_.context = options_.context > 0
+                        ? std::min<int64_t>(options_.context, config.max_position_embeddings)
+                        : config.max_position_embeddings;
   limits_.vocab_size = config.vocab_size;
   limits_.default_max_tokens = options_.default_max_tokens;
   // All of a request's choices must fit the running slots and the queue at once.
@@ -226,9 +245,13 @@ Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   Job job;
   job.prompt = PromptTokens(r, deadline);
   job.max_tokens = r.max_tokens;
-  job.sampling.temperature = r.temperature;
-  job.sampling.top_p = r.top_p;
-  job.sampling.top_k = r.top_k;
+  const SamplingDefaults& defaults = transformer_.model().sampling;
+  job.sampling.temperature = r.temperature.value_or(defaults.temperature);
+  job.sampling.top_p = r.top_p.value_or(defaults.top_p);
+  job.sampling.top_k = r.top_k.value_or(defaults.top_k);
+  job.sampling.min_p = r.min_p.value_or(defaults.min_p);
+  job.sampling.repetition_penalty = r.repetition_penalty.value_or(defaults.repetition_penalty);
+  job.sampling.repeat_last_n = r.repeat_last_n.value_or(defaults.repeat_last_n);
   job.sampling.seed = r.seed ? *r.seed : std::random_device{}();
   job.sampling.presence_penalty = r.presence_penalty;
   job.sampling.frequency_penalty = r.frequency_penalty;
@@ -285,7 +308,13 @@ void Server::Routes() {
   // before httplib reads the body: it would read "-5" as 2^64 - 5 and wait out the read
   // timeout for bytes that never come. A merely oversized body is still read and refused
   // with 413 by httplib, so its client sees the answer rather than a reset.
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    // Health checks that pass are what orchestrators poll every second: not news.
+    const bool quiet = req.path == "/health" && res.status == 200;
+    access_log_.End(&req, req.remote_addr, req.method, req.path, quiet ? 0 : res.status);
+  });
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    access_log_.Begin(&req);
     if (!req.has_header("Content-Length")) return httplib::Server::HandlerResponse::Unhandled;
     const std::string value = req.get_header_value("Content-Length");
     uint64_t length = 0;
@@ -376,6 +405,7 @@ void Server::Routes() {
 void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   const bool chat = endpoint == Endpoint::kChat;
   const std::string endpoint_name = chat ? "chat" : "completions";
+  const std::shared_ptr<AccessRecord> record = access_log_.Record(&req);
   std::vector<std::shared_ptr<JobHandle>> handles;
   ApiRequest request;
   try {
@@ -394,14 +424,25 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                      "model", "model_not_found");
     handles = scheduler_->SubmitChoices(MakeJob(request, deadline), request.n);
   } catch (const ApiError& e) {
+    if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
     metrics_.CountRequest(endpoint_name, e.status());
     return SendError(res, e);
   }
+  // As llama-server and vLLM, fields moex does not know are ignored; the client is told.
+  if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
   const std::string id =
       (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++) + "-" +
       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string object = chat ? "chat.completion" : "text_completion";
+  // What the access log line says of a request: tokens and the first choice's TTFT.
+  auto log_usage = [record, handles] {
+    if (!record) return;
+    record->prompt_tokens = handles.front()->prompt_tokens();
+    record->completion_tokens = 0;
+    for (const auto& h : handles) record->completion_tokens += h->completion_tokens();
+    record->ttft_ms = handles.front()->ttft_ms();
+  };
   // The prompt is counted once (its choices share it), completions over every choice.
   auto usage = [handles] {
     int64_t completion = 0;
@@ -471,6 +512,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
       } while (!u.finished);
       if (const int status = FailedStatus(u.finish_reason); status != 0) {
         cancel_all();
+        log_usage();
         metrics_.CountRequest(endpoint_name, status);
         return SendError(res, status, u.error);
       }
@@ -489,6 +531,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
       choices.push_back(std::move(c));
     }
     metrics_.CountRequest(endpoint_name, 200);
+    log_usage();
     json body = {{"id", id},
                  {"object", object},
                  {"created", created},
@@ -524,6 +567,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
           cancel_all();  // The client is gone.
+          log_usage();
           return false;
         };
         if (!*started) {
@@ -576,6 +620,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
           if (!write(SseEvent(last))) return false;
         }
         if (!write("data: [DONE]\n\n")) return false;
+        log_usage();  // httplib logs the request once the provider is done.
         sink.done();
         return true;
       },

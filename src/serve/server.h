@@ -15,6 +15,7 @@
 #include "engine/transformer.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
+#include "serve/access_log.h"
 #include "serve/api_request.h"
 #include "serve/expert_activity.h"
 #include "serve/scheduler.h"
@@ -35,6 +36,8 @@ struct ServerOptions {
   std::string api_key;  // Non-empty: every endpoint but /health and the page at / needs it.
   size_t max_body_bytes = 8u << 20;
   int default_max_tokens = 256;  // Chat requests without max_tokens.
+  int64_t context = 0;  // Tokens a request may hold (prompt and reply); 0: the model's.
+  AccessLogFormat access_log = AccessLogFormat::kOff;  // One line per request on stderr.
   SchedulerOptions scheduler;
 };
 
@@ -79,6 +82,7 @@ class Server {
   std::optional<ChatTemplate> chat_template_;
   ToolCallFormat tool_format_ = ToolCallFormat::kNone;  // The template's, for `tools`.
   ServeMetrics metrics_;
+  AccessLog access_log_;
   ExpertActivity activity_;  // The transformer's observer; read on the scheduler thread.
   Clock::time_point start_ = Clock::now();
   std::unique_ptr<Scheduler> scheduler_;

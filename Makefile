@@ -8,14 +8,19 @@ MOEX := $(BUILD_DIR)/moex
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD_DIR)/build.ninja:
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
-
-build: deps $(BUILD_DIR)/build.ninja
+# Tests and benchmarks on (`make run` may have configured the directory without them).
+build: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOEX_BUILD_TESTS=ON \
+		-DMOEX_BUILD_BENCH=ON
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The main job: generate text with the bundled model.
-run: build
+# The main job: generate text with the bundled model. Installs and builds only what running
+# needs (no test libraries, Python, browsers or npm; one target).
+run:
+	@bash scripts/install-deps.sh --run
+	@test -f $(BUILD_DIR)/build.ninja || cmake -S . -B $(BUILD_DIR) -G Ninja \
+		-DCMAKE_BUILD_TYPE=Release -DMOEX_BUILD_TESTS=OFF -DMOEX_BUILD_BENCH=OFF
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target moex
 	bash scripts/run-main-job.sh $(MOEX)
 
 test: build

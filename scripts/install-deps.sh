@@ -2,13 +2,16 @@
 # Installs the Debian packages moex needs to build, test and train, and the npm packages of
 # the server's client tests (tests/serve_clients/install.sh). Idempotent and
 # non-interactive: packages already present are skipped without touching apt or npm.
+#   --run   only what building and running `moex` needs (`make run`)
+#   --fuzz  what `make fuzz` needs
 set -euo pipefail
 
-build_packages=(
+run_packages=(
   build-essential cmake ninja-build pkg-config
   libhwy-dev nlohmann-json3-dev libcli11-dev liburing-dev libpcre2-dev libcpp-httplib-dev
-  libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
 )
+build_packages=("${run_packages[@]}" libgtest-dev libgmock-dev libbenchmark-dev)
 # Python is used only by tools/ (training, PyTorch reference logits in tests).
 python_packages=(python3 python3-numpy python3-torch libopenblas0-pthread)
 # The server's tests: promtool checks /metrics, Chromium loads the web page, Node runs the
@@ -22,6 +25,7 @@ fi
 fuzz_packages=(clang libclang-rt-14-dev)
 wanted=("${build_packages[@]}" "${python_packages[@]}" "${test_packages[@]}")
 if [ "${1:-}" = "--fuzz" ]; then wanted=("${build_packages[@]}" "${fuzz_packages[@]}"); fi
+if [ "${1:-}" = "--run" ]; then wanted=("${run_packages[@]}"); fi
 
 missing=()
 for p in "${wanted[@]}"; do
@@ -39,4 +43,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if [ "${1:-}" != "--fuzz" ]; then bash "$(dirname "$0")/../tests/serve_clients/install.sh"; fi
+if [ -z "${1:-}" ]; then bash "$(dirname "$0")/../tests/serve_clients/install.sh"; fi

@@ -1,6 +1,7 @@
 // `moex generate`: text (or token ids) in, generated text out; --json reports timings,
 // offload counters and memory as one JSON object (docs/design.md, "Command line").
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -23,7 +24,25 @@ struct GenerateOptions {
   int batch = 1;
   bool ignore_eos = false;
   bool json = false;
+  bool stats = false;
 };
+
+// llama-cli's habit: one line on stderr after the text, speed and (offloaded) the cache.
+void PrintStats(const GenerationTimings& t, const Session& session) {
+  const nlohmann::json offload = session.executor->MetricsJson();
+  const double decode_rate =
+      t.decode_ms > 0 ? 1000.0 * static_cast<double>(t.decode_steps) / t.decode_ms : 0.0;
+  std::fprintf(stderr, "moex: %lld tokens, decode %.1f tok/s, prefill %lld tokens in %.0f ms",
+               static_cast<long long>(t.generated_tokens), decode_rate,
+               static_cast<long long>(t.prompt_tokens), t.prefill_ms);
+  if (session.options.host_budget.empty()) {
+    std::fprintf(stderr, "; every expert resident\n");
+  } else {
+    std::fprintf(stderr, "; experts offloaded (%s): hit rate %.1f%%, %.1f MB read from the store\n",
+                 session.options.policy.c_str(), 100.0 * offload.value("hit_rate", 0.0),
+                 offload.value("bytes_read", 0.0) / 1e6);
+  }
+}
 
 int RunGenerate(const GenerateOptions& o) {
   auto session = OpenSession(o.model);
@@ -68,7 +87,8 @@ int RunGenerate(const GenerateOptions& o) {
   if (!o.json) {
     if (streaming) {
       if (stream) std::cout << stream->Flush();
-      std::cout << "\n";
+      std::cout << "\n" << std::flush;
+      if (o.stats) PrintStats(t, *session);
       return 0;
     }
     for (size_t i = 0; i < results.size(); ++i) {
@@ -78,8 +98,9 @@ int RunGenerate(const GenerateOptions& o) {
       } else {
         for (int32_t token : results[i].tokens) std::cout << token << " ";
       }
-      std::cout << "\n";
+      std::cout << "\n" << std::flush;
     }
+    if (o.stats) PrintStats(t, *session);
     return 0;
   }
 
@@ -150,6 +171,8 @@ Runner AddGenerateCommand(CLI::App& app) {
       ->check(CLI::Range(1, 256));
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at end-of-sequence tokens");
   cmd->add_flag("--json", o->json, "print one JSON object with text, timings and counters");
+  cmd->add_flag("--stats", o->stats,
+                "after the text, one line on stderr: speed and, offloaded, the cache's hit rate");
   return [o] { return RunGenerate(*o); };
 }
 

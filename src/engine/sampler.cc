@@ -88,23 +88,24 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   auto by_logit = [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-    keep = static_cast<size_t>(params_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(keep),
-                      candidates_.end(), by_logit);
-  } else {
+  // Only top-k and top-p need an order; a plain draw (or min-p, which needs only the
+  // maximum) scans the vocabulary as it is, which a 150k-token vocabulary's sort would not.
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
+    const auto kth = candidates_.begin() + params_.top_k;
+    std::partial_sort(candidates_.begin(), kth, candidates_.end(), by_logit);
+    candidates_.resize(static_cast<size_t>(params_.top_k));
+  } else if (params_.top_p < 1.0f) {
     std::sort(candidates_.begin(), candidates_.end(), by_logit);
   }
-  candidates_.resize(keep);
-  // Softmax over the survivors, then cut the tail beyond top_p of the mass.
-  const float max_logit = candidates_.front().first;
+  float max_logit = candidates_.front().first;
+  for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
+  // Softmax weights relative to the most likely token's (which has 1).
   double sum = 0.0;
   for (auto& c : candidates_) {
     c.first = std::exp(c.first - max_logit);
     sum += c.first;
   }
-  if (params_.top_p < 1.0f) {
+  if (params_.top_p < 1.0f) {  // candidates_ is sorted: cut the tail beyond top_p of the mass.
     double cumulative = 0.0;
     size_t cut = candidates_.size();
     for (size_t i = 0; i < candidates_.size(); ++i) {
@@ -119,23 +120,20 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     for (const auto& c : candidates_) sum += c.first;
   }
   if (params_.min_p > 0.0f) {
-    // Probabilities relative to the most likely token's (candidates_ is sorted, front = 1).
-    size_t cut = 1;
-    while (cut < candidates_.size() && candidates_[cut].first >= params_.min_p) ++cut;
-    candidates_.resize(cut);
+    std::erase_if(candidates_, [&](const auto& c) { return c.first < params_.min_p; });
     sum = 0.0;
     for (const auto& c : candidates_) sum += c.first;
   }
   std::uniform_real_distribution<double> uniform(0.0, sum);
   double r = uniform(rng_);
-  int32_t last = candidates_.front().second;
+  int32_t last = -1;
   for (const auto& c : candidates_) {
-    if (c.first <= 0.0f) break;  // Masked (-inf) logits, sorted last: never drawn.
+    if (c.first <= 0.0f) continue;  // Masked (-inf) logits: never drawn.
     last = c.second;
     r -= c.first;
     if (r <= 0.0) return c.second;
   }
-  return last;  // Rounding left r above 0: the last token with any weight.
+  return last >= 0 ? last : ArgMax(logits);  // Rounding left r above 0: the last with weight.
 }
 
 }  // namespace moex

@@ -9,14 +9,14 @@ set -euo pipefail
 run_packages=(
   build-essential cmake ninja-build pkg-config
   libhwy-dev nlohmann-json3-dev libcli11-dev liburing-dev libpcre2-dev libcpp-httplib-dev
-  libopenblas-dev
+  libopenblas-dev libedit-dev
 )
 build_packages=("${run_packages[@]}" libgtest-dev libgmock-dev libbenchmark-dev)
 # Python is used only by tools/ (training, PyTorch reference logits in tests).
 python_packages=(python3 python3-numpy python3-torch libopenblas0-pthread)
 # The server's tests: promtool checks /metrics, Chromium loads the web page, Node runs the
 # official openai client (tests/serve_clients). A Node.js already installed is kept.
-test_packages=(prometheus chromium jq)
+test_packages=(prometheus chromium jq tmux)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   test_packages+=(nodejs npm)
 fi

@@ -89,6 +89,14 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
   std::vector<size_t> offset(n, 0);
   std::vector<bool> active(n, false);
   for (;;) {
+    if (stop_ && stop_()) {  // Stopped while prefilling: the rest get no token.
+      for (size_t i = 0; i < n; ++i) {
+        if (active[i] || s.ended[i]) continue;
+        s.results[i].finish_reason = "cancelled";
+        End(s, i);
+      }
+      break;  // Those with a first token keep it (the decode loop ends them).
+    }
     std::vector<BatchItem> batch;
     std::vector<size_t> owners;
     int64_t budget = max_prefill_chunk_;
@@ -139,6 +147,8 @@ void Generator::Run(Sequences& s, const TokenCallback& on_token) {
         res.finish_reason = "stop";
       } else if (static_cast<int>(res.tokens.size()) >= s.requests[i].max_tokens) {
         res.finish_reason = "length";
+      } else if (stop_ && stop_()) {
+        res.finish_reason = "cancelled";
       } else {
         batch.push_back(
             {s.caches[i].get(), std::span<const int32_t>(&next[i], 1), false, s.ids[i]});

@@ -23,7 +23,7 @@ struct GenerationRequest {
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // Generated tokens (the stop token included if one ended it).
-  std::string finish_reason;    // "stop" or "length".
+  std::string finish_reason;    // "stop", "length" or "cancelled" (set_stop_check).
   double ttft_ms = 0;           // Request start to its first generated token.
 };
 
@@ -44,6 +44,9 @@ class Generator {
   std::vector<GenerationResult> Generate(const std::vector<GenerationRequest>& requests,
                                          const TokenCallback& on_token = {});
   const GenerationTimings& timings() const { return timings_; }
+  // Asked between forward passes (a signal handler's flag, say): when it returns true the
+  // sequences still running end with finish reason "cancelled", keeping their tokens so far.
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
 
  private:
   struct Sequences;
@@ -52,6 +55,7 @@ class Generator {
 
   Transformer& transformer_;
   int64_t max_prefill_chunk_;
+  std::function<bool()> stop_;
   GenerationTimings timings_;
 };
 

@@ -1,7 +1,9 @@
 #include "io/gguf_file.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <tuple>
 
@@ -85,9 +87,66 @@ GgufValue ReadValue(Cursor& in, uint32_t raw_type, const std::string& key, const
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path) : name_(path) {
+GgufFile::GgufFile(const std::string& path) : GgufFile(path, true) {}
+
+GgufFile::GgufFile(const std::string& path, bool open_parts) : name_(path) {
   file_.emplace(path);
   Parse({file_->data(), file_->size()});
+  if (open_parts) OpenParts();
+}
+
+namespace {
+
+// llama.cpp's split naming: PREFIX-00001-of-00003.gguf.
+std::string SplitPath(const std::string& prefix, int64_t no, int64_t count) {
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, "-%05lld-of-%05lld.gguf", static_cast<long long>(no),
+                static_cast<long long>(count));
+  return prefix + suffix;
+}
+
+}  // namespace
+
+void GgufFile::OpenParts() {
+  const GgufValue* count_value = Find("split.count");
+  if (count_value == nullptr) return;
+  const int64_t count = GetInt("split.count");
+  const int64_t no = GetInt("split.no", 0);
+  Check(count >= 1 && count <= 99999, name_, ": split.count ", count, " is out of range");
+  if (count == 1) return;
+  Check(no == 0, name_, " is part ", no + 1, " of a split GGUF of ", count,
+        " parts: pass the first part (", SplitPath("NAME", 1, count), ")");
+  const std::string first_suffix = SplitPath("", 1, count);
+  Check(name_.size() > first_suffix.size() && name_.ends_with(first_suffix), name_,
+        ": the first part of a split GGUF of ", count, " parts must be named NAME",
+        first_suffix, " (llama.cpp's gguf-split naming), so the other parts can be found");
+  const std::string prefix = name_.substr(0, name_.size() - first_suffix.size());
+  all_infos_ = infos_;
+  for (int64_t k = 2; k <= count; ++k) {
+    const std::string part_path = SplitPath(prefix, k, count);
+    std::error_code ec;
+    Check(std::filesystem::exists(part_path, ec), name_, ": part ", k, " of ", count,
+          " of this split GGUF is missing (", part_path, ")");
+    auto part = std::unique_ptr<GgufFile>(new GgufFile(part_path, false));
+    Check(part->GetInt("split.count", 0) == count && part->GetInt("split.no", -1) == k - 1,
+          part_path, ": split.no/split.count say it is not part ", k, " of ", count);
+    for (const GgufTensorInfo& info : part->infos_) {
+      Check(!tensor_index_.contains(info.name) && !part_of_.contains(info.name), part_path,
+            ": tensor '", info.name, "' is also in an earlier part");
+      part_of_.emplace(info.name, parts_.size());
+      all_infos_.push_back(info);
+    }
+    parts_.push_back(std::move(part));
+  }
+  if (const GgufValue* total = Find("split.tensors.count"))
+    Check(total->AsInt() == static_cast<int64_t>(all_infos_.size()), name_,
+          ": split.tensors.count says ", total->AsInt(), " tensors, the parts hold ",
+          all_infos_.size());
+}
+
+const GgufFile* GgufFile::PartWith(const std::string& name) const {
+  auto it = part_of_.find(name);
+  return it == part_of_.end() ? nullptr : parts_[it->second].get();
 }
 
 GgufFile::GgufFile(std::span<const std::byte> bytes, const std::string& name) : name_(name) {
@@ -287,6 +346,7 @@ std::vector<float> GgufFile::GetFloatArray(const std::string& key) const {
 }
 
 const GgufTensorInfo* GgufFile::FindTensorInfo(const std::string& name) const {
+  if (const GgufFile* part = PartWith(name)) return part->FindTensorInfo(name);
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &infos_[it->second];
 }
@@ -296,6 +356,7 @@ const TensorView* GgufFile::FindTensor(const std::string& name) const {
 }
 
 const TensorView* GgufFile::FindTensor(const std::string& name, bool check_scales) const {
+  if (const GgufFile* part = PartWith(name)) return part->FindTensor(name, check_scales);
   auto it = tensor_index_.find(name);
   if (it == tensor_index_.end()) return nullptr;
   const GgufTensorInfo& info = infos_[it->second];
@@ -341,6 +402,7 @@ void GgufFile::CheckScales(const std::string& name, const Quantized& q) const {
 
 const TensorView* GgufFile::FindQuantizedTensor(const std::string& name,
                                                 bool check_scales) const {
+  if (const GgufFile* part = PartWith(name)) return part->FindQuantizedTensor(name, check_scales);
   auto it = tensor_index_.find(name);
   if (it == tensor_index_.end() || !quantized_[it->second]) return FindTensor(name, check_scales);
   const Quantized& q = *quantized_[it->second];

@@ -35,7 +35,10 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps and validates the file; throws Error naming the path and the problem.
+  // Maps and validates the file; throws Error naming the path and the problem. The first
+  // part of a split GGUF (llama.cpp's gguf-split: NAME-00001-of-0000N.gguf, split.count N)
+  // opens the other parts beside it too: their tensors are found as the first part's, and a
+  // missing or mismatched part is an Error naming it. Any other part is refused.
   explicit GgufFile(const std::string& path);
   // Validates caller-owned bytes that must outlive this object; `name` is for messages.
   GgufFile(std::span<const std::byte> bytes, const std::string& name);
@@ -54,9 +57,17 @@ class GgufFile {
   // See WeightSource::ReleasePages; ignores views that are not into this file's mapping.
   void ReleasePages(const TensorView& tensor) const {
     if (file_) file_->ReleasePages(tensor.data, tensor.nbytes);
+    for (const auto& part : parts_) part->ReleasePages(tensor);
   }
   // See WeightSource::Maps.
-  bool Maps(const TensorView& tensor) const { return file_ && file_->Contains(tensor.data); }
+  bool Maps(const TensorView& tensor) const {
+    if (file_ && file_->Contains(tensor.data)) return true;
+    for (const auto& part : parts_)
+      if (part->Maps(tensor)) return true;
+    return false;
+  }
+  // The files of a split GGUF (1 otherwise).
+  size_t parts() const { return parts_.size() + 1; }
   const GgufValue* Find(const std::string& key) const;
   // Keys starting with `prefix` that no Find (nor a typed accessor) has asked for: what a
   // model reader can audit to never silently ignore a key.
@@ -76,8 +87,10 @@ class GgufFile {
   std::vector<int64_t> GetIntArray(const std::string& key) const;
   std::vector<float> GetFloatArray(const std::string& key) const;
 
-  // Tensors in file order, with types moex may not support.
-  const std::vector<GgufTensorInfo>& tensor_infos() const { return infos_; }
+  // Tensors in file order (a split GGUF's parts in order), with types moex may not support.
+  const std::vector<GgufTensorInfo>& tensor_infos() const {
+    return parts_.empty() ? infos_ : all_infos_;
+  }
   const GgufTensorInfo* FindTensorInfo(const std::string& name) const;
   // A view (row-major shape) of an F32/F16/BF16/Q8_0 tensor; null when absent. Throws
   // Error for a tensor of another GGML type ("unsupported GGML type q4_K ...").
@@ -92,7 +105,11 @@ class GgufFile {
   const TensorView* FindQuantizedTensor(const std::string& name, bool check_scales = true) const;
 
  private:
+  GgufFile(const std::string& path, bool open_parts);
   void Parse(std::span<const std::byte> bytes);
+  void OpenParts();  // A split GGUF's other parts.
+  // The part holding tensor `name` when this file does not (null if none does).
+  const GgufFile* PartWith(const std::string& name) const;
   template <typename F>
   auto Typed(const std::string& key, F&& read) const;
 
@@ -108,6 +125,11 @@ class GgufFile {
   std::unordered_map<std::string, size_t> tensor_index_;
   // views_[i] belongs to infos_[i]; data is null for unsupported types.
   mutable std::vector<TensorView> views_;  // Quantised ones get data on first FindTensor.
+  // A split GGUF's parts 2..N, which tensors beyond this file's are looked up in, and every
+  // part's tensor infos in order.
+  std::vector<std::unique_ptr<GgufFile>> parts_;
+  std::unordered_map<std::string, size_t> part_of_;  // Tensor name -> index in parts_.
+  std::vector<GgufTensorInfo> all_infos_;
   // Tensors of GGML's block formats other than q8_0 (which the kernels read as stored) are
   // exposed by FindTensor as f32, dequantised on first use: llama.cpp's values exactly, at 4
   // bytes per weight; FindQuantizedTensor gives the blocks as stored.

@@ -43,6 +43,7 @@ int RunServe(ServeOptions o) {
   o.server.port = loading->Start(o.server.port);
   std::fprintf(stderr, "moex: loading the model; http://%s:%d/health answers 503 until ready\n",
                o.server.host.c_str(), o.server.port);
+  o.model.kv_sequences = o.server.scheduler.max_running;  // For --host-budget auto.
   auto session = OpenSession(o.model);
   o.server.context = session->ContextTokens();
   if (o.server.model_name.empty()) {

@@ -1,5 +1,6 @@
 #include "cli/session.h"
 
+#include "cli/auto_budget.h"
 #include "cli/policy_setup.h"
 
 #include <filesystem>
@@ -14,9 +15,11 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "engine/kv_cache.h"
 #include "io/gguf_file.h"
 #include "kernels/activation_precision.h"
 #include "text/chat_template.h"
+#include "tiers/host_tier.h"
 
 namespace moex::cli {
 
@@ -34,8 +37,9 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"int8", "f32"}));
   cmd.add_option("--host-budget", o.host_budget,
-                 "offload experts: host cache budget, bytes (4GiB) or share of expert bytes "
-                 "(25%); default: all experts resident");
+                 "offload experts: host cache budget, bytes (4GiB), share of expert bytes "
+                 "(25%) or auto (what memory allows); default: all experts resident when "
+                 "they fit, else auto");
   cmd.add_option("--policy", o.policy,
                  "offload policy spec, e.g. lru, nextgate+lfu (`moex policies` lists them)")
       ->capture_default_str();
@@ -228,6 +232,42 @@ std::vector<int32_t> Session::StopIds() const {
 }
 
 namespace {
+
+// The --host-budget a run uses: "auto" (and no budget for a model that does not fit in
+// memory whole) sized by cli/auto_budget.h, saying what it chose; a budget larger than the
+// memory available is refused. "" keeps every expert resident.
+std::string ChooseHostBudget(const ModelOptions& o, const Model& model, int64_t context) {
+  const int64_t experts = static_cast<int64_t>(model.TotalExpertBytes());
+  if (!o.host_budget.empty() && o.host_budget != "auto") {
+    const int64_t asked = tiers::ParseBudget(o.host_budget, experts);
+    const int64_t available = AvailableMemoryBytes();
+    Check(asked <= available, "--host-budget ", o.host_budget, " (", FormatBytes(asked),
+          ") is more than the ", FormatBytes(available),
+          " of memory available: the cache would be swapped out; --host-budget auto sizes it");
+    return o.host_budget;
+  }
+  const AutoBudget a = ComputeAutoBudget(
+      AvailableMemoryBytes(), std::max<int64_t>(0, ModelFileBytes(model.path) - experts),
+      KvCache::BytesPerToken(model.config) * context * o.kv_sequences, experts);
+  if (a.fits) {
+    if (o.host_budget == "auto")
+      std::fprintf(stderr, "moex: --host-budget auto: every expert fits (%s): all stay resident\n",
+                   a.Describe().c_str());
+    return "";
+  }
+  const int64_t one_pass = experts / std::max(1, model.config.num_experts) *
+                           model.config.num_experts_per_tok;
+  Check(a.budget >= one_pass, "the model does not fit in memory: ", a.Describe(),
+        " leaves less than the experts of one token; free memory, shorten the context (-c) or "
+        "give --host-budget in bytes");
+  std::fprintf(stderr, "moex: %s: %s; the rest are read from the expert store\n",
+               o.host_budget == "auto" ? "--host-budget auto"
+                                       : "the model does not fit in memory, so experts are "
+                                         "offloaded (--host-budget auto)",
+               a.Describe().c_str());
+  return std::to_string(a.budget);
+}
+
 PolicySetup PolicySetupOf(const ModelOptions& o) {
   PolicySetup setup;
   setup.spec = o.policy;
@@ -285,7 +325,10 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
                      : " (the trace has no gate inputs: policies that predict from them "
                        "cannot run; record it with --hidden f32)");
   }
-  if (options.host_budget.empty()) {
+  const std::string host_budget = ChooseHostBudget(
+      options, *session->model,
+      options.ctx_size > 0 ? options.ctx_size : session->model->config.max_position_embeddings);
+  if (host_budget.empty()) {
     Check(options.learn_from.empty() && options.policy_state.empty(),
           "--learn-from and --policy-state need offloading (--host-budget): a fully resident "
           "model has no policy");
@@ -293,7 +336,7 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   } else {
     OffloadOptions offload;
     offload.store_path = options.store;
-    offload.host_budget = options.host_budget;
+    offload.host_budget = host_budget;
     offload.policy = options.policy;
     offload.make_policy = MakePolicyMaker(PolicySetupOf(options));
     offload.worker = policy::PolicyWorker::ParseMode(options.policy_worker);
@@ -307,6 +350,7 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
   session->transformer->set_routing_source(session->routing_replay.get());
   session->options = options;
+  session->options.host_budget = host_budget;  // What the run uses ("auto" resolved).
   session->load_ms = watch.ElapsedMs();
   return session;
 }

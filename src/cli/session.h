@@ -34,6 +34,7 @@ struct ModelOptions {
   std::string store;           // Empty: next to the model.
   uint64_t seed = 0;           // For randomised policies.
   int64_t ctx_size = 0;        // -c: the context a sequence may use; 0: the model's.
+  int kv_sequences = 1;        // Sequences holding a KV cache at once (--host-budget auto).
 };
 
 // Registers --model (-m), --threads (-t), --ctx-size (-c), --activations, --host-budget,

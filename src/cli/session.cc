@@ -297,6 +297,7 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   const std::string path = options.model.empty() ? DefaultModelPath() : options.model;
   const Stopwatch watch;
   auto session = std::make_unique<Session>();
+  session->options = options;  // ContextTokens() reads --ctx-size from it.
   session->model = LoadModel(path);
   Check(options.ctx_size <= session->model->config.max_position_embeddings, "--ctx-size ",
         options.ctx_size, " exceeds the model's context of ",
@@ -325,9 +326,8 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
                      : " (the trace has no gate inputs: policies that predict from them "
                        "cannot run; record it with --hidden f32)");
   }
-  const std::string host_budget = ChooseHostBudget(
-      options, *session->model,
-      options.ctx_size > 0 ? options.ctx_size : session->model->config.max_position_embeddings);
+  const std::string host_budget =
+      ChooseHostBudget(options, *session->model, session->ContextTokens());
   if (host_budget.empty()) {
     Check(options.learn_from.empty() && options.policy_state.empty(),
           "--learn-from and --policy-state need offloading (--host-budget): a fully resident "
@@ -349,7 +349,6 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   }
   session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
   session->transformer->set_routing_source(session->routing_replay.get());
-  session->options = options;
   session->options.host_budget = host_budget;  // What the run uses ("auto" resolved).
   session->load_ms = watch.ElapsedMs();
   return session;

@@ -416,6 +416,9 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                                            std::chrono::duration<double>(timeout_s))
                       : Clock::time_point::max();
     request = ParseApiRequest(endpoint, req.body, limits_);
+    // As llama-server and vLLM, fields moex does not know are ignored; the client is told
+    // (on an error response too).
+    if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
     if (!request.model.empty() && request.model != options_.model_name)
       throw ApiError(404,
                      "The model '" + request.model + "' does not exist: this server serves '" +
@@ -424,12 +427,9 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                      "model", "model_not_found");
     handles = scheduler_->SubmitChoices(MakeJob(request, deadline), request.n);
   } catch (const ApiError& e) {
-    if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
     metrics_.CountRequest(endpoint_name, e.status());
     return SendError(res, e);
   }
-  // As llama-server and vLLM, fields moex does not know are ignored; the client is told.
-  if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
   const std::string id =
       (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++) + "-" +
       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);

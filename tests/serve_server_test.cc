@@ -131,16 +131,22 @@ TEST(ServeServer, PassHookRegroupsWithoutChangingTokens) {
   RunningServer s(TinyModel("25%"), SmallBatches());
   std::vector<std::vector<int32_t>> alone;
   for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
-  std::atomic<int> calls{0}, max_candidates{0}, held_back{0};
+  std::atomic<int> calls{0}, max_candidates{0}, held_back{0}, holding_passes{0};
   s.server->scheduler().set_pass_hook([&](std::vector<Scheduler::Candidate>& candidates) {
     const int n = static_cast<int>(candidates.size());
     if (n > max_candidates) max_candidates = n;
     std::reverse(candidates.begin(), candidates.end());
-    if (calls++ % 2 == 1) {
-      const auto prefill = [](const Scheduler::Candidate& c) { return !c.decoding; };
-      const auto kept = std::remove_if(candidates.begin(), candidates.end(), prefill);
+    ++calls;
+    const auto prefill = [](const Scheduler::Candidate& c) { return !c.decoding; };
+    // Every other pass that could run without some of its prefills holds them back (all, or
+    // all but one when nothing else would run), the first such pass included: counting every
+    // pass left it to timing whether a held-back pass had any prefill.
+    auto kept = std::stable_partition(candidates.begin(), candidates.end(),
+                                      [&](const auto& c) { return !prefill(c); });
+    if (kept == candidates.begin() && kept != candidates.end()) ++kept;  // One prefill runs.
+    if (kept < candidates.end() && holding_passes++ % 2 == 0) {
       held_back += static_cast<int>(candidates.end() - kept);
-      if (kept != candidates.begin()) candidates.erase(kept, candidates.end());
+      candidates.erase(kept, candidates.end());
     }
   });
   std::vector<std::vector<int32_t>> together(Requests().size());

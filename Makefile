@@ -11,15 +11,17 @@ deps:
 # Tests and benchmarks on (`make run` may have configured the directory without them).
 build: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOEX_BUILD_TESTS=ON \
-		-DMOEX_BUILD_BENCH=ON
+		-DMOEX_BUILD_BENCH=ON -DMOEX_KERNEL_TARGETS=all
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # The main job: generate text with the bundled model. Installs and builds only what running
-# needs (no test libraries, Python, browsers or npm; one target).
+# needs (no test libraries, Python, browsers or npm; one target; the kernels for this CPU
+# alone: MOEX_KERNEL_TARGETS in CMakeLists.txt).
 run:
 	@bash scripts/install-deps.sh --run
 	@test -f $(BUILD_DIR)/build.ninja || cmake -S . -B $(BUILD_DIR) -G Ninja \
-		-DCMAKE_BUILD_TYPE=Release -DMOEX_BUILD_TESTS=OFF -DMOEX_BUILD_BENCH=OFF
+		-DCMAKE_BUILD_TYPE=Release -DMOEX_BUILD_TESTS=OFF -DMOEX_BUILD_BENCH=OFF \
+		-DMOEX_KERNEL_TARGETS=native
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target moex
 	bash scripts/run-main-job.sh $(MOEX)
 
@@ -46,7 +48,8 @@ ASAN_CI_LIB := core/.* io/.* text/.* model/.* kernels/(quantize|elementwise|inte
 	trace/trace_(format|reader|writer) serve/(api_request|stop_text)
 ASAN_CI_TESTS := io_.*_test text_.*_test expert_store_format_test expert_layout_test trace_format_test \
 	tokenizer_.*_test chat_template_test quant_format_test dtype_test model_config_validation_test \
-	fuzz_parsers_test serve_api_request_test serve_api_request_fuzz_test
+	fuzz_parsers_test serve_api_request_test serve_api_request_fuzz_test model_identity_test \
+	store_catalog_test
 ASAN_CI_SUPPORT := random_weight_source reference_model shared_data temp_dir tiny_models external_tools
 regex_of = $(subst $() $(),|,$(strip $(1)))
 TSAN_CI_LIB := core/.*|tiers/(fetch_engine|storage_link)

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
+#include "model/hf_checkpoint.h"
 #include "model/model.h"
 #include "model/random_model.h"
 
@@ -272,6 +273,37 @@ TEST_F(GgufModelTest, RoundTripsEveryArchitectureAndDtypeBitExact) {
   }
 }
 
+// An HF checkpoint's generation_config.json becomes llama.cpp's general.sampling.* keys, so
+// the GGUF samples as the checkpoint did (Qwen3's published defaults, say).
+TEST_F(GgufModelTest, SamplingDefaultsTravelAsGeneralSamplingKeys) {
+  const ModelConfig config = TinyConfig(Arch::kOlmoe);
+  const MemoryWeights hf = TinyWeights(config, DType::kF32);
+  GenerationConfig g;
+  g.do_sample = true;
+  g.temperature = 0.6f;
+  g.top_k = 20;
+  g.top_p = 0.95f;
+  g.repetition_penalty = 1.1f;
+  GgufWriteOptions options;
+  options.sampling = SamplingDefaults::FromGenerationConfig(g);
+  WriteGgufModel(config, hf, nullptr, Path("s.gguf"), options);
+  GgufFile f(Path("s.gguf"));
+  EXPECT_FLOAT_EQ(static_cast<float>(f.GetFloat("general.sampling.temp")), 0.6f);
+  EXPECT_EQ(f.GetInt("general.sampling.penalty_last_n"), -1);  // transformers: whole context.
+  const SamplingDefaults d = SamplingDefaults::FromGguf(f);
+  EXPECT_FLOAT_EQ(d.temperature, 0.6f);
+  EXPECT_EQ(d.top_k, 20);
+  EXPECT_FLOAT_EQ(d.top_p, 0.95f);
+  EXPECT_FLOAT_EQ(d.min_p, 0.0f);
+  EXPECT_FLOAT_EQ(d.repetition_penalty, 1.1f);
+  EXPECT_EQ(d.repeat_last_n, -1);
+  // Without them, nothing is written and the GGUF decodes greedily.
+  WriteGgufModel(config, hf, nullptr, Path("n.gguf"));
+  GgufFile n(Path("n.gguf"));
+  EXPECT_EQ(n.Find("general.sampling.temp"), nullptr);
+  EXPECT_EQ(SamplingDefaults::FromGguf(n).temperature, 0.0f);
+}
+
 TEST_F(GgufModelTest, PermutesQAndKLikeLlamaCpp) {
   const ModelConfig config = TinyConfig(Arch::kMixtral);
   const MemoryWeights hf = TinyWeights(config, DType::kF32);
@@ -394,8 +426,7 @@ TEST_F(GgufModelTest, CopiesTokenizerAndFitsItToTheVocabulary) {
 }
 
 TEST_F(GgufModelTest, CopiesRealVocabulary) {
-  const fs::path vocab = testing::SharedDataDir() / "gguf-vocab" /
-                         "ggml-vocab-gpt-neox.gguf";
+  const fs::path vocab = testing::SharedDataDir() / "gguf-vocab" / "ggml-vocab-gpt-neox.gguf";
   if (!fs::exists(vocab)) MOEX_SKIP_WITHOUT_SHARED_DATA(vocab);
   GgufFile tok(vocab.string());
   ModelConfig config = TinyConfig(Arch::kOlmoe);
@@ -483,8 +514,8 @@ TEST_F(GgufModelTest, NonFiniteOrNonPositiveRopeBaseIsRefused) {
 
 // Changes CopyGguf makes to a GGUF file.
 struct GgufEdit {
-  std::vector<std::pair<std::string, GgufValue>> keys;               // Set or replaced.
-  std::map<std::string, std::vector<int64_t>> reshape;               // Same bytes, new shape.
+  std::vector<std::pair<std::string, GgufValue>> keys;              // Set or replaced.
+  std::map<std::string, std::vector<int64_t>> reshape;              // Same bytes, new shape.
   std::vector<std::pair<std::string, std::vector<int64_t>>> extra;  // Added, F32 zeros.
 };
 
@@ -715,9 +746,9 @@ TEST_F(GgufModelTest, ReportsProblems) {
   GgufWriter w;
   w.Set("general.architecture", GgufValue::String("grok"));
   w.Write(Path("grok.gguf"));
-  EXPECT_NE(error([&] { OpenGgufModel(Path("grok.gguf")); })
-                .find("unsupported GGUF architecture 'grok'"),
-            std::string::npos);
+  EXPECT_NE(
+      error([&] { OpenGgufModel(Path("grok.gguf")); }).find("unsupported GGUF architecture 'grok'"),
+      std::string::npos);
   GgufWriter dense;
   dense.Set("general.architecture", GgufValue::String("llama"));
   dense.Write(Path("dense.gguf"));

@@ -22,6 +22,7 @@
 #include "kernels/quantize.h"
 #include "model/expert_layout.h"
 #include "model/expert_store_packer.h"
+#include "model/model_identity.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "model/tensor_names.h"
@@ -188,7 +189,7 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
   EXPECT_EQ(store.header().layer_dtypes[1], 3u);
   EXPECT_EQ(store.header().group_neurons, 32u);
   store.VerifyData();
-  const std::string source_id = CheckpointFingerprint(model->path);
+  const std::string source_id = ModelContentId(model->path);
   EXPECT_EQ(StoreMismatch(store, model->config, DType::kQ8_0, source_id), "");
   EXPECT_NE(StoreMismatch(store, model->config, DType::kBF16, source_id).find("dtype"),
             std::string::npos);

@@ -9,6 +9,8 @@
 
 #include "serve/api_error.h"
 #include "serve/api_request.h"
+#include "serve/messages_api.h"
+#include "serve/responses_api.h"
 
 namespace moex::serve {
 namespace {
@@ -76,15 +78,20 @@ class JsonMutator {
   std::mt19937_64 rng_;
 };
 
-int Fuzz(Endpoint endpoint, const std::string& base) {
+// Which body the mutants are: an OpenAI endpoint's, or a dialect's translated first.
+enum class Body { kOpenAi, kMessages, kResponses };
+
+int Fuzz(Endpoint endpoint, const std::string& base, Body kind = Body::kOpenAi) {
   ApiLimits limits;
   limits.context = 4096;
   limits.vocab_size = 50304;
   JsonMutator mutator(base);
   int accepted = 0;
   for (int i = 0; i < kIterations; ++i) {
-    const std::string body = mutator.Next();
+    std::string body = mutator.Next();
     try {
+      if (kind == Body::kMessages) body = TranslateMessagesRequest(body).chat_body;
+      if (kind == Body::kResponses) body = TranslateResponsesRequest(body).chat_body;
       const ApiRequest r = ParseApiRequest(endpoint, body, limits);
       // What is accepted is within the limits.
       EXPECT_GE(r.max_tokens, 1);
@@ -120,6 +127,30 @@ TEST(ServeApiRequestFuzz, CompletionBodies) {
                  R"("echo":false,"logprobs":null,"ignore_eos":true})"),
             0);
   EXPECT_GT(Fuzz(Endpoint::kCompletion, R"({"prompt":"Once upon a time","stop":"."})"), 0);
+}
+
+TEST(ServeApiRequestFuzz, MessagesBodies) {
+  EXPECT_GT(Fuzz(Endpoint::kChat,
+                 R"({"model":"m","max_tokens":12,"system":[{"type":"text","text":"be brief"}],)"
+                 R"("messages":[{"role":"user","content":"hi"},{"role":"assistant","content":)"
+                 R"([{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},{"role":"user",)"
+                 R"("content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}],)"
+                 R"("tools":[{"name":"f","input_schema":{"type":"object"}}],)"
+                 R"("tool_choice":{"type":"auto"},"stop_sequences":["END"],"stream":true})",
+                 Body::kMessages),
+            0);
+}
+
+TEST(ServeApiRequestFuzz, ResponsesBodies) {
+  EXPECT_GT(Fuzz(Endpoint::kChat,
+                 R"({"model":"m","instructions":"be brief","max_output_tokens":12,"input":[)"
+                 R"({"role":"user","content":[{"type":"input_text","text":"hi"}]},)"
+                 R"({"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},)"
+                 R"({"type":"function_call_output","call_id":"c1","output":"ok"}],)"
+                 R"("tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],)"
+                 R"("text":{"format":{"type":"json_object"}},"stream":true})",
+                 Body::kResponses),
+            0);
 }
 
 }  // namespace

@@ -47,13 +47,7 @@ cli::ModelOptions TinyModel(const std::string& budget = "", const std::string& p
   return m;
 }
 
-ServerOptions SmallBatches() {
-  ServerOptions o;
-  o.scheduler.max_running = 8;
-  o.scheduler.max_batch_tokens = 12;  // Forces prompts to share passes in chunks.
-  o.scheduler.prefill_chunk = 4;
-  return o;
-}
+ServerOptions SmallBatches() { return testing::SmallBatchOptions(); }
 
 json Completion(std::vector<int32_t> prompt, int max_tokens, double temperature = 0, int seed = 0) {
   return {{"prompt", prompt},
@@ -821,31 +815,12 @@ TEST(ServeDemoModel, EchoPutsThePromptBeforeTheReply) {
 namespace moex::serve {
 namespace {
 
-// A tiny model whose chat template renders tools and calls as Qwen's does (<tool_call>).
-constexpr const char* kToolTemplate =
-    "{% if tools %}<|im_start|>system\n<tools>\n{% for t in tools %}{{ t | tojson }}\n"
-    "{% endfor %}</tools><|im_end|>\n{% endif %}"
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>\n"
-    "{{ c.function | tojson }}\n</tool_call>{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-
 // tool_choice naming a function: the reply is that call, its arguments valid for the
 // function's schema, finish_reason tool_calls, content null; streamed, the call comes as one
 // tool_calls delta; the call and its result sent back render and are answered.
 TEST(ServeTools, ANamedToolChoiceGivesAValidCallWholeAndStreamed) {
   testing::TempDir dir;
-  const std::filesystem::path model = dir.path() / "tools";
-  std::filesystem::copy(testing::TinyModelPath(Arch::kOlmoe), model);
-  const ModelConfig shape = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
-  ByteTokenizerFiles files = ByteLevelTokenizerFor(static_cast<int>(shape.vocab_size),
-                                                   shape.bos_token_id, shape.eos_token_ids);
-  files.config["chat_template"] = kToolTemplate;
-  std::ofstream(model / "tokenizer.json") << files.tokenizer.dump();
-  std::ofstream(model / "tokenizer_config.json") << files.config.dump();
-  cli::ModelOptions options;
-  options.model = model.string();
-  RunningServer s(options, SmallBatches());
+  RunningServer s(testing::ToolTemplateModel(dir.path()), SmallBatches());
 
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
       "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}},

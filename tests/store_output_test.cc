@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,33 @@ TEST(StoreTarget, SecondLockWaitsForTheFirst) {
   }
   second.join();
   EXPECT_TRUE(second_held.load());
+  // The lock file lives only while the lock is held.
+  EXPECT_FALSE(fs::exists(dir / "s.moex.lock"));
+}
+
+// Holders remove the lock file as they let go; a waiter whose file was removed under it
+// must lock the new one, or two could hold "the" lock at once. Many threads, many rounds:
+// never more than one inside.
+TEST(StoreTarget, LockStaysExclusiveWhileItsFileComesAndGoes) {
+  testing::TempDir dir;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> rounds{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        const StoreLock lock(dir / "s.moex");
+        if (++inside > 1) ++overlaps;
+        std::this_thread::yield();
+        --inside;
+        ++rounds;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(rounds.load(), 400);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_FALSE(fs::exists(dir / "s.moex.lock"));
 }
 
 std::string CopyOfTinyModel(const testing::TempDir& dir) {
@@ -101,7 +129,8 @@ std::string CopyOfTinyModel(const testing::TempDir& dir) {
 std::vector<std::string> Leftovers(const fs::path& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find(".partial") != std::string::npos)
+    if (e.path().filename().string().find(".partial") != std::string::npos ||
+        e.path().extension() == ".lock")
       names.push_back(e.path().filename().string());
   return names;
 }
@@ -175,7 +204,7 @@ TEST(StoreTargetCli, ConcurrentPackersShareOneStore) {
   // The finished store is valid: a later run uses it without packing.
   const auto again = RunCommand(offloaded);
   EXPECT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(again.err.find("packing experts"), std::string::npos) << again.err;
+  EXPECT_EQ(again.err.find("packing the experts"), std::string::npos) << again.err;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "model/expert_store_packer.h"
+#include "model/model_identity.h"
+#include "model/store_location.h"
 
 namespace moex::cli {
 
@@ -24,8 +26,8 @@ int RunPack(const PackCliOptions& o) {
   const Stopwatch watch;
   auto model = LoadModel(path);
   PackOptions options;
-  options.out_path = o.out.empty() ? DefaultExpertStorePath(path) : o.out;
-  options.source_id = CheckpointFingerprint(path);
+  options.source_id = ModelContentId(path);
+  options.out_path = o.out.empty() ? DefaultExpertStorePath(path, options.source_id) : o.out;
   options.source_path = path;
   options.path_option = "--out";
   // --verify checks a store that is already current for this checkpoint as it is; anything
@@ -64,7 +66,7 @@ Runner AddPackCommand(CLI::App& app) {
   auto o = std::make_shared<PackCliOptions>();
   CLI::App* cmd = app.add_subcommand("pack", "build the expert store of a model");
   cmd->add_option("--model", o->model, "HF checkpoint directory or .gguf (default: demo)");
-  cmd->add_option("--out", o->out, "store file (default: MODEL/experts.moex)");
+  cmd->add_option("--out", o->out, "store file (default: in the cache directory, named after the model: `moex store list`)");
   cmd->add_flag("--verify", o->verify,
                 "check every block's checksum: of the store as it is when it is current for "
                 "the model (no repacking), else of the freshly packed one");

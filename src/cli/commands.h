@@ -21,5 +21,6 @@ Runner AddSimCommand(CLI::App& app);
 Runner AddTuneCommand(CLI::App& app);
 Runner AddPoliciesCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
+Runner AddStoreCommand(CLI::App& app);
 
 }  // namespace moex::cli

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   add(moex::cli::AddTuneCommand);
   add(moex::cli::AddPoliciesCommand);
   add(moex::cli::AddServeCommand);
+  add(moex::cli::AddStoreCommand);
   // CLI11 would answer an unknown command with "A subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;

@@ -53,7 +53,9 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
                  "deterministic)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sync", "async"}));
-  cmd.add_option("--store", o.store, "expert store path (default: next to the model)");
+  cmd.add_option("--store", o.store,
+                 "expert store file (default: in the cache directory, named after the model's "
+                 "content; `moex store list` shows them)");
   cmd.add_option("--replay-routing", o.replay_routing,
                  "MoE layers follow this trace's recorded routes instead of the router (same "
                  "topology; outputs become meaningless, timing and I/O stay real)");
@@ -64,8 +66,9 @@ void AddSamplingOptions(CLI::App& cmd, SamplingOptions& o, const char* seed_help
                  "sampling temperature, 0 = greedy (default: the model's generation config)");
   cmd.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0 = all)");
   cmd.add_option("--top-p", o.top_p, "nucleus sampling mass");
-  cmd.add_option("--min-p", o.min_p, "drop tokens below this share of the most likely one's "
-                                      "probability");
+  cmd.add_option("--min-p", o.min_p,
+                 "drop tokens below this share of the most likely one's "
+                 "probability");
   cmd.add_option("--repeat-penalty", o.repeat_penalty,
                  "divide the logits of recent tokens by this (1 = off)");
   cmd.add_option("--repeat-last-n", o.repeat_last_n,
@@ -255,8 +258,8 @@ std::string ChooseHostBudget(const ModelOptions& o, const Model& model, int64_t 
                    a.Describe().c_str());
     return "";
   }
-  const int64_t one_pass = experts / std::max(1, model.config.num_experts) *
-                           model.config.num_experts_per_tok;
+  const int64_t one_pass =
+      experts / std::max(1, model.config.num_experts) * model.config.num_experts_per_tok;
   Check(a.budget >= one_pass, "the model does not fit in memory: ", a.Describe(),
         " leaves less than the experts of one token; free memory, shorten the context (-c) or "
         "give --host-budget in bytes");

@@ -12,6 +12,8 @@
 #include "engine/layer_runner.h"
 #include "kernels/ops.h"
 #include "model/expert_store_packer.h"
+#include "model/model_identity.h"
+#include "model/store_location.h"
 #include "policy/registry.h"
 
 namespace moex {
@@ -217,9 +219,9 @@ void WarnIfBudgetMissesEveryPass(const ModelConfig& config, size_t moe_layers, i
 OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions& options)
     : model_(model) {
   PackOptions pack;
-  pack.out_path =
-      options.store_path.empty() ? DefaultExpertStorePath(model.path) : options.store_path;
-  pack.source_id = CheckpointFingerprint(model.path);
+  pack.source_id = ModelContentId(model.path);
+  pack.out_path = options.store_path.empty() ? DefaultExpertStorePath(model.path, pack.source_id)
+                                             : options.store_path;
   pack.source_path = model.path;
   pack.progress = options.progress;
   ExpertStore store = OpenOrPackExpertStore(*model.weights, model.config, pack);

@@ -101,7 +101,7 @@ class ResidentMoeExecutor : public MoeExecutor {
 
 // Where the offloading executor gets its experts and how much it may cache.
 struct OffloadOptions {
-  std::string store_path;  // Empty: DefaultExpertStorePath(model.path).
+  std::string store_path;  // Empty: DefaultExpertStorePath (model/store_location.h).
   std::string host_budget = "25%";  // Bytes ("4GiB") or a share of all expert bytes ("25%").
   std::string policy = "lru";       // A policy spec; see docs/policies.md.
   tiers::PolicyMaker make_policy;   // Null: policy::MakePolicy(policy, facts).

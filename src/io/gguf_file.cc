@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "io/gguf_format.h"
+#include "io/gguf_split_name.h"
 
 namespace moex {
 
@@ -95,18 +96,6 @@ GgufFile::GgufFile(const std::string& path, bool open_parts) : name_(path) {
   if (open_parts) OpenParts();
 }
 
-namespace {
-
-// llama.cpp's split naming: PREFIX-00001-of-00003.gguf.
-std::string SplitPath(const std::string& prefix, int64_t no, int64_t count) {
-  char suffix[64];
-  std::snprintf(suffix, sizeof suffix, "-%05lld-of-%05lld.gguf", static_cast<long long>(no),
-                static_cast<long long>(count));
-  return prefix + suffix;
-}
-
-}  // namespace
-
 void GgufFile::OpenParts() {
   const GgufValue* count_value = Find("split.count");
   if (count_value == nullptr) return;
@@ -115,15 +104,15 @@ void GgufFile::OpenParts() {
   Check(count >= 1 && count <= 99999, name_, ": split.count ", count, " is out of range");
   if (count == 1) return;
   Check(no == 0, name_, " is part ", no + 1, " of a split GGUF of ", count,
-        " parts: pass the first part (", SplitPath("NAME", 1, count), ")");
-  const std::string first_suffix = SplitPath("", 1, count);
+        " parts: pass the first part (", GgufSplitPartPath("NAME", 1, count), ")");
+  const std::string first_suffix = GgufSplitPartPath("", 1, count);
   Check(name_.size() > first_suffix.size() && name_.ends_with(first_suffix), name_,
         ": the first part of a split GGUF of ", count, " parts must be named NAME",
         first_suffix, " (llama.cpp's gguf-split naming), so the other parts can be found");
   const std::string prefix = name_.substr(0, name_.size() - first_suffix.size());
   all_infos_ = infos_;
   for (int64_t k = 2; k <= count; ++k) {
-    const std::string part_path = SplitPath(prefix, k, count);
+    const std::string part_path = GgufSplitPartPath(prefix, k, count);
     std::error_code ec;
     Check(std::filesystem::exists(part_path, ec), name_, ": part ", k, " of ", count,
           " of this split GGUF is missing (", part_path, ")");

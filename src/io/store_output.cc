@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -75,23 +77,55 @@ std::string UniqueTempPath(const std::string& path) {
   return path + ".partial." + std::to_string(::getpid()) + "." + std::to_string(++counter);
 }
 
-StoreLock::StoreLock(const std::string& store_path) {
-  const std::string lock_path = store_path + ".lock";
-  fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  Check(fd_ >= 0, "cannot create lock file ", lock_path, ": ", std::strerror(errno),
-        " (is the directory writable? --store puts the expert store elsewhere)");
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-  Log(LogLevel::kWarn, "another process is packing ", store_path, "; waiting for it");
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno == EINTR) continue;
-    const int err = errno;
+int64_t CheckRoomFor(const std::string& dir, uint64_t bytes, const std::string& what,
+                     const std::string& path_option) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return -1;
+  const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes < bytes) {
+    char need[32], have[32];
+    std::snprintf(need, sizeof need, "%.2f", bytes / 1e9);
+    std::snprintf(have, sizeof have, "%.2f", free_bytes / 1e9);
+    Fail(what, " needs ", need, " GB and ", dir, " has ", have,
+         " GB free; free space or put it "
+         "elsewhere with ",
+         path_option, " FILE (nothing was written)");
+  }
+  return static_cast<int64_t>(free_bytes);
+}
+
+StoreLock::StoreLock(const std::string& store_path) : lock_path_(store_path + ".lock") {
+  bool told = false;
+  for (;;) {
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    Check(fd_ >= 0, "cannot create lock file ", lock_path_, ": ", std::strerror(errno),
+          " (is the directory writable? --store puts the expert store elsewhere)");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (!told)
+        Log(LogLevel::kWarn, "another process is packing ", store_path, "; waiting for it");
+      told = true;
+      while (::flock(fd_, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        const int err = errno;
+        ::close(fd_);
+        Fail("cannot lock ", lock_path_, ": ", std::strerror(err));
+      }
+    }
+    // The holder removes the file as it lets go, so a lock won on a file that is no longer
+    // at lock_path_ guards nothing a newcomer would see: take the one there now instead.
+    struct stat held {
+    }, now{};
+    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &now) == 0 &&
+        held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+      return;
     ::close(fd_);
-    Fail("cannot lock ", lock_path, ": ", std::strerror(err));
   }
 }
 
 StoreLock::~StoreLock() {
-  if (fd_ >= 0) ::close(fd_);  // Closing releases the lock.
+  // Removed while still held (no stray .lock beside the store); closing releases it.
+  ::unlink(lock_path_.c_str());
+  ::close(fd_);
 }
 
 }  // namespace moex

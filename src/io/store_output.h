@@ -4,6 +4,7 @@
 // packing the same store must not write one temporary file between them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace moex {
@@ -17,8 +18,17 @@ std::string CheckStoreTarget(const std::string& path);
 // A fresh temporary name beside `path` (PID and a counter: unique per process and call).
 std::string UniqueTempPath(const std::string& path);
 
+// Free bytes for this user on the filesystem of `dir`. Throws Error, saying what needs how
+// much and naming `path_option` (e.g. --store) as the way out, when fewer than `bytes` are
+// free. Returns -1 when the filesystem cannot tell (not an error: the write reports a full
+// disk then).
+int64_t CheckRoomFor(const std::string& dir, uint64_t bytes, const std::string& what,
+                     const std::string& path_option);
+
 // An exclusive advisory lock (flock) on `path`.lock, held for the object's lifetime; a
 // second process blocks in the constructor (saying so on stderr) until the first is done.
+// The lock file exists only while held: the holder removes it before letting go, and a
+// waiter that then finds its file gone locks the new one.
 class StoreLock {
  public:
   explicit StoreLock(const std::string& store_path);
@@ -27,6 +37,7 @@ class StoreLock {
   StoreLock& operator=(const StoreLock&) = delete;
 
  private:
+  std::string lock_path_;
   int fd_ = -1;
 };
 

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/progress.h"
+#include "io/store_catalog.h"
 #include "io/store_output.h"
 #include "model/expert_layout.h"
 #include "model/tensor_names.h"
@@ -120,9 +121,9 @@ void CopyString(char* dst, size_t cap, const std::string& s) {
   std::memcpy(dst, s.data(), std::min(s.size(), cap - 1));
 }
 
-void PackInto(const WeightSource& source, const ModelConfig& c, const PackOptions& o,
-              const std::string& tmp) {
-  const std::vector<ExpertShape> shapes = RoutedExpertShapes(source, c);
+// The header of the store of this model, everything but checksums: its geometry and size.
+StoreHeader PlanHeader(const std::vector<ExpertShape>& shapes, const ModelConfig& c,
+                       const PackOptions& o, std::vector<int>* moe_layers) {
   const ExpertShape& shape = shapes.front();  // The geometry every MoE layer shares.
   const int64_t d = c.hidden_size;
   const int64_t f = c.moe_intermediate_size;
@@ -132,10 +133,10 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
   Check(d % group == 0 && f % group == 0, "expert store: ", shape.DTypeLabel(),
         " routed experts need hidden_size and moe_intermediate_size to be multiples of ", group,
         " to be packed neuron-major (d = ", d, ", F = ", f, ")");
-  std::vector<int> moe_layers;
+  moe_layers->clear();
   for (int l = 0; l < c.num_layers; ++l)
-    if (c.IsMoeLayer(l)) moe_layers.push_back(l);
-  Check(moe_layers.size() <= kMaxStoreMoeLayers, "expert store: ", moe_layers.size(),
+    if (c.IsMoeLayer(l)) moe_layers->push_back(l);
+  Check(moe_layers->size() <= kMaxStoreMoeLayers, "expert store: ", moe_layers->size(),
         " MoE layers, the store format holds at most ", kMaxStoreMoeLayers);
 
   StoreHeader h{};
@@ -149,13 +150,12 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
     h.layer_dtypes[2 * i + 1] = static_cast<uint8_t>(shapes[i].down);
   }
   h.num_layers = static_cast<uint32_t>(c.num_layers);
-  h.num_moe_layers = static_cast<uint32_t>(moe_layers.size());
+  h.num_moe_layers = static_cast<uint32_t>(moe_layers->size());
   h.num_experts = static_cast<uint32_t>(c.num_experts);
   h.hidden_size = static_cast<uint32_t>(d);
   h.neurons = static_cast<uint32_t>(f);
   h.record_bytes = static_cast<uint32_t>(shape.RecordBytes());
-  h.block_neurons =
-      StoreBlockNeurons(h.record_bytes, h.neurons, static_cast<uint32_t>(group));
+  h.block_neurons = StoreBlockNeurons(h.record_bytes, h.neurons, static_cast<uint32_t>(group));
   const uint64_t expert_bytes = static_cast<uint64_t>(h.record_bytes) * h.neurons;
   h.expert_stride = AlignUp(expert_bytes, kStoreAlignment);
   const uint32_t blocks = (h.neurons + h.block_neurons - 1) / h.block_neurons;
@@ -166,6 +166,18 @@ void PackInto(const WeightSource& source, const ModelConfig& c, const PackOption
   h.created_unix = static_cast<uint64_t>(std::time(nullptr));
   CopyString(h.source_id, sizeof h.source_id, o.source_id);
   CopyString(h.source_path, sizeof h.source_path, o.source_path);
+  return h;
+}
+
+void PackInto(const WeightSource& source, const ModelConfig& c, const PackOptions& o,
+              const std::string& tmp) {
+  const std::vector<ExpertShape> shapes = RoutedExpertShapes(source, c);
+  const int64_t d = c.hidden_size;
+  const int64_t f = c.moe_intermediate_size;
+  std::vector<int> moe_layers;
+  StoreHeader h = PlanHeader(shapes, c, o, &moe_layers);
+  const uint64_t expert_bytes = static_cast<uint64_t>(h.record_bytes) * h.neurons;
+  const uint32_t blocks = (h.neurons + h.block_neurons - 1) / h.block_neurons;
 
   const size_t ids_bytes = AlignUp(4ull * h.num_moe_layers, 8);
   std::vector<std::byte> table(h.table_bytes);
@@ -248,75 +260,28 @@ std::vector<ExpertShape> RoutedExpertShapes(const WeightSource& source, const Mo
   return PadToCommonShape(std::move(shapes));
 }
 
-std::string CheckpointFingerprint(const std::string& model_dir) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> parts;
-  std::error_code ec;
-  std::vector<fs::path> files;
-  if (fs::is_regular_file(model_dir)) {
-    files.push_back(model_dir);  // A single .gguf file.
-  } else {
-    for (const auto& entry : fs::directory_iterator(model_dir, ec)) files.push_back(entry.path());
-  }
-  for (const fs::path& path : files) {
-    const fs::directory_entry entry(path);
-    const std::string name = entry.path().filename().string();
-    const std::string ext = entry.path().extension().string();
-    if (name != "config.json" && ext != ".safetensors" && ext != ".gguf") continue;
-    struct stat st;
-    if (stat(entry.path().c_str(), &st) != 0) continue;
-    parts.push_back(name + ":" + std::to_string(st.st_size) + ":" +
-                    std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
-  }
-  Check(!ec, "cannot list model directory ", model_dir, ": ", ec.message());
-  std::sort(parts.begin(), parts.end());
-  std::string all;
-  for (const auto& p : parts) all += p + "\n";
-  char hex[40];
-  std::snprintf(hex, sizeof hex, "ckpt-%016llx",
-                static_cast<unsigned long long>(StoreChecksum(std::as_bytes(std::span(all)))));
-  return hex;
-}
-
-std::string ExpertStoreCacheDir() {
-  namespace fs = std::filesystem;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/')
-    return (fs::path(xdg) / "moex").string();
-  const char* home = std::getenv("HOME");
-  Check(home != nullptr && home[0] == '/', "cannot place the expert store: the model's ",
-        "directory is read-only and neither XDG_CACHE_HOME nor HOME is set; pass --store");
-  return (fs::path(home) / ".cache" / "moex").string();
-}
-
-std::string DefaultExpertStorePath(const std::string& model_dir) {
-  namespace fs = std::filesystem;
-  const bool single_file = fs::is_regular_file(model_dir);
-  const std::string beside =
-      single_file ? model_dir + ".experts.moex" : (fs::path(model_dir) / "experts.moex").string();
-  std::error_code ec;
-  const fs::path dir =
-      single_file ? fs::absolute(model_dir, ec).parent_path() : fs::path(model_dir);
-  // A store already beside the model is used; a read-only model directory (a system-wide
-  // install, a read-only mount) gets its store in the user's cache instead.
-  if (fs::exists(beside) || access(dir.c_str(), W_OK) == 0) return beside;
-  const fs::path absolute = fs::weakly_canonical(fs::absolute(model_dir, ec), ec);
-  const std::string name = absolute.filename().string();
-  const std::string key = absolute.string();
-  char tag[24];
-  std::snprintf(tag, sizeof tag, "%016llx",
-                static_cast<unsigned long long>(StoreChecksum(std::as_bytes(std::span(key)))));
-  const fs::path cache = ExpertStoreCacheDir();
-  fs::create_directories(cache, ec);
-  Check(!ec, "cannot create the expert store cache directory ", cache.string(), ": ", ec.message(),
-        "; pass --store");
-  return (cache / (name + "-" + tag + ".experts.moex")).string();
-}
-
 namespace {
 
+std::string GigabytesText(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return text;
+}
+
 // Packs into a temporary of its own and renames it over `target`; the caller holds the lock.
+// `why` says why a store is (re)packed; the notice names its size, place and the free space
+// there, and a store that cannot fit is refused before anything is written.
 void PackLocked(const WeightSource& source, const ModelConfig& config, const PackOptions& options,
-                const std::string& target) {
+                const std::string& target, const std::string& why) {
+  RemoveStalePartials(target);  // A packer killed midway; the lock says none runs now.
+  const uint64_t bytes = ExpertStoreBytes(source, config);
+  const std::filesystem::path dir = std::filesystem::absolute(target).parent_path();
+  const int64_t free_bytes = CheckRoomFor(
+      dir.string(), bytes, "the expert store of " + options.source_path, options.path_option);
+  Log(LogLevel::kWarn, why.empty() ? "" : why + "; ",
+      "packing the experts once: ", GigabytesText(bytes), " into ", target,
+      free_bytes >= 0 ? " (" + GigabytesText(static_cast<uint64_t>(free_bytes)) + " free there)"
+                      : "");
   const std::string tmp = UniqueTempPath(target);
   try {
     PackInto(source, config, options, tmp);
@@ -388,7 +353,13 @@ void PackExpertStore(const WeightSource& source, const ModelConfig& config,
                      const PackOptions& options) {
   const std::string target = CheckStoreTarget(options.out_path);
   const StoreLock lock(target);
-  PackLocked(source, config, options, CheckStoreTarget(options.out_path));
+  PackLocked(source, config, options, CheckStoreTarget(options.out_path), "");
+}
+
+uint64_t ExpertStoreBytes(const WeightSource& source, const ModelConfig& config) {
+  std::vector<int> moe_layers;
+  return PlanHeader(RoutedExpertShapes(source, config), config, PackOptions{}, &moe_layers)
+      .file_bytes;
 }
 
 void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why) {
@@ -408,8 +379,7 @@ ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig&
   // Another process may have packed it while this one waited for the lock.
   const std::string why = WhyNotUsable(source, config, options, CheckStoreTarget(path));
   if (why.empty()) return ExpertStore::Open(path);
-  Log(LogLevel::kWarn, why, "; packing experts (one-time)");
-  PackLocked(source, config, options, path);
+  PackLocked(source, config, options, path, why.starts_with("no expert store at") ? "" : why);
   return ExpertStore::Open(path);
 }
 

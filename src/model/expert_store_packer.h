@@ -14,28 +14,15 @@
 namespace moex {
 
 struct PackOptions {
-  std::string out_path;     // The store file to create (replaced atomically).
-  std::string source_id;    // CheckpointFingerprint of the source (stored in the header).
-  std::string source_path;  // For messages.
-  bool progress = true;     // Progress bar on stderr.
+  std::string out_path;                 // The store file to create (replaced atomically).
+  std::string source_id;                // ModelContentId of the source (stored in the header).
+  std::string source_path;              // For messages.
+  bool progress = true;                 // Progress bar on stderr.
   std::string path_option = "--store";  // The option naming out_path, for error hints.
 };
 
 // HF name of one routed expert tensor; which: 0 = gate, 1 = up, 2 = down.
 std::string RoutedExpertTensorName(Arch arch, int layer, int expert, int which);
-
-// A fingerprint of the checkpoint files in `model_dir` (names, sizes, modification times of
-// config.json, *.safetensors, *.gguf), or of a single .gguf file; changes whenever the
-// checkpoint is replaced.
-std::string CheckpointFingerprint(const std::string& model_dir);
-
-// The default store location: DIR/experts.moex, or FILE.gguf.experts.moex; when that file
-// does not exist and the model's directory is not writable, a file named after the model
-// (and a hash of its absolute path) in ExpertStoreCacheDir(), which is created.
-std::string DefaultExpertStorePath(const std::string& model_dir);
-
-// $XDG_CACHE_HOME/moex, or ~/.cache/moex.
-std::string ExpertStoreCacheDir();
 
 // Empty when `store` was packed from `source_id` for this model shape and dtype; otherwise a
 // sentence saying what differs.
@@ -48,7 +35,9 @@ std::string StoreMismatch(const ExpertStore& store, const ModelConfig& config, D
 // Packs all routed experts. Throws Error (e.g. "disk full") after removing its temporary
 // file; the previous store at out_path, if any, is left untouched on failure. out_path must
 // be new or a store already (CheckStoreTarget); concurrent packers of one path take turns
-// (StoreLock), each writing its own temporary file renamed into place when complete.
+// (StoreLock), each writing its own temporary file renamed into place when complete. Says
+// on stderr how big the store will be and where; refuses, writing nothing, when that
+// directory has less free space than the store needs.
 void PackExpertStore(const WeightSource& source, const ModelConfig& config,
                      const PackOptions& options);
 
@@ -64,6 +53,9 @@ ExpertStore OpenOrPackExpertStore(const WeightSource& source, const ModelConfig&
 // can (OpenOrPackExpertStore would use it as it is). Reads only the header and table.
 std::string WhyExpertStoreUnusable(const WeightSource& source, const ModelConfig& config,
                                    const PackOptions& options);
+
+// The size of the store of this model, in bytes, known before packing.
+uint64_t ExpertStoreBytes(const WeightSource& source, const ModelConfig& config);
 
 // Records that a read found corrupt data, so the next OpenOrPackExpertStore rebuilds.
 void MarkExpertStoreCorrupt(const std::string& store_path, const std::string& why);

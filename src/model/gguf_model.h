@@ -14,6 +14,7 @@
 #include "io/gguf_file.h"
 #include "io/weight_source.h"
 #include "model/model_config.h"
+#include "model/sampling_defaults.h"
 
 namespace moex {
 
@@ -58,6 +59,9 @@ struct GgufWriteOptions {
   bool q4_k_m = false;
   std::string name = "moex";
   uint32_t alignment = 32;
+  // The source's sampling defaults (its generation_config.json), written as llama.cpp's
+  // general.sampling.* keys so the GGUF samples as the checkpoint did (docs/sampling.md).
+  std::optional<SamplingDefaults> sampling;
 };
 
 // Writes `hf_weights` (HF names, e.g. an HfCheckpoint) as a GGUF llama.cpp can load:

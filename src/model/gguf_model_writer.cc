@@ -298,8 +298,8 @@ bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const Tensor
   DType dtype = t.dtype;
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) dtype = DType::kF32;
   for (bool k : {true, false}) {
-    gguf_deepseek2::SplitTensor split = k ? gguf_deepseek2::KBFromKvB(t, c, dtype)
-                                          : gguf_deepseek2::VBFromKvB(t, c, dtype);
+    gguf_deepseek2::SplitTensor split =
+        k ? gguf_deepseek2::KBFromKvB(t, c, dtype) : gguf_deepseek2::VBFromKvB(t, c, dtype);
     const std::string out = blk + (k ? "attn_k_b" : "attn_v_b") + ".weight";
     Plan plan{out, split.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), split.fill};
     plans[{*layer, out}] = std::move(plan);
@@ -315,8 +315,8 @@ bool WriteGptOssSinks(const ModelConfig& c, const std::string& name, const Tenso
   const std::string prefix = "model.layers.";
   const std::string tail = std::string(".") + gguf_gpt_oss::kHfSinks;
   if (name.rfind(prefix, 0) != 0 || !name.ends_with(tail)) return false;
-  const std::optional<int> layer = ParseIndex(std::string_view(name).substr(
-      prefix.size(), name.size() - prefix.size() - tail.size()));
+  const std::optional<int> layer = ParseIndex(
+      std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - tail.size()));
   if (!layer || *layer >= c.num_layers) return false;
   const std::string out =
       "blk." + std::to_string(*layer) + "." + gguf_gpt_oss::kGgufSinks + ".weight";
@@ -433,7 +433,7 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
           group[0]->name, " as ", DTypeName(out), ": its rows have ", group[0]->cols(),
           " elements, not a multiple of ", block, " (", DTypeName(out),
           " experts need hidden_size and moe_intermediate_size to be multiples of ", block,
-          "; random-model: try --size small)");
+          "; a 32-element format such as q8_0 or q4_0 fits more shapes)");
     expert_dtype = options.q4_k_m ? DType::kQ4_K : out;  // general.file_type: Q4_K_M.
     plans[{layer, gguf_name}] = {gguf_name, shape, MakeRowCopy(group, out, 0, false, what)};
   }
@@ -444,6 +444,15 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   if (!expert_dtype && !plans.empty()) expert_dtype = plans.begin()->second.copy.out_dtype;
   w.Set("general.file_type", GgufValue::U32(FileType(expert_dtype.value_or(DType::kF32))));
   SetArchMetadata(config, w);
+  if (const std::optional<SamplingDefaults>& d = options.sampling) {
+    d->Validate();
+    w.Set("general.sampling.temp", GgufValue::F32(d->temperature));
+    w.Set("general.sampling.top_k", GgufValue::I32(d->top_k));
+    w.Set("general.sampling.top_p", GgufValue::F32(d->top_p));
+    w.Set("general.sampling.min_p", GgufValue::F32(d->min_p));
+    w.Set("general.sampling.penalty_repeat", GgufValue::F32(d->repetition_penalty));
+    w.Set("general.sampling.penalty_last_n", GgufValue::I32(d->repeat_last_n));
+  }
   CopyTokenizer(tokenizer, config, w);
   if (config.longrope) {  // llama.cpp's LongRoPE factors: F32 [head_dim / 2], global.
     Check(config.arch == Arch::kPhiMoe, "gguf: LongRoPE is written for phimoe only");

@@ -62,4 +62,13 @@ class ApiError : public std::runtime_error {
   std::string type_;
 };
 
+// The HTTP status of a request that ended without an answer, from the scheduler's finish
+// reason: 504 timeout, 503 shutdown, 500 error; 0 for stop, length and cancelled.
+inline int FailedStatus(const std::string& finish_reason) {
+  if (finish_reason == "timeout") return 504;
+  if (finish_reason == "shutdown") return 503;
+  if (finish_reason == "error") return 500;
+  return 0;
+}
+
 }  // namespace moex::serve

@@ -624,4 +624,19 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
   return r;
 }
 
+std::string IgnoredFieldsWarning(const ApiRequest& r) {
+  std::string names;
+  for (const std::string& f : r.ignored_fields) {
+    std::string clean;  // A quoted-string of printable ASCII: no quotes nor backslashes.
+    for (const char c : f)
+      if (c != '"' && c != '\\' && c >= 0x20 && c < 0x7f) clean += c;
+    names += (names.empty() ? "" : ", ") + clean.substr(0, 64);
+    if (names.size() > 1024) {
+      names += ", ...";
+      break;
+    }
+  }
+  return "299 moex \"ignored unknown fields: " + names + "\"";
+}
+
 }  // namespace moex::serve

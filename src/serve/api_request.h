@@ -51,8 +51,8 @@ struct ApiRequest {
   // does, rather than OpenAI's temperature 1.
   std::optional<float> temperature;  // 0 is greedy.
   std::optional<float> top_p;
-  std::optional<int> top_k;           // Extension (llama.cpp, vLLM): 0 or -1 = no limit.
-  std::optional<float> min_p;         // Extension (llama.cpp, vLLM).
+  std::optional<int> top_k;    // Extension (llama.cpp, vLLM): 0 or -1 = no limit.
+  std::optional<float> min_p;  // Extension (llama.cpp, vLLM).
   // Extensions: vLLM's repetition_penalty (over the whole context) or llama.cpp's
   // repeat_penalty (over the last repeat_last_n tokens, 64 unless given).
   std::optional<float> repetition_penalty;
@@ -60,14 +60,14 @@ struct ApiRequest {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage.
-  bool ignore_eos = false;     // Extension (vLLM): keep going past end-of-sequence.
+  bool include_usage = false;     // stream_options.include_usage.
+  bool ignore_eos = false;        // Extension (vLLM): keep going past end-of-sequence.
   float presence_penalty = 0.0f;  // -2..2, over the generated tokens.
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;  // Token id, bias in -100..100.
   // Log probabilities of the generated tokens with this many alternatives each; -1: none.
   int logprobs = -1;
-  int n = 1;          // Choices, sampled with seeds seed, seed + 1, ...
+  int n = 1;  // Choices, sampled with seeds seed, seed + 1, ...
   // Tools (chat): the functions offered, as sent ({type: function, function: {name,
   // description, parameters}}), in the request's key order; tool_choice "none", "auto",
   // "required" or "function" (then tool_choice_name names it).
@@ -88,5 +88,9 @@ struct ApiRequest {
 
 // Parses and checks a request body; throws ApiError (status 400) with the offending param.
 ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view body, const ApiLimits& limits);
+
+// RFC 9111's Warning header naming the ignored fields (code 299, "miscellaneous persistent
+// warning"): printable ASCII only, each name cut to 64 characters, the list to about 1 KiB.
+std::string IgnoredFieldsWarning(const ApiRequest& request);
 
 }  // namespace moex::serve

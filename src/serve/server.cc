@@ -62,30 +62,6 @@ std::string PlainChatPrompt(const std::vector<ChatTurn>& messages) {
 // clients see the answer; a longer declared length is refused before any of it is read.
 constexpr uint64_t kMaxReadBodyFactor = 16;
 
-// The HTTP status of a request that ended without an answer; 0 for stop, length, cancelled.
-int FailedStatus(const std::string& finish_reason) {
-  if (finish_reason == "timeout") return 504;
-  if (finish_reason == "shutdown") return 503;
-  if (finish_reason == "error") return 500;
-  return 0;
-}
-
-// RFC 9111's Warning header (code 299, "miscellaneous persistent warning").
-std::string IgnoredFieldsWarning(const ApiRequest& r) {
-  std::string names;
-  for (const std::string& f : r.ignored_fields) {
-    std::string clean;  // A quoted-string of printable ASCII: no quotes nor backslashes.
-    for (const char c : f)
-      if (c != '"' && c != '\\' && c >= 0x20 && c < 0x7f) clean += c;
-    names += (names.empty() ? "" : ", ") + clean.substr(0, 64);
-    if (names.size() > 1024) {
-      names += ", ...";
-      break;
-    }
-  }
-  return "299 moex \"ignored unknown fields: " + names + "\"";
-}
-
 }  // namespace
 
 Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
@@ -241,6 +217,27 @@ std::string Server::EchoText(const ApiRequest& r) const {
   return tokenizer_ ? tokenizer_->Decode(r.prompt_ids) : "";
 }
 
+Clock::time_point Server::RequestDeadline() const {
+  const double timeout_s = options_.scheduler.timeout_s;
+  return timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(timeout_s))
+                       : Clock::time_point::max();
+}
+
+Job Server::AdmitJob(const ApiRequest& request, httplib::Response& res,
+                     Clock::time_point deadline) const {
+  // As llama-server and vLLM, fields moex does not know are ignored; the client is told
+  // (on an error response too).
+  if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
+  if (!request.model.empty() && request.model != options_.model_name)
+    throw ApiError(404,
+                   "The model '" + request.model + "' does not exist: this server serves '" +
+                       options_.model_name +
+                       "' (GET /v1/models; start it with --model-name to answer to another name)",
+                   "model", "model_not_found");
+  return MakeJob(request, deadline);
+}
+
 Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   Job job;
   job.prompt = PromptTokens(r, deadline);
@@ -274,7 +271,8 @@ Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   }
   if (r.grammar) {
     if (!tokenizer_)
-      throw ApiError(400, "'" + r.grammar_source + "' needs a model with a tokenizer", r.grammar_source);
+      throw ApiError(400, "'" + r.grammar_source + "' needs a model with a tokenizer",
+                     r.grammar_source);
     job.grammar = r.grammar;
   }
   return job;
@@ -324,8 +322,9 @@ void Server::Routes() {
       return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("Connection", "close");
     if (number)
-      SendError(res, 413, "Content-Length " + value + " is over the " +
-                              std::to_string(options_.max_body_bytes) + "-byte body limit (--max-body)");
+      SendError(res, 413,
+                "Content-Length " + value + " is over the " +
+                    std::to_string(options_.max_body_bytes) + "-byte body limit (--max-body)");
     else
       SendError(res, 400, "Content-Length '" + value + "' is not a byte count");
     return httplib::Server::HandlerResponse::Handled;
@@ -339,11 +338,14 @@ void Server::Routes() {
   // that (pre-routing) closes the socket on unread data, and the client sees a reset.
   auto guarded = [this](httplib::Server::Handler handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      // OpenAI's clients send the key as a bearer token, Anthropic's as x-api-key.
       if (!options_.api_key.empty() &&
-          req.get_header_value("Authorization") != "Bearer " + options_.api_key)
+          req.get_header_value("Authorization") != "Bearer " + options_.api_key &&
+          req.get_header_value("x-api-key") != options_.api_key)
         return SendError(res, 401,
-                         "Incorrect API key provided: pass it as 'Authorization: Bearer <key>'", "",
-                         "invalid_api_key");
+                         "Incorrect API key provided: pass it as 'Authorization: Bearer <key>' "
+                         "(or 'x-api-key: <key>')",
+                         "", "invalid_api_key");
       handler(req, res);
     };
   };
@@ -400,6 +402,12 @@ void Server::Routes() {
               guarded([this](const httplib::Request& req, httplib::Response& res) {
                 Complete(Endpoint::kCompletion, req, res);
               }));
+  http_->Post("/v1/messages", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                CompleteDialect(Dialect::kMessages, req, res);
+              }));
+  http_->Post("/v1/responses", guarded([this](const httplib::Request& req, httplib::Response& res) {
+                CompleteDialect(Dialect::kResponses, req, res);
+              }));
 }
 
 void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -410,22 +418,9 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   ApiRequest request;
   try {
     const ServeMetrics::Preparing preparing(metrics_);
-    const double timeout_s = options_.scheduler.timeout_s;
-    const Clock::time_point deadline =
-        timeout_s > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_s))
-                      : Clock::time_point::max();
+    const Clock::time_point deadline = RequestDeadline();
     request = ParseApiRequest(endpoint, req.body, limits_);
-    // As llama-server and vLLM, fields moex does not know are ignored; the client is told
-    // (on an error response too).
-    if (!request.ignored_fields.empty()) res.set_header("Warning", IgnoredFieldsWarning(request));
-    if (!request.model.empty() && request.model != options_.model_name)
-      throw ApiError(404,
-                     "The model '" + request.model + "' does not exist: this server serves '" +
-                         options_.model_name +
-                         "' (GET /v1/models; start it with --model-name to answer to another name)",
-                     "model", "model_not_found");
-    handles = scheduler_->SubmitChoices(MakeJob(request, deadline), request.n);
+    handles = scheduler_->SubmitChoices(AdmitJob(request, res, deadline), request.n);
   } catch (const ApiError& e) {
     metrics_.CountRequest(endpoint_name, e.status());
     return SendError(res, e);
@@ -465,11 +460,11 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
                                                 const std::vector<int32_t>& tokens,
                                                 const json& finish, bool delta,
                                                 const std::vector<TokenLogprobs>& entries = {}) {
-    json c = {{"index", index},
-              {"logprobs", with_logprobs && (!delta || !entries.empty())
-                               ? logprobs[index]->Next(entries)
-                               : json(nullptr)},
-              {"finish_reason", finish}};
+    json c = {
+        {"index", index},
+        {"logprobs", with_logprobs && (!delta || !entries.empty()) ? logprobs[index]->Next(entries)
+                                                                   : json(nullptr)},
+        {"finish_reason", finish}};
     if (chat) {
       c[delta ? "delta" : "message"] =
           delta ? (text.empty() ? json::object() : json{{"content", text}})
@@ -521,9 +516,9 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         continue;
       }
       const ParsedReply reply = ParseToolCalls(tools, text);
-      json c = choice(i, reply.content, tokens,
-                      reply.calls.empty() ? json(u.finish_reason) : json("tool_calls"), false,
-                      entries);
+      json c =
+          choice(i, reply.content, tokens,
+                 reply.calls.empty() ? json(u.finish_reason) : json("tool_calls"), false, entries);
       if (!reply.calls.empty()) {
         c["message"]["tool_calls"] = calls_json(reply.calls, false);
         if (reply.content.empty()) c["message"]["content"] = nullptr;
@@ -558,7 +553,8 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   auto started = std::make_shared<bool>(false);
   // Choices still running; each chunk carries one choice's news, as OpenAI streams n > 1.
   auto running = std::make_shared<std::vector<bool>>(handles.size(), true);
-  auto splitters = std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools));
+  auto splitters =
+      std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools));
   auto failed = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

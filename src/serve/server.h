@@ -13,13 +13,13 @@
 
 #include "engine/moe_executor.h"
 #include "engine/transformer.h"
-#include "text/chat_template.h"
-#include "text/tokenizer.h"
 #include "serve/access_log.h"
 #include "serve/api_request.h"
 #include "serve/expert_activity.h"
 #include "serve/scheduler.h"
 #include "serve/serve_metrics.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace httplib {
 class Server;
@@ -36,7 +36,7 @@ struct ServerOptions {
   std::string api_key;  // Non-empty: every endpoint but /health and the page at / needs it.
   size_t max_body_bytes = 8u << 20;
   int default_max_tokens = 256;  // Chat requests without max_tokens.
-  int64_t context = 0;  // Tokens a request may hold (prompt and reply); 0: the model's.
+  int64_t context = 0;           // Tokens a request may hold (prompt and reply); 0: the model's.
   AccessLogFormat access_log = AccessLogFormat::kOff;  // One line per request on stderr.
   SchedulerOptions scheduler;
 };
@@ -69,7 +69,16 @@ class Server {
  private:
   void Routes();
   void Complete(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // The APIs served by translation onto a chat request (server_dialects.cc): Anthropic's
+  // Messages and OpenAI's Responses.
+  enum class Dialect { kMessages, kResponses };
+  void CompleteDialect(Dialect dialect, const httplib::Request& req, httplib::Response& res);
   Job MakeJob(const ApiRequest& request, Clock::time_point deadline) const;
+  // When a request arriving now times out (--timeout).
+  Clock::time_point RequestDeadline() const;
+  // What every generating endpoint checks once its body is parsed -- the model's name -- and
+  // its job; sets the Warning header for ignored fields. Throws ApiError.
+  Job AdmitJob(const ApiRequest& request, httplib::Response& res, Clock::time_point deadline) const;
   // A completion's prompt as text, for `echo` (token ids are decoded; none without a
   // tokenizer).
   std::string EchoText(const ApiRequest& request) const;

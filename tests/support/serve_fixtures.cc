@@ -10,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include "model/random_model.h"
 #include "support/run_command.h"
+#include "support/tiny_models.h"
+#include "text/byte_tokenizer_json.h"
 
 namespace moex::testing {
 
@@ -109,6 +112,40 @@ int64_t ServeProcess::ResidentBytes() const {
     in.ignore(1 << 20, '\n');
   }
   return 0;
+}
+
+namespace {
+
+constexpr const char* kToolTemplate =
+    "{% if tools %}<|im_start|>system\n<tools>\n{% for t in tools %}{{ t | tojson }}\n"
+    "{% endfor %}</tools><|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>\n"
+    "{{ c.function | tojson }}\n</tool_call>{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+}  // namespace
+
+cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir) {
+  const std::filesystem::path model = dir / "tools";
+  std::filesystem::copy(TinyModelPath(Arch::kOlmoe), model);
+  const ModelConfig shape = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
+  ByteTokenizerFiles files = ByteLevelTokenizerFor(static_cast<int>(shape.vocab_size),
+                                                   shape.bos_token_id, shape.eos_token_ids);
+  files.config["chat_template"] = kToolTemplate;
+  std::ofstream(model / "tokenizer.json") << files.tokenizer.dump();
+  std::ofstream(model / "tokenizer_config.json") << files.config.dump();
+  cli::ModelOptions options;
+  options.model = model.string();
+  return options;
+}
+
+serve::ServerOptions SmallBatchOptions() {
+  serve::ServerOptions o;
+  o.scheduler.max_running = 8;
+  o.scheduler.max_batch_tokens = 12;
+  o.scheduler.prefill_chunk = 4;
+  return o;
 }
 
 }  // namespace moex::testing

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,6 +37,14 @@ struct RunningServer {
   std::thread thread;
   int port = 0;
 };
+
+// A copy of the tiny OLMoE in `dir` with a byte-level tokenizer and a chat template that
+// renders tools and calls as Qwen's does (<tool_call> blocks), for tool-calling tests.
+cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir);
+
+// Small scheduler batches (8 running, 12 tokens a pass, prefill chunks of 4), so prompts
+// share passes.
+serve::ServerOptions SmallBatchOptions();
 
 // A `moex serve ARGS...` child process whose stdout is read line by line; killed (SIGKILL)
 // if still running when destroyed.

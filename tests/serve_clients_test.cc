@@ -1,6 +1,7 @@
 // `moex serve` against clients written by others: the official `openai` npm client (chat
 // and text completions, streaming and not) on the demo model and on an offloaded random
-// model, Anthropic's SDK and the openai client's Responses API in a tool loop, the web page in headless Chromium, and promtool on /metrics. The Node scripts and
+// model, Anthropic's SDK and the openai client's Responses API in a tool loop, the Vercel AI
+// SDK and LangChain JS in a tool loop, the web page in headless Chromium, and promtool on /metrics. The Node scripts and
 // their packages live in tests/serve_clients (installed by its install.sh); where a tool
 // is missing the test is skipped with the reason, and fails under CI.
 #include <gtest/gtest.h>
@@ -77,6 +78,22 @@ TEST(ServeClients, AnthropicAndResponsesClientsRunAToolLoop) {
   RunningServer s(testing::ToolTemplateModel(dir.path()), options);
   const testing::CommandResult r =
       Node("dialects_client.mjs", "--api-key test-key --port " + std::to_string(s.port));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
+// The Vercel AI SDK and LangChain JS on chat completions: a tool loop, a streamed call and
+// a schema-following object each.
+TEST(ServeClients, AiSdkAndLangChainRunAToolLoop) {
+  MOEX_REQUIRE_TOOL(testing::ServeClientsMissing({"ai", "@ai-sdk/openai-compatible",
+                                                  "@langchain/openai", "@langchain/core"}));
+  testing::TempDir dir;
+  ServerOptions options = testing::SmallBatchOptions();
+  options.api_key = "test-key";
+  options.model_name = "tools";
+  RunningServer s(testing::ToolTemplateModel(dir.path()), options);
+  const testing::CommandResult r =
+      Node("apps_client.mjs", "--api-key test-key --port " + std::to_string(s.port));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
 }

@@ -1,9 +1,9 @@
 // `moex serve` against clients written by others: the official `openai` npm client (chat
 // and text completions, streaming and not) on the demo model and on an offloaded random
 // model, Anthropic's SDK and the openai client's Responses API in a tool loop, the Vercel AI
-// SDK and LangChain JS in a tool loop, the web page in headless Chromium, and promtool on /metrics. The Node scripts and
-// their packages live in tests/serve_clients (installed by its install.sh); where a tool
-// is missing the test is skipped with the reason, and fails under CI.
+// SDK and LangChain JS in a tool loop, the web page in headless Chromium, and promtool on /metrics.
+// The Node scripts and their packages live in tests/serve_clients (installed by its install.sh);
+// where a tool is missing the test is skipped with the reason, and fails under CI.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -67,35 +67,33 @@ TEST(ServeClients, OpenAiClientOnAnOffloadedRandomModelWithAKey) {
   EXPECT_NE(r.out.find("ok: a wrong key is AuthenticationError"), std::string::npos) << r.out;
 }
 
-// Anthropic's SDK on /v1/messages and the openai client's Responses API on /v1/responses, a
-// tool loop each, behind a key (Anthropic's client sends it as x-api-key).
-TEST(ServeClients, AnthropicAndResponsesClientsRunAToolLoop) {
-  MOEX_REQUIRE_TOOL(testing::ServeClientsMissing({"openai", "@anthropic-ai/sdk"}));
+// Runs `node SCRIPT --port P --api-key K` against a server of the tool-calling tiny model
+// (served as "tools", behind key K) and expects every check of the script to pass.
+void RunToolModelScript(const std::string& script) {
   testing::TempDir dir;
   ServerOptions options = testing::SmallBatchOptions();
   options.api_key = "test-key";
   options.model_name = "tools";
   RunningServer s(testing::ToolTemplateModel(dir.path()), options);
   const testing::CommandResult r =
-      Node("dialects_client.mjs", "--api-key test-key --port " + std::to_string(s.port));
+      Node(script, "--api-key test-key --port " + std::to_string(s.port));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+}
+
+// Anthropic's SDK on /v1/messages and the openai client's Responses API on /v1/responses, a
+// tool loop each, behind a key (Anthropic's client sends it as x-api-key).
+TEST(ServeClients, AnthropicAndResponsesClientsRunAToolLoop) {
+  MOEX_REQUIRE_TOOL(testing::ServeClientsMissing({"openai", "@anthropic-ai/sdk"}));
+  RunToolModelScript("dialects_client.mjs");
 }
 
 // The Vercel AI SDK and LangChain JS on chat completions: a tool loop, a streamed call and
 // a schema-following object each.
 TEST(ServeClients, AiSdkAndLangChainRunAToolLoop) {
-  MOEX_REQUIRE_TOOL(testing::ServeClientsMissing({"ai", "@ai-sdk/openai-compatible",
-                                                  "@langchain/openai", "@langchain/core"}));
-  testing::TempDir dir;
-  ServerOptions options = testing::SmallBatchOptions();
-  options.api_key = "test-key";
-  options.model_name = "tools";
-  RunningServer s(testing::ToolTemplateModel(dir.path()), options);
-  const testing::CommandResult r =
-      Node("apps_client.mjs", "--api-key test-key --port " + std::to_string(s.port));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("all checks passed"), std::string::npos) << r.out << r.err;
+  MOEX_REQUIRE_TOOL(testing::ServeClientsMissing(
+      {"ai", "@ai-sdk/openai-compatible", "@langchain/openai", "@langchain/core"}));
+  RunToolModelScript("apps_client.mjs");
 }
 
 // The demo model with its experts offloaded (25 %), behind a key the page must ask for.

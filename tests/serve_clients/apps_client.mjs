@@ -6,29 +6,13 @@
 //   node apps_client.mjs --port PORT --api-key K
 // Exits 0 when every check passes.
 import assert from "node:assert/strict";
-import { parseArgs } from "node:util";
+import { args, check, cities, schema } from "./tool_model.mjs";
 import { generateObject, generateText, jsonSchema, streamText, tool } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { ChatOpenAI } from "@langchain/openai";
 import { HumanMessage, ToolMessage } from "@langchain/core/messages";
 
-const { values: args } = parseArgs({
-  options: { port: { type: "string" }, "api-key": { type: "string", default: "none" } },
-});
 const baseURL = `http://127.0.0.1:${args.port}/v1`;
-
-async function check(name, fn) {
-  await fn();
-  console.log(`ok: ${name}`);
-}
-
-const cities = ["Oslo", "Paris"];
-const schema = {
-  type: "object",
-  properties: { city: { type: "string", enum: cities } },
-  required: ["city"],
-  additionalProperties: false,
-};
 
 // The Vercel AI SDK.
 const provider = createOpenAICompatible({

@@ -6,34 +6,19 @@
 //   node dialects_client.mjs --port PORT --api-key K
 // Exits 0 when every check passes.
 import assert from "node:assert/strict";
-import { parseArgs } from "node:util";
+import { args, check, cities, schema } from "./tool_model.mjs";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 
-const { values: args } = parseArgs({
-  options: { port: { type: "string" }, "api-key": { type: "string", default: "none" } },
-});
 const base = `http://127.0.0.1:${args.port}`;
 const anthropic = new Anthropic({ baseURL: base, apiKey: args["api-key"], maxRetries: 0, timeout: 120000 });
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: args["api-key"], maxRetries: 0, timeout: 120000 });
 
-async function check(name, fn) {
-  await fn();
-  console.log(`ok: ${name}`);
-}
-
-const cities = ["Oslo", "Paris"];
-const schema = {
-  type: "object",
-  properties: { city: { type: "string", enum: cities } },
-  required: ["city"],
-};
-
 await check("messages: a forced tool call, then its result answered", async () => {
   const question = { role: "user", content: "Weather in Oslo?" };
-  const tools = [{ name: "get_weather", description: "Current weather", input_schema: schema }];
+  const tools = [{ name: "get_weather", input_schema: schema }];
   const first = await anthropic.messages.create({
-    model: "tools", max_tokens: 160, temperature: 0.7, tools,
+    model: "tools", max_tokens: 100, temperature: 0.7, tools,
     tool_choice: { type: "tool", name: "get_weather" }, messages: [question],
   });
   assert.equal(first.type, "message");
@@ -56,7 +41,7 @@ await check("messages: a forced tool call, then its result answered", async () =
 
 await check("messages: the stream helper assembles the same kind of call", async () => {
   const stream = anthropic.messages.stream({
-    model: "tools", max_tokens: 160, temperature: 0.7,
+    model: "tools", max_tokens: 100, temperature: 0.7,
     tools: [{ name: "get_weather", input_schema: schema }],
     tool_choice: { type: "any" }, messages: [{ role: "user", content: "Weather?" }],
   });
@@ -79,7 +64,7 @@ await check("responses: a required tool call, then its output answered", async (
   const tools = [{ type: "function", name: "get_weather", parameters: schema, strict: true }];
   const first = await openai.responses.create({
     model: "tools", input: "Weather in Oslo?", tools, tool_choice: "required",
-    max_output_tokens: 160, temperature: 0.7,
+    max_output_tokens: 100, temperature: 0.7,
   });
   assert.equal(first.object, "response");
   assert.equal(first.status, "completed");
@@ -100,7 +85,7 @@ await check("responses: a required tool call, then its output answered", async (
 
 await check("responses: a JSON-schema reply parses, whole and streamed", async () => {
   const request = {
-    model: "tools", input: "Which city?", max_output_tokens: 160,
+    model: "tools", input: "Which city?", max_output_tokens: 100,
     text: { format: { type: "json_schema", name: "city", schema, strict: true } },
   };
   const whole = await openai.responses.create(request);

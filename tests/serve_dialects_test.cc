@@ -93,6 +93,24 @@ TEST(MessagesApi, TranslatesSystemBlocksToolsAndAToolLoop) {
             json({{"type", "function"}, {"function", {{"name", "f"}}}}));
 }
 
+// Anthropic's structured outputs (output_config.format) become a JSON-schema response format.
+TEST(MessagesApi, OutputConfigFormatIsAJsonSchemaReply) {
+  const DialectRequest r = TranslateMessagesRequest(
+      R"({"max_tokens": 8, "messages": [{"role": "user", "content": "x"}], "output_config":
+          {"effort": "low", "format": {"type": "json_schema", "schema": {"type": "object",
+          "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}}}})");
+  EXPECT_TRUE(r.ignored.empty());
+  EXPECT_EQ(Chat(r)["response_format"]["type"], "json_schema");
+  // The schema keeps its property order (b before a) on its way to the grammar.
+  EXPECT_LT(r.chat_body.find("\"b\""), r.chat_body.find("\"a\""));
+  EXPECT_NE(ParseApiRequest(Endpoint::kChat, r.chat_body, ApiLimits{}).grammar, nullptr);
+  EXPECT_EQ(ParamOf([] {
+              TranslateMessagesRequest(R"({"max_tokens": 8, "messages": [{"role": "user",
+                "content": "x"}], "output_config": {"format": {"type": "yaml"}}})");
+            }),
+            "output_config.format");
+}
+
 TEST(MessagesApi, RefusalsNameTheAnthropicField) {
   const std::string user = R"("messages": [{"role": "user", "content": "x"}])";
   EXPECT_EQ(ParamOf([&] { TranslateMessagesRequest("{" + user + "}"); }), "max_tokens");

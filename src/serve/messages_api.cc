@@ -125,8 +125,9 @@ DialectRequest TranslateMessagesRequest(std::string_view body) {
   // Anthropic fields with no effect here, accepted silently; the rest unknown to moex are
   // listed (thinking included: moex does not switch a model's reasoning on or off).
   static const std::set<std::string> kKnown = {
-      "model", "messages", "system", "max_tokens",  "stop_sequences", "stream",      "temperature",
-      "top_p", "top_k",    "tools",  "tool_choice", "metadata",       "service_tier"};
+      "model",       "messages",    "system",       "max_tokens",   "stop_sequences",
+      "stream",      "temperature", "top_p",        "top_k",        "tools",
+      "tool_choice", "metadata",    "service_tier", "output_config"};
   // OpenAI-side extensions passed through as they are (checked by the OpenAI parser).
   static const std::set<std::string> kExtensions = {"seed", "min_p", "repetition_penalty",
                                                     "presence_penalty", "frequency_penalty"};
@@ -190,6 +191,19 @@ DialectRequest TranslateMessagesRequest(std::string_view body) {
       out["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     } else {
       BadField("tool_choice", "must be {\"type\": auto, any, tool (with a name) or none}");
+    }
+  }
+  // Structured outputs: output_config.format {type: json_schema, schema} (effort, the other
+  // field, has no meaning here).
+  if (in.contains("output_config") && !in["output_config"].is_null()) {
+    const ordered_json& config = in["output_config"];
+    if (!config.is_object()) BadField("output_config", "must be an object");
+    if (config.contains("format") && !config["format"].is_null()) {
+      const ordered_json& f = config["format"];
+      if (StringField(f, "type") != "json_schema" || !f.contains("schema"))
+        BadField("output_config.format", "must be {\"type\": \"json_schema\", \"schema\": {...}}");
+      out["response_format"] = {{"type", "json_schema"},
+                                {"json_schema", {{"name", "output"}, {"schema", f["schema"]}}}};
     }
   }
   r.chat_body = out.dump();

@@ -1,7 +1,8 @@
 // Anthropic's official SDK (@anthropic-ai/sdk) on POST /v1/messages and the official `openai`
 // client's Responses API on POST /v1/responses, against `moex serve` on a model whose chat
 // template renders tools: each runs a tool-call loop (a forced call, its result sent back,
-// a text answer), streaming and not, and the Responses API a JSON-schema reply. Run by
+// a text answer), streaming and not, and a JSON-schema reply (output_config.format,
+// text.format). Run by
 // tests/serve_clients_test.cc:
 //   node dialects_client.mjs --port PORT --api-key K
 // Exits 0 when every check passes.
@@ -52,6 +53,15 @@ await check("messages: the stream helper assembles the same kind of call", async
   assert.equal(events.at(-1), "message_stop");
   const use = message.content.find((b) => b.type === "tool_use");
   assert.ok(use && cities.includes(use.input.city), JSON.stringify(message));
+});
+
+await check("messages: output_config.format gives a reply that follows the schema", async () => {
+  const message = await anthropic.messages.create({
+    model: "tools", max_tokens: 100, messages: [{ role: "user", content: "Which city?" }],
+    output_config: { format: { type: "json_schema", schema } },
+  });
+  assert.equal(message.content[0].type, "text");
+  assert.ok(cities.includes(JSON.parse(message.content[0].text).city), message.content[0].text);
 });
 
 await check("messages: a wrong model is NotFoundError", async () => {

@@ -45,7 +45,8 @@ test-sanitize: deps
 # (Make turns a continued line's break into a space, which a regex must not have: the lists
 # are joined without spaces.)
 ASAN_CI_LIB := core/.* io/.* text/.* model/.* kernels/(quantize|elementwise|interleave|activation_precision) engine/sampler \
-	trace/trace_(format|reader|writer) serve/(api_request|stop_text)
+	trace/trace_(format|reader|writer) \
+	serve/(api_request|stop_text|messages_api|responses_api|dialect_json|tool_calls)
 ASAN_CI_TESTS := io_.*_test text_.*_test expert_store_format_test expert_layout_test trace_format_test \
 	tokenizer_.*_test chat_template_test quant_format_test dtype_test model_config_validation_test \
 	fuzz_parsers_test serve_api_request_test serve_api_request_fuzz_test model_identity_test \

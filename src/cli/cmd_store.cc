@@ -1,6 +1,7 @@
 // `moex store list` / `moex store rm`: the expert stores offloading packed into the cache
 // directory (model/store_location.h), how big they are and which model each came from, and
 // removing them.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -106,9 +107,21 @@ int RunRemove(const StoreCliOptions& o) {
   const std::string dir = Directory(o);
   std::vector<std::string> paths;
   for (const std::string& name : o.names) paths.push_back(Resolve(dir, name));
-  if (!o.model.empty()) paths.push_back(DefaultExpertStorePath(o.model, ModelContentId(o.model)));
+  if (!o.model.empty()) {
+    // Found by the content hash at the end of its name, as offloading finds it.
+    const std::string name = CachedStoreName(o.model, ModelContentId(o.model));
+    const std::string tail = name.substr(name.rfind('-'));
+    std::string found;
+    for (const StoreEntry& s : ListExpertStores(dir))
+      if (s.path.ends_with(tail)) found = s.path;
+    Check(!found.empty(), "no expert store of ", o.model, " in ", dir, " (it would be named ", name,
+          ")");
+    paths.push_back(found);
+  }
   if (o.all)
     for (const StoreEntry& s : ListExpertStores(dir)) paths.push_back(s.path);
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   Check(!paths.empty() || o.all, "name the stores to remove (`moex store list` shows them), ",
         "or pass --model PATH or --all");
   if (paths.empty()) std::cout << "no expert stores in " << dir << "\n";

@@ -51,18 +51,21 @@ std::vector<StoreEntry> ListExpertStores(const std::string& dir) {
   if (!fs::exists(dir, ec)) return out;
   for (const auto& file : fs::directory_iterator(dir, ec)) {
     const std::string name = file.path().filename().string();
-    if (!name.ends_with(".experts.moex") || !file.is_regular_file(ec)) continue;
+    std::error_code type_ec;
+    if (!name.ends_with(".experts.moex") || !file.is_regular_file(type_ec)) continue;
     StoreEntry e;
     e.path = file.path().string();
-    e.bytes = file.file_size(ec);
+    std::error_code size_ec;  // The listing's own error code stays the iterator's.
+    e.bytes = file.file_size(size_ec);
     try {
       const ExpertStore store = ExpertStore::Open(e.path);
       const StoreHeader& h = store.header();
       e.arch = HeaderString(h.arch, sizeof h.arch);
       e.source_path = HeaderString(h.source_path, sizeof h.source_path);
       e.created_unix = h.created_unix;
-      e.source_exists = !e.source_path.empty() && fs::exists(e.source_path, ec);
-      if (fs::exists(e.path + ".corrupt", ec)) e.problem = "flagged corrupt by a read";
+      std::error_code exists_ec;
+      e.source_exists = !e.source_path.empty() && fs::exists(e.source_path, exists_ec);
+      if (fs::exists(e.path + ".corrupt", exists_ec)) e.problem = "flagged corrupt by a read";
     } catch (const Error& err) {
       e.problem = err.what();
     }

@@ -109,13 +109,10 @@ int RunRemove(const StoreCliOptions& o) {
   for (const std::string& name : o.names) paths.push_back(Resolve(dir, name));
   if (!o.model.empty()) {
     // Found by the content hash at the end of its name, as offloading finds it.
-    const std::string name = CachedStoreName(o.model, ModelContentId(o.model));
-    const std::string tail = name.substr(name.rfind('-'));
-    std::string found;
-    for (const StoreEntry& s : ListExpertStores(dir))
-      if (s.path.ends_with(tail)) found = s.path;
-    Check(!found.empty(), "no expert store of ", o.model, " in ", dir, " (it would be named ", name,
-          ")");
+    const std::string id = ModelContentId(o.model);
+    const std::string found = FindCachedStore(dir, id);
+    Check(!found.empty(), "no expert store of ", o.model, " in ", dir, " (it would be named ",
+          CachedStoreName(o.model, id), ")");
     paths.push_back(found);
   }
   if (o.all)

@@ -182,9 +182,9 @@ LongRope MakeLongRope(int head_dim, int max_position_embeddings, int original) {
   }
   lr.short_mscale = 1.0f;
   // HF's LongRoPE attention factor for this ratio (Phi-3.5-MoE publishes its own value).
-  lr.long_mscale = ratio <= 1.0
-                       ? 1.0f
-                       : static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(original)));
+  lr.long_mscale =
+      ratio <= 1.0 ? 1.0f
+                   : static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(original)));
   return lr;
 }
 
@@ -211,141 +211,62 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
   ModelConfig c = Base(arch);
   switch (arch) {
     case Arch::kOlmoe:  // OLMoE-1B-7B-0924.
-      c.vocab_size = 50304;
-      c.hidden_size = 2048;
-      c.num_layers = 16;
-      c.num_heads = 16;
-      c.num_kv_heads = 16;
-      c.head_dim = 128;
-      c.num_experts = 64;
-      c.num_experts_per_tok = 8;
-      c.moe_intermediate_size = 1024;
-      c.rope_theta = 10000;
-      c.qk_norm = true;
+      c.vocab_size = 50304; c.hidden_size = 2048; c.num_layers = 16; c.num_heads = 16;
+      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 64; c.num_experts_per_tok = 8;
+      c.moe_intermediate_size = 1024; c.rope_theta = 10000; c.qk_norm = true;
       c.eos_token_ids = {50279};
       break;
     case Arch::kMixtral:  // Mixtral-8x7B-v0.1.
-      c.vocab_size = 32000;
-      c.hidden_size = 4096;
-      c.num_layers = 32;
-      c.num_heads = 32;
-      c.num_kv_heads = 8;
-      c.head_dim = 128;
-      c.num_experts = 8;
-      c.num_experts_per_tok = 2;
-      c.moe_intermediate_size = 14336;
-      c.rope_theta = 1e6f;
-      c.norm_topk_prob = true;
-      c.bos_token_id = 1;
-      c.eos_token_ids = {2};
-      c.max_position_embeddings = 32768;
+      c.vocab_size = 32000; c.hidden_size = 4096; c.num_layers = 32; c.num_heads = 32;
+      c.num_kv_heads = 8; c.head_dim = 128; c.num_experts = 8; c.num_experts_per_tok = 2;
+      c.moe_intermediate_size = 14336; c.rope_theta = 1e6f; c.norm_topk_prob = true;
+      c.bos_token_id = 1; c.eos_token_ids = {2}; c.max_position_embeddings = 32768;
       break;
     case Arch::kQwen2Moe:  // Qwen1.5-MoE-A2.7B.
-      c.vocab_size = 151936;
-      c.hidden_size = 2048;
-      c.num_layers = 24;
-      c.num_heads = 16;
-      c.num_kv_heads = 16;
-      c.head_dim = 128;
-      c.num_experts = 60;
-      c.num_experts_per_tok = 4;
-      c.moe_intermediate_size = 1408;
-      c.shared_expert_intermediate_size = 5632;
-      c.shared_expert_gate = true;
-      c.intermediate_size = 5632;
-      c.attention_bias = true;
-      c.rope_theta = 1e6f;
-      c.rms_norm_eps = 1e-6f;
-      c.eos_token_ids = {151643};
+      c.vocab_size = 151936; c.hidden_size = 2048; c.num_layers = 24; c.num_heads = 16;
+      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 60; c.num_experts_per_tok = 4;
+      c.moe_intermediate_size = 1408; c.shared_expert_intermediate_size = 5632;
+      c.shared_expert_gate = true; c.intermediate_size = 5632; c.attention_bias = true;
+      c.rope_theta = 1e6f; c.rms_norm_eps = 1e-6f; c.eos_token_ids = {151643};
       c.max_position_embeddings = 8192;
       break;
     case Arch::kQwen3Moe:  // Qwen3-30B-A3B.
-      c.vocab_size = 151936;
-      c.hidden_size = 2048;
-      c.num_layers = 48;
-      c.num_heads = 32;
-      c.num_kv_heads = 4;
-      c.head_dim = 128;
-      c.num_experts = 128;
-      c.num_experts_per_tok = 8;
-      c.moe_intermediate_size = 768;
-      c.intermediate_size = 6144;
-      c.norm_topk_prob = true;
-      c.qk_norm = true;
-      c.qk_norm_per_head = true;
-      c.rope_theta = 1e6f;
-      c.rms_norm_eps = 1e-6f;
-      c.eos_token_ids = {151645};
-      c.max_position_embeddings = 40960;
+      c.vocab_size = 151936; c.hidden_size = 2048; c.num_layers = 48; c.num_heads = 32;
+      c.num_kv_heads = 4; c.head_dim = 128; c.num_experts = 128; c.num_experts_per_tok = 8;
+      c.moe_intermediate_size = 768; c.intermediate_size = 6144; c.norm_topk_prob = true;
+      c.qk_norm = true; c.qk_norm_per_head = true; c.rope_theta = 1e6f; c.rms_norm_eps = 1e-6f;
+      c.eos_token_ids = {151645}; c.max_position_embeddings = 40960;
       break;
     case Arch::kDeepseekMoe:  // deepseek-moe-16b-base.
-      c.vocab_size = 102400;
-      c.hidden_size = 2048;
-      c.num_layers = 28;
-      c.num_heads = 16;
-      c.num_kv_heads = 16;
-      c.head_dim = 128;
-      c.num_experts = 64;
-      c.num_experts_per_tok = 6;
-      c.moe_intermediate_size = 1408;
-      c.shared_expert_intermediate_size = 2 * 1408;
-      c.intermediate_size = 10944;
-      c.first_k_dense_replace = 1;
-      c.rope_theta = 10000;
-      c.rms_norm_eps = 1e-6f;
-      c.bos_token_id = 100000;
-      c.eos_token_ids = {100001};
+      c.vocab_size = 102400; c.hidden_size = 2048; c.num_layers = 28; c.num_heads = 16;
+      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 64; c.num_experts_per_tok = 6;
+      c.moe_intermediate_size = 1408; c.shared_expert_intermediate_size = 2 * 1408;
+      c.intermediate_size = 10944; c.first_k_dense_replace = 1; c.rope_theta = 10000;
+      c.rms_norm_eps = 1e-6f; c.bos_token_id = 100000; c.eos_token_ids = {100001};
       break;
     case Arch::kPhiMoe:  // Phi-3.5-MoE-instruct (its LongRoPE factors are not reproduced).
-      c.vocab_size = 32064;
-      c.hidden_size = 4096;
-      c.num_layers = 32;
-      c.num_heads = 32;
-      c.num_kv_heads = 8;
-      c.head_dim = 128;
-      c.num_experts = 16;
-      c.num_experts_per_tok = 2;
-      c.moe_intermediate_size = 6400;
-      c.rope_theta = 10000;
-      c.rms_norm_eps = 1e-5f;
-      c.norm = NormKind::kLayerNorm;
-      c.router = RouterKind::kSparseMixer;
-      c.router_jitter_noise = 0.01;
-      c.attention_bias = true;
-      c.attention_out_bias = true;
-      c.lm_head_bias = true;
-      c.max_position_embeddings = 131072;
-      c.bos_token_id = 1;
+      c.vocab_size = 32064; c.hidden_size = 4096; c.num_layers = 32; c.num_heads = 32;
+      c.num_kv_heads = 8; c.head_dim = 128; c.num_experts = 16; c.num_experts_per_tok = 2;
+      c.moe_intermediate_size = 6400; c.rope_theta = 10000; c.rms_norm_eps = 1e-5f;
+      c.norm = NormKind::kLayerNorm; c.router = RouterKind::kSparseMixer;
+      c.router_jitter_noise = 0.01; c.attention_bias = true; c.attention_out_bias = true;
+      c.lm_head_bias = true; c.max_position_embeddings = 131072; c.bos_token_id = 1;
       c.eos_token_ids = {32000};
       break;
     case Arch::kDeepseekV2:
     case Arch::kDeepseekV3:
     case Arch::kGptOss:
-      break;              // RandomMlaConfig, RandomGptOssConfig.
+      break;  // RandomMlaConfig, RandomGptOssConfig.
     case Arch::kGlm4Moe:  // GLM-4.5-Air (its config.json; GLM-4.5 adds qk norm and 2.5 scale).
-      c.vocab_size = 151552;
-      c.hidden_size = 4096;
-      c.num_layers = 46;
-      c.num_heads = 96;
-      c.num_kv_heads = 8;
-      c.head_dim = 128;
-      c.rope_dim = 64;
-      c.num_experts = 128;
-      c.num_experts_per_tok = 8;
-      c.moe_intermediate_size = 1408;
-      c.shared_expert_intermediate_size = 1408;
-      c.intermediate_size = 10944;
-      c.first_k_dense_replace = 1;
-      c.attention_bias = true;
-      c.rope_theta = 1e6f;
-      c.rms_norm_eps = 1e-5f;
-      c.router = RouterKind::kGroupedTopK;
-      c.scoring_func = ScoringFunc::kSigmoid;
-      c.topk_method = TopKMethod::kNoauxTc;
-      c.norm_topk_prob = true;
-      c.routed_scaling_factor = 1.0f;
-      c.max_position_embeddings = 131072;
-      c.num_nextn_predict_layers = 1;
+      c.vocab_size = 151552; c.hidden_size = 4096; c.num_layers = 46; c.num_heads = 96;
+      c.num_kv_heads = 8; c.head_dim = 128; c.rope_dim = 64; c.num_experts = 128;
+      c.num_experts_per_tok = 8; c.moe_intermediate_size = 1408;
+      c.shared_expert_intermediate_size = 1408; c.intermediate_size = 10944;
+      c.first_k_dense_replace = 1; c.attention_bias = true; c.rope_theta = 1e6f;
+      c.rms_norm_eps = 1e-5f; c.router = RouterKind::kGroupedTopK;
+      c.scoring_func = ScoringFunc::kSigmoid; c.topk_method = TopKMethod::kNoauxTc;
+      c.norm_topk_prob = true; c.routed_scaling_factor = 1.0f;
+      c.max_position_embeddings = 131072; c.num_nextn_predict_layers = 1;
       c.eos_token_ids = {151329, 151336, 151338};
       break;
   }
@@ -355,17 +276,10 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
   // the routing fan-out, and shrink widths and depth.
   const int gqa = c.num_heads / c.num_kv_heads;
   if (size == ModelSize::kSmall) {
-    c.hidden_size = 1024;
-    c.num_heads = 16;
-    c.head_dim = 64;
-    c.num_layers = std::min(c.num_layers, 8);
+    c.hidden_size = 1024; c.num_heads = 16; c.head_dim = 64; c.num_layers = std::min(c.num_layers, 8);
     c.moe_intermediate_size = std::max(c.moe_intermediate_size / 4, 64);
   } else {  // Tiny: fast enough for a double-precision reference in unit tests.
-    c.vocab_size = 512;
-    c.hidden_size = 64;
-    c.num_heads = 4;
-    c.head_dim = 16;
-    c.num_layers = 3;
+    c.vocab_size = 512; c.hidden_size = 64; c.num_heads = 4; c.head_dim = 16; c.num_layers = 3;
     c.num_experts = std::min(c.num_experts, 16);
     c.num_experts_per_tok = std::min(c.num_experts_per_tok, c.num_experts / 2);
     c.moe_intermediate_size = 32;
@@ -375,13 +289,12 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
   }
   c.num_kv_heads = std::max(1, c.num_heads / gqa);
   if (c.shared_expert_intermediate_size > 0)
-    c.shared_expert_intermediate_size =
-        c.shared_expert_intermediate_size * c.moe_intermediate_size /
-        RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
+    c.shared_expert_intermediate_size = c.shared_expert_intermediate_size * c.moe_intermediate_size /
+                                        RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
   if (c.intermediate_size > 0) c.intermediate_size = 4 * c.moe_intermediate_size;
   if (c.first_k_dense_replace > 0) c.first_k_dense_replace = 1;
   if (c.rope_dim > 0) c.rope_dim = c.head_dim / 2;  // GLM's partial_rotary_factor 0.5.
-  c.num_nextn_predict_layers = 0;                   // No MTP tensors are written.
+  c.num_nextn_predict_layers = 0;  // No MTP tensors are written.
   // Small originals let tests and quick runs cross LongRoPE's short/long switch cheaply.
   return WithLongRope(c, size == ModelSize::kTiny ? 32 : 512);
 }
@@ -404,10 +317,10 @@ void WriteRandomModel(const RandomModelOptions& o) {
   ModelConfig c = o.config;
   if (!o.gguf_vocab.empty()) {
     const GgufFile vocab(o.gguf_vocab);
-    const std::vector<int> eos =
-        vocab.Find("tokenizer.ggml.eos_token_id")
-            ? std::vector<int>{static_cast<int>(vocab.GetInt("tokenizer.ggml.eos_token_id"))}
-            : std::vector<int>{};
+    const std::vector<int> eos = vocab.Find("tokenizer.ggml.eos_token_id")
+                                     ? std::vector<int>{static_cast<int>(
+                                           vocab.GetInt("tokenizer.ggml.eos_token_id"))}
+                                     : std::vector<int>{};
     FitToTokenizer(static_cast<int>(vocab.GetStringArray("tokenizer.ggml.tokens").size()),
                    static_cast<int>(vocab.GetInt("tokenizer.ggml.bos_token_id", -1)), eos, &c);
   }

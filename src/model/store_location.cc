@@ -28,6 +28,15 @@ std::string CachedStoreName(const std::string& model_path, const std::string& co
   return ModelShortName(model_path) + "-" + hex + ".experts.moex";
 }
 
+std::string FindCachedStore(const std::string& dir, const std::string& content_id) {
+  const std::string hex = content_id.starts_with("content-") ? content_id.substr(8) : content_id;
+  const std::string tail = "-" + hex + ".experts.moex";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename().string().ends_with(tail)) return entry.path().string();
+  return "";
+}
+
 std::string DefaultExpertStorePath(const std::string& model_path, const std::string& content_id) {
   std::error_code ec;
   const fs::path dir = ExpertStoreCacheDir();
@@ -35,11 +44,9 @@ std::string DefaultExpertStorePath(const std::string& model_path, const std::str
   Check(!ec, "cannot create the expert store directory ", dir.string(), ": ", ec.message(),
         "; pass --store FILE to put the store elsewhere");
   // The content decides: a copy of the model under another name finds the store packed
-  // from the first (NAME-HEX.experts.moex, whatever NAME).
+  // from the first.
+  if (std::string found = FindCachedStore(dir, content_id); !found.empty()) return found;
   const std::string name = CachedStoreName(model_path, content_id);
-  const std::string tail = name.substr(name.rfind('-'));
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().filename().string().ends_with(tail)) return entry.path().string();
   const fs::path path = dir / name;
   Check(::access(dir.c_str(), W_OK) == 0, "the expert store directory ", dir.string(),
         " is not writable (", std::strerror(errno),

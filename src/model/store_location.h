@@ -15,6 +15,10 @@ std::string ExpertStoreCacheDir();
 // ModelShortName and HEX the 16 digits of ModelContentId.
 std::string CachedStoreName(const std::string& model_path, const std::string& content_id);
 
+// The store in `dir` whose name ends with this content hash's -HEX.experts.moex, whatever
+// model name precedes it; "" when there is none.
+std::string FindCachedStore(const std::string& dir, const std::string& content_id);
+
 // The default store of a model: the file in ExpertStoreCacheDir() (which is created) whose
 // name ends with the content hash's -HEX.experts.moex, or CachedStoreName when none does.
 // Throws Error with a --store hint when that directory cannot be created, or cannot be

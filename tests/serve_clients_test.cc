@@ -74,6 +74,9 @@ void RunToolModelScript(const std::string& script) {
   ServerOptions options = testing::SmallBatchOptions();
   options.api_key = "test-key";
   options.model_name = "tools";
+  // A random model at temperature 0.7 may wander in a JSON's optional whitespace until
+  // max_tokens; compact JSON leaves it only the values to choose.
+  options.compact_json = true;
   RunningServer s(testing::ToolTemplateModel(dir.path()), options);
   const testing::CommandResult r =
       Node(script, "--api-key test-key --port " + std::to_string(s.port));

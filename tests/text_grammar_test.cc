@@ -442,6 +442,29 @@ TEST(GrammarJsonSchema, JsonObjectMode) {
   for (const char* s : {"[]", "1", R"({"a"})", R"({"a":1,})", R"({'a':1})"}) EXPECT_NO_MATCH(g, s);
 }
 
+// Compact JSON: one space after ':' and ',', none anywhere else, in objects and arrays of a
+// schema and in any JSON value.
+TEST(GrammarJsonSchema, CompactJsonHasNoOptionalWhitespace) {
+  JsonSchemaOptions options;
+  options.compact = true;
+  const Grammar g = JsonSchemaGrammar(
+      ordered_json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"},
+          "b": {"type": "array", "items": {}}}})"),
+      options);
+  EXPECT_MATCH(g, R"({"a": 1, "b": [2, {"c": [true, null]}, []]})");
+  EXPECT_MATCH(g, R"({"a": 1, "b": []})");
+  for (const char* s : {R"({"a":1, "b": []})", R"({"a": 1,"b": []})", R"({ "a": 1, "b": []})",
+                        R"({"a": 1, "b": [] })", R"({"a": 1, "b": [2,3]})",
+                        R"({"a": 1, "b": [{"c":1}]})", "{\"a\": 1,\n\"b\": []}"}) {
+    EXPECT_NO_MATCH(g, s);
+  }
+  const Grammar any = JsonObjectGrammar(options);
+  EXPECT_MATCH(any, "{}");
+  EXPECT_MATCH(any, R"({"k": [1, 2], "m": {}})");
+  EXPECT_NO_MATCH(any, "{ }");
+  EXPECT_NO_MATCH(any, R"({"k":[1, 2]})");
+}
+
 // The plain-json overload sorts the keys (nlohmann::json is a std::map).
 TEST(GrammarJsonSchema, PlainJsonUsesKeyOrder) {
   const Grammar g = JsonSchemaGrammar(json::parse(

@@ -145,6 +145,10 @@ Runner AddServeCommand(CLI::App& app) {
                   "max_tokens of chat requests that give none")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_flag("--compact-json", s.compact_json,
+                "write structured output and tool calls as compact JSON (no optional "
+                "whitespace, one space after ':' and ','), so a model cannot spend its "
+                "tokens on whitespace");
   cmd->add_option("--max-body", s.max_body_bytes, "largest request body, bytes")
       ->capture_default_str()
       ->check(CLI::Range(1024, 1 << 30));

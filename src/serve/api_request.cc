@@ -398,18 +398,20 @@ bool StructuredOutputAsked(const json& body) {
 // schemas are read again from `ordered` (the body parsed keeping key order), so that objects
 // are written with their properties in the schema's order, as OpenAI writes them.
 void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& ordered,
-                           ApiRequest& r) {
+                           const ApiLimits& limits, ApiRequest& r) {
   std::vector<std::string> given;
   for (const char* key : kStructuredOutputKeys)
     if (Present(body, key)) given.push_back(key);
   if (given.empty()) return;
   // A schema's grammar: OpenAI's strict mode makes every property required; otherwise
   // `required` holds and undeclared properties are not written (as XGrammar and vLLM do).
-  auto schema_grammar = [](const nlohmann::ordered_json& schema, const std::string& param,
-                           bool strict) {
+  JsonSchemaOptions json_options;
+  json_options.compact = limits.compact_json;
+  auto schema_grammar = [&](const nlohmann::ordered_json& schema, const std::string& param,
+                            bool strict) {
     if (!schema.is_object() && !schema.is_boolean())
       Bad(param, "'" + param + "' must be a JSON schema (an object)");
-    JsonSchemaOptions options;
+    JsonSchemaOptions options = json_options;
     options.strict = strict;
     options.additional_properties_default = false;
     try {
@@ -438,7 +440,7 @@ void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& order
       const std::string type = f["type"].get<std::string>();
       if (type == "text") return;
       if (type == "json_object") {
-        r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
+        r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar(json_options));
       } else if (type == "json_schema") {
         const auto& format = ordered.at("response_format");
         if (!format.contains("json_schema") || !format.at("json_schema").is_object())
@@ -451,7 +453,7 @@ void ParseStructuredOutput(const json& body, const nlohmann::ordered_json& order
             !spec.at("strict").is_null())
           Bad("response_format.json_schema.strict", "'strict' must be a boolean");
         if (!spec.contains("schema") || spec.at("schema").is_null()) {
-          r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
+          r.grammar = std::make_shared<const Grammar>(JsonObjectGrammar(json_options));
         } else {
           r.grammar =
               schema_grammar(spec.at("schema"), "response_format.json_schema.schema", strict);
@@ -620,7 +622,7 @@ ApiRequest ParseApiRequest(Endpoint endpoint, std::string_view text, const ApiLi
   } else if (tools) {
     Bad(Present(body, "tools") ? "tools" : "tool_choice", "tools are a chat field");
   }
-  if (structured) ParseStructuredOutput(body, ordered, r);
+  if (structured) ParseStructuredOutput(body, ordered, limits, r);
   return r;
 }
 

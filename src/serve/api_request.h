@@ -30,6 +30,7 @@ struct ApiLimits {
   size_t max_stop_bytes = 256;
   size_t max_messages = 4096;
   int64_t max_choices = 128;  // OpenAI's bound on `n`; the server lowers it to what can queue.
+  bool compact_json = false;  // Structured output is compact JSON (JsonSchemaOptions::compact).
 };
 
 struct ChatTurn {

@@ -79,6 +79,7 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
                         : config.max_position_embeddings;
   limits_.vocab_size = config.vocab_size;
   limits_.default_max_tokens = options_.default_max_tokens;
+  limits_.compact_json = options_.compact_json;
   // All of a request's choices must fit the running slots and the queue at once.
   limits_.max_choices = std::clamp<int64_t>(
       options_.scheduler.max_running + options_.scheduler.max_queue, 1, limits_.max_choices);
@@ -263,7 +264,8 @@ Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   job.stop_texts = r.stop;
   if (r.tool_choice == "required" || r.tool_choice == "function") {
     try {
-      job.grammar = ToolCallGrammar(tool_format_, r.tools, r.tool_choice_name);
+      job.grammar =
+          ToolCallGrammar(tool_format_, r.tools, r.tool_choice_name, options_.compact_json);
     } catch (const Error& e) {
       // A function's parameters schema with a keyword the grammar does not support.
       throw ApiError(400, std::string("tools: ") + e.what(), "tools");

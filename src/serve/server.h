@@ -36,6 +36,8 @@ struct ServerOptions {
   std::string api_key;  // Non-empty: every endpoint but /health and the page at / needs it.
   size_t max_body_bytes = 8u << 20;
   int default_max_tokens = 256;  // Chat requests without max_tokens.
+  // Structured output and tool calls are compact JSON: no optional whitespace to wander in.
+  bool compact_json = false;
   int64_t context = 0;           // Tokens a request may hold (prompt and reply); 0: the model's.
   AccessLogFormat access_log = AccessLogFormat::kOff;  // One line per request on stderr.
   SchedulerOptions scheduler;

@@ -133,7 +133,7 @@ ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text) {
 
 std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
                                                const nlohmann::ordered_json& tools,
-                                               const std::string& name) {
+                                               const std::string& name, bool compact) {
   Check(format != ToolCallFormat::kNone, "no tool-call grammar without a format");
   nlohmann::ordered_json choices = nlohmann::ordered_json::array();
   for (const auto& tool : tools) {
@@ -155,6 +155,7 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
   JsonSchemaOptions options;
   options.strict = false;  // A function's optional parameters stay optional.
   options.additional_properties_default = false;
+  options.compact = compact;
   // One call, written as the format writes it.
   options.prefix = format == ToolCallFormat::kHermes ? std::string(kHermesOpen) + "\n"
                                                       : std::string(kMistralOpen) + "[";

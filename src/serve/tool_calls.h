@@ -44,10 +44,11 @@ struct ParsedReply {
 ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text);
 
 // A grammar of one call to `name` (or to any of `tools` when name is empty), its arguments
-// valid against the function's `parameters` schema (any object when it has none).
+// valid against the function's `parameters` schema (any object when it has none); `compact`:
+// the call's JSON has no optional whitespace (JsonSchemaOptions::compact).
 std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
                                                const nlohmann::ordered_json& tools,
-                                               const std::string& name);
+                                               const std::string& name, bool compact = false);
 
 // Splits a streamed reply: text before a call's opening marker is content to send at once
 // (a suffix that may begin the marker is held back), everything from the marker on is kept

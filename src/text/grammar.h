@@ -149,6 +149,9 @@ struct JsonSchemaOptions {
   // Optional whitespace between JSON tokens: nothing, one space, or one newline followed by up
   // to max_indent spaces/tabs. Bounded, so the model cannot loop forever on whitespace.
   uint32_t max_indent = 20;
+  // Compact JSON instead: no optional whitespace, one space after each ':' and ',' (as
+  // Python's json.dumps writes), so a model cannot spend its tokens on whitespace.
+  bool compact = false;
   // Literal text the output has before and after the JSON (a tool call's markers, say).
   std::string prefix, suffix;
 };

@@ -113,8 +113,10 @@ class SchemaCompiler {
   }
 
  private:
-  // Optional whitespace: nothing, a space, or a newline and up to max_indent spaces/tabs.
+  // Optional whitespace: nothing, a space, or a newline and up to max_indent spaces/tabs;
+  // none in compact JSON.
   E Ws() {
+    if (options_.compact) return E::Empty();
     if (!ws_) {
       const E indent = E::Repeat(E::Chars({{' ', ' '}, {'\t', '\t'}}), 0, options_.max_indent);
       ws_ = b_.AddRule("ws", Opt(E::Alt({Lit(" "), E::Seq({Lit("\n"), indent})})));
@@ -122,8 +124,9 @@ class SchemaCompiler {
     return E::Ref(*ws_);
   }
 
-  // ws "," ws
-  E Comma() { return E::Seq({Ws(), Lit(","), Ws()}); }
+  // ws "," ws and ws ":" ws; compact JSON has one space after each.
+  E Comma() { return options_.compact ? Lit(", ") : E::Seq({Ws(), Lit(","), Ws()}); }
+  E Colon() { return options_.compact ? Lit(": ") : E::Seq({Ws(), Lit(":"), Ws()}); }
 
   E Hex() { return E::Chars({{'0', '9'}, {'A', 'F'}, {'a', 'f'}}); }
 
@@ -184,7 +187,7 @@ class SchemaCompiler {
   uint32_t AnyObject() {
     if (!any_object_) {
       any_object_ = b_.NewRule("object");
-      const E member = E::Seq({AnyString(), Ws(), Lit(":"), Ws(), AnyValue()});
+      const E member = E::Seq({AnyString(), Colon(), AnyValue()});
       b_.Define(
           *any_object_,
           E::Seq({Lit("{"), Ws(),
@@ -564,14 +567,14 @@ class SchemaCompiler {
     std::optional<E> extra_member;
     if (extra) {
       extra_member =
-          E::Ref(b_.AddRule("member", E::Seq({AnyString(), Ws(), Lit(":"), Ws(), *extra})));
+          E::Ref(b_.AddRule("member", E::Seq({AnyString(), Colon(), *extra})));
     }
     const size_t n = properties.size();
     std::vector<E> members;
     for (const auto& [name, schema] : properties) {
       const uint32_t value =
           b_.AddRule(RuleName(name), Schema(*schema, path + "/properties/" + Escape(name)));
-      members.push_back(E::Seq({Lit(Json(name).dump()), Ws(), Lit(":"), Ws(), E::Ref(value)}));
+      members.push_back(E::Seq({Lit(Json(name).dump()), Colon(), E::Ref(value)}));
     }
     // rest[i]: the properties from i on, after at least one member (each after a comma);
     // first[i]: the same when no member was written yet, non-empty. Properties keep their

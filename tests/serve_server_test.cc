@@ -883,6 +883,94 @@ TEST(ServeTools, ANamedToolChoiceGivesAValidCallWholeAndStreamed) {
   EXPECT_EQ(json::parse(refused.body)["error"]["param"], "tools");
 }
 
+// Templates in DeepSeek V3's form (calls rendered, the tool list not: the server writes it
+// into the system prompt; arguments as text) and GLM's (<arg_key> pairs): a forced call is
+// valid whole and streamed, and the loop's next turn renders the call as the template asks.
+TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
+  const std::string deepseek =
+      "{% for m in messages %}{% if m.role == 'system' %}{{ m.content }}"
+      "{% elif m.role == 'user' %}<｜User｜>{{ m.content }}{% elif m.role == 'assistant' %}"
+      "<｜Assistant｜>{% if m.tool_calls %}<｜tool▁calls▁begin｜>{% for c in m.tool_calls %}"
+      "{{ '<｜tool▁call▁begin｜>' + c.type + '<｜tool▁sep｜>' + c.function.name + "
+      "'\\n```json\\n' + c.function.arguments + '\\n```<｜tool▁call▁end｜>' }}{% endfor %}"
+      "<｜tool▁calls▁end｜>{% else %}{{ m.content }}{% endif %}<｜end▁of▁sentence｜>"
+      "{% else %}<｜tool▁output▁begin｜>{{ m.content }}<｜tool▁output▁end｜>{% endif %}"
+      "{% endfor %}{% if add_generation_prompt %}<｜Assistant｜>{% endif %}";
+  const std::string glm =
+      "{% if tools %}<|system|>\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}{% endif %}"
+      "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}{% if m.tool_calls %}"
+      "{% for c in m.tool_calls %}\n<tool_call>{{ c.function.name }}"
+      "{% for k, v in c.function.arguments.items() %}\n<arg_key>{{ k }}</arg_key>\n"
+      "<arg_value>{{ v | tojson if v is not string else v }}</arg_value>{% endfor %}\n"
+      "</tool_call>{% endfor %}{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "The weather in a city", "parameters": {"type": "object", "properties":
+      {"city": {"enum": ["Oslo", "Paris"]}, "days": {"type": "integer", "minimum": 1,
+      "maximum": 3}}, "required": ["city", "days"]}}}])");
+  for (const auto& [name, chat_template, rendered_call] :
+       {std::tuple<std::string, std::string, std::string>{
+            "deepseek", deepseek, "<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\", "
+                                  "\"days\": 2}\n```<｜tool▁call▁end｜>"},
+        // HF's trim_blocks drops the newline after each {% %} tag.
+        {"glm", glm, "<tool_call>get_weather<arg_key>city</arg_key>\n<arg_value>Oslo"
+                     "</arg_value><arg_key>days</arg_key>\n<arg_value>2</arg_value></tool_call>"}}) {
+    SCOPED_TRACE(name);
+    testing::TempDir dir;
+    ServerOptions options = SmallBatches();
+    options.compact_json = true;  // A random model's whitespace would not end (docs/grammar.md).
+    RunningServer s(testing::ToolTemplateModel(dir.path(), chat_template), options);
+    json request = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                    {"tools", tools},
+                    {"tool_choice", "required"},
+                    {"max_tokens", 250},
+                    {"temperature", 0.7},
+                    {"seed", 3}};
+    const HttpResult r = s.Post("/v1/chat/completions", request);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json choice = json::parse(r.body)["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+    const json call = choice["message"]["tool_calls"][0];
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(arguments["city"] == "Oslo" || arguments["city"] == "Paris") << arguments;
+    EXPECT_TRUE(arguments["days"].is_number_integer() && arguments["days"] >= 1 &&
+                arguments["days"] <= 3)
+        << arguments;
+    request["stream"] = true;
+    const HttpResult st = s.Post("/v1/chat/completions", request);
+    ASSERT_EQ(st.status, 200);
+    json streamed;
+    for (const std::string& ev : st.events)
+      if (ev != "[DONE]" && json::parse(ev)["choices"][0]["delta"].contains("tool_calls"))
+        streamed = json::parse(ev)["choices"][0]["delta"]["tool_calls"][0];
+    EXPECT_EQ(streamed["function"], call["function"]) << "same seed, same call";
+
+    // The next turn, as the template renders it: the tool list (the server's, for DeepSeek's
+    // form), then the call in the format.
+    const json next = {
+        {"messages",
+         {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+          {{"role", "assistant"},
+           {"content", nullptr},
+           {"tool_calls",
+            {{{"id", "call_1"},
+              {"type", "function"},
+              {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 2})"}}}}}}},
+          {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}}},
+        {"tools", tools},
+        {"max_tokens", 4}};
+    const std::vector<int32_t> ids = s.server->PromptTokens(
+        ParseApiRequest(Endpoint::kChat, next.dump(), ApiLimits{}));
+    const std::string prompt = s.session->tokenizer->Decode(ids);
+    EXPECT_NE(prompt.find(rendered_call), std::string::npos) << prompt;
+    EXPECT_NE(prompt.find("The weather in a city"), std::string::npos)
+        << prompt;
+    EXPECT_EQ(s.Post("/v1/chat/completions", next).status, 200);
+  }
+}
+
 TEST(ServeTools, AModelWithoutAToolTemplateRefusesTools) {
   cli::ModelOptions model;
   model.model = kDemo;

@@ -4,16 +4,23 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "core/error.h"
+#include "support/shared_data.h"
 #include "text/grammar_matcher.h"
 
 namespace moex::serve {
 namespace {
 
 using nlohmann::ordered_json;
+
+bool Matches(const Grammar& g, const std::string& text) {
+  GrammarMatcher m(std::make_shared<Grammar>(g), nullptr);
+  return m.AcceptBytes(text) && m.IsComplete();
+}
 
 constexpr const char* kQwenLike =
     "{% if tools %}<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>{% endif %}"
@@ -25,8 +32,145 @@ TEST(ToolCalls, TheFormatComesFromTheTemplate) {
   EXPECT_EQ(DetectToolCallFormat("{% for m in messages %}{{ m.content }}{% endfor %}"),
             ToolCallFormat::kNone);
   EXPECT_EQ(DetectToolCallFormat("{{ tools }}[TOOL_CALLS]"), ToolCallFormat::kMistral);
-  EXPECT_EQ(DetectToolCallFormat("{{ tools }}<｜tool▁calls▁begin｜>"), ToolCallFormat::kNone)
-      << "DeepSeek's format has no parser yet";
+  // DeepSeek V3 / R1 (a fenced JSON after the name) and V3.1 (the JSON right after the
+  // separator); neither renders the tool list.
+  const std::string v3 = "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+                         "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n```json\\n' + "
+                         "tool['function']['arguments'] + '\\n```<｜tool▁call▁end｜>'}}";
+  EXPECT_EQ(DetectToolCallFormat(v3), ToolCallFormat::kDeepSeekV3);
+  EXPECT_FALSE(TemplateRendersTools(v3));
+  const std::string v31 = "{{'<｜tool▁call▁begin｜>' + tool['function']['name'] + "
+                          "'<｜tool▁sep｜>' + tool['function']['arguments'] | tojson}}";
+  EXPECT_EQ(DetectToolCallFormat(v31), ToolCallFormat::kDeepSeekV31);
+  EXPECT_TRUE(ArgumentsAsText(ToolCallFormat::kDeepSeekV3));
+  EXPECT_FALSE(ArgumentsAsText(ToolCallFormat::kDeepSeekV31));
+  // GLM writes <tool_call> too, but with <arg_key> pairs.
+  EXPECT_EQ(DetectToolCallFormat("{% if tools %}{% endif %}<tool_call>{{ tc.name }}"
+                                 "<arg_key>{{ k }}</arg_key>"),
+            ToolCallFormat::kGlm);
+  EXPECT_TRUE(TemplateRendersTools(kQwenLike));
+}
+
+// The DeepSeek V3 template of ../shared/data (from the model's tokenizer_config.json).
+TEST(ToolCalls, DeepSeekV3sOwnTemplateIsDetected) {
+  const auto path = testing::SharedDataDir() / "tokenizers/deepseek_v3.tokenizer_config.json";
+  if (!std::filesystem::exists(path)) MOEX_SKIP_WITHOUT_SHARED_DATA(path.string());
+  const std::string source =
+      nlohmann::json::parse(testing::ReadFile(path))["chat_template"].get<std::string>();
+  EXPECT_EQ(DetectToolCallFormat(source), ToolCallFormat::kDeepSeekV3);
+  EXPECT_FALSE(TemplateRendersTools(source));
+}
+
+TEST(ToolCalls, DeepSeekCallsInBothForms) {
+  const ParsedReply v3 = ParseToolCalls(
+      ToolCallFormat::kDeepSeekV3,
+      "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+      "```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function"
+      "<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_EQ(v3.content, "Checking.");
+  ASSERT_EQ(v3.calls.size(), 2u);
+  EXPECT_EQ(v3.calls[0].name, "get_weather");
+  EXPECT_EQ(v3.calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(v3.calls[1].name, "now");
+  EXPECT_EQ(v3.calls[1].arguments, "{}");
+  const ParsedReply v31 = ParseToolCalls(
+      ToolCallFormat::kDeepSeekV31,
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
+      "\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜> Done.");
+  EXPECT_EQ(v31.content, "Done.");
+  ASSERT_EQ(v31.calls.size(), 1u);
+  EXPECT_EQ(v31.calls[0].name, "get_weather");
+  EXPECT_EQ(v31.calls[0].arguments, R"({"city":"Paris"})");
+  // A call whose arguments are not a JSON object stays text; an unclosed block still parses.
+  const ParsedReply bad = ParseToolCalls(
+      ToolCallFormat::kDeepSeekV31,
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>[1]<｜tool▁call▁end｜>");
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "<｜tool▁call▁begin｜>f<｜tool▁sep｜>[1]<｜tool▁call▁end｜>");
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kDeepSeekV31,
+                           "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\": 1}")
+                .calls.size(),
+            1u);
+  ToolCallStream st(ToolCallFormat::kDeepSeekV3);
+  EXPECT_EQ(st.Push("Hi <｜tool"), "Hi ");
+  EXPECT_EQ(st.Push("▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}"),
+            "");
+  EXPECT_EQ(st.Finish().calls.size(), 1u);
+}
+
+TEST(ToolCalls, GlmArgumentsAreKeyValuePairsTypedByTheSchema) {
+  const ordered_json tools = ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "get_weather", "parameters": {"type": "object", "properties": {
+      "city": {"type": "string"}, "zip": {"type": "string"}, "days": {"type": "integer"},
+      "hourly": {"type": "boolean"}}}}}])");
+  const ParsedReply r = ParseToolCalls(
+      ToolCallFormat::kGlm,
+      "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo"
+      "</arg_value>\n<arg_key>zip</arg_key>\n<arg_value>0150</arg_value>\n<arg_key>days"
+      "</arg_key>\n<arg_value>3</arg_value>\n<arg_key>hourly</arg_key>\n<arg_value>true"
+      "</arg_value>\n</tool_call><tool_call>now</tool_call>",
+      tools);
+  EXPECT_EQ(r.content, "Let me check.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo","zip":"0150","days":3,"hourly":true})")
+      << "zip is a string by its schema, days and hourly are JSON";
+  EXPECT_EQ(r.calls[1].name, "now");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  // Without a schema, a value is JSON when it parses.
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kGlm,
+                           "<tool_call>f<arg_key>n</arg_key><arg_value>150</arg_value>"
+                           "<arg_key>s</arg_key><arg_value>a b</arg_value></tool_call>")
+                .calls[0]
+                .arguments,
+            R"({"n":150,"s":"a b"})");
+  // An unfinished pair is not a call.
+  EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kGlm, "<tool_call>f<arg_key>n</arg_key><arg_value>1")
+                  .calls.empty());
+}
+
+// Every format: a call written as its templates write it parses back to the same call, and the
+// forcing grammar accepts exactly that text.
+TEST(ToolCalls, WrittenCallsParseBackAndMatchTheGrammar) {
+  const ordered_json tools = ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+      "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+      "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now"}}])");
+  for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kMistral,
+                                ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
+                                ToolCallFormat::kGlm}) {
+    SCOPED_TRACE(static_cast<int>(format));
+    const ToolCall call{"", "get_weather", R"({"city": "Oslo", "days": 2, "unit": "f"})"};
+    const std::string text = WriteToolCall(format, call);
+    const ParsedReply r = ParseToolCalls(format, text, tools);
+    ASSERT_EQ(r.calls.size(), 1u) << text;
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo","days":2,"unit":"f"})");
+    EXPECT_EQ(r.content, "");
+    const auto named = ToolCallGrammar(format, tools, "get_weather");
+    EXPECT_TRUE(Matches(*named, text)) << text;
+    const auto any = ToolCallGrammar(format, tools, "");
+    EXPECT_TRUE(Matches(*any, text)) << text;
+    EXPECT_TRUE(Matches(*any, WriteToolCall(format, {"", "now", "{}"})));
+    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "now", "{}"})));
+    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather", R"({"days": 2})"})))
+        << "city is required";
+    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather", R"({"city": "x",)"
+                                                                          R"( "days": "two"})"})))
+        << "days is an integer";
+    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather", R"({"city": "x",)"
+                                                                          R"( "unit": "k"})"})))
+        << "unit is c or f";
+    // The instructions for templates without the tool list show the same form.
+    EXPECT_NE(ToolInstructions(format, tools).find(WriteToolCall(format, {"", "NAME",
+                                                                          R"({"PARAMETER": "VALUE"})"})),
+              std::string::npos);
+  }
+  // GLM's raw strings cannot hold '<' (it would read as a tag).
+  EXPECT_FALSE(Matches(*ToolCallGrammar(ToolCallFormat::kGlm, tools, "get_weather"),
+                       WriteToolCall(ToolCallFormat::kGlm, {"", "get_weather", R"({"city": "a<b"})"})));
+  EXPECT_THROW(WriteToolCall(ToolCallFormat::kNone, {"", "f", "{}"}), Error);
 }
 
 TEST(ToolCalls, MistralCallsAreAJsonListAfterTheMarker) {
@@ -90,11 +234,6 @@ TEST(ToolCalls, AStreamSendsContentAtOnceAndHoldsAMarkerBack) {
   EXPECT_EQ(t.Push("a <b"), "a <b") << "not the marker after all";
   EXPECT_EQ(t.Push(" c <tool"), " c ");
   EXPECT_EQ(t.Finish().content, "<tool");
-}
-
-bool Matches(const Grammar& g, const std::string& text) {
-  GrammarMatcher m(std::make_shared<Grammar>(g), nullptr);
-  return m.AcceptBytes(text) && m.IsComplete();
 }
 
 TEST(ToolCalls, TheGrammarForcesAValidCall) {

@@ -86,6 +86,7 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
   if (tokenizer_ && !tokenizer_->chat_template().empty()) {
     chat_template_.emplace(ChatTemplate::FromTokenizer(*tokenizer_));
     tool_format_ = DetectToolCallFormat(chat_template_->source());
+    template_renders_tools_ = TemplateRendersTools(chat_template_->source());
   }
   activity_.set_pass_callback(
       [this](int64_t n, bool decode_only) { metrics_.ObserveActivatedExperts(n, decode_only); });
@@ -160,7 +161,8 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
   if (r.tool_choice != "none" && tool_format_ == ToolCallFormat::kNone)
     throw ApiError(400,
                    chat_template_ ? "this model's chat template renders no tool calls in a format "
-                                    "moex parses (Hermes/Qwen <tool_call>): 'tools' cannot be used"
+                                    "moex parses (Hermes/Qwen, Mistral, DeepSeek V3/V3.1, GLM-4.5+): "
+                                    "'tools' cannot be used"
                                   : "this model has no chat template: 'tools' cannot be used",
                    "tools");
   if (!tokenizer_)
@@ -171,13 +173,28 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
     if (r.endpoint == Endpoint::kChat) {
       if (chat_template_) {
         // Tools go to the template as HF passes them; a call's arguments as an object, as
-        // HF templates expect (`tool_call.arguments | tojson`).
+        // HF templates expect (`tool_call.arguments | tojson`), or as text where the format's
+        // templates concatenate it (DeepSeek V3). A template that renders calls but not the
+        // tool list gets it in the system prompt.
         json messages = json::array();
+        const bool with_tools = r.tool_choice != "none";
+        const bool merge_system =
+            with_tools && !template_renders_tools_ && !r.messages.empty() &&
+            r.messages[0].role == "system";
+        if (with_tools && !template_renders_tools_) {
+          const std::string tools_text = ToolInstructions(tool_format_, r.tools);
+          if (merge_system)
+            messages.push_back({{"role", "system"},
+                                {"content", tools_text + "\n\n" + r.messages[0].content}});
+          else
+            messages.push_back({{"role", "system"}, {"content", tools_text}});
+        }
         for (const ChatTurn& m : r.messages) {
+          if (&m == &r.messages[0] && merge_system) continue;  // Merged above.
           json message = {{"role", m.role}, {"content", m.content}};
           for (const ToolCall& c : m.tool_calls) {
             json arguments = json::parse(c.arguments, nullptr, false);
-            if (arguments.is_discarded()) arguments = c.arguments;
+            if (arguments.is_discarded() || ArgumentsAsText(tool_format_)) arguments = c.arguments;
             message["tool_calls"].push_back(
                 {{"id", c.id},
                  {"type", "function"},
@@ -187,7 +204,7 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
           messages.push_back(std::move(message));
         }
         json extra = json::object();
-        if (r.tool_choice != "none") extra["tools"] = json::parse(r.tools.dump());
+        if (with_tools) extra["tools"] = json::parse(r.tools.dump());
         // The template writes any BOS itself. A checkpoint's template may loop for long (up
         // to its step budget): the request's timeout and shutdown cut it short.
         const auto cancelled = [&] { return shutting_down_ || Clock::now() >= deadline; };
@@ -517,7 +534,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         choices.push_back(choice(i, text, tokens, u.finish_reason, false, entries));
         continue;
       }
-      const ParsedReply reply = ParseToolCalls(tools, text);
+      const ParsedReply reply = ParseToolCalls(tools, text, request.tools);
       json c =
           choice(i, reply.content, tokens,
                  reply.calls.empty() ? json(u.finish_reason) : json("tool_calls"), false, entries);
@@ -556,7 +573,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   // Choices still running; each chunk carries one choice's news, as OpenAI streams n > 1.
   auto running = std::make_shared<std::vector<bool>>(handles.size(), true);
   auto splitters =
-      std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools));
+      std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools, request.tools));
   auto failed = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

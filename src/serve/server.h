@@ -92,6 +92,7 @@ class Server {
   ApiLimits limits_;
   std::optional<ChatTemplate> chat_template_;
   ToolCallFormat tool_format_ = ToolCallFormat::kNone;  // The template's, for `tools`.
+  bool template_renders_tools_ = false;  // Else the tool list goes into the system prompt.
   ServeMetrics metrics_;
   AccessLog access_log_;
   ExpertActivity activity_;  // The transformer's observer; read on the scheduler thread.

@@ -103,7 +103,7 @@ void Server::CompleteDialect(Dialect dialect, const httplib::Request& req, httpl
     if (tools == ToolCallFormat::kNone)
       reply.content = text;
     else
-      reply = ParseToolCalls(tools, text);
+      reply = ParseToolCalls(tools, text, request.tools);
     const json body = messages ? MessagesResponse(id, model, reply, u.finish_reason, usage(), tools)
                                : ResponsesResponse(base, reply, u.finish_reason, usage(), tools);
     res.set_content(DialectDump(body), "application/json");
@@ -116,7 +116,7 @@ void Server::CompleteDialect(Dialect dialect, const httplib::Request& req, httpl
     stream->messages = std::make_unique<MessagesStream>(id, model, tools);
   else
     stream->responses = std::make_unique<ResponsesStream>(base, tools);
-  auto splitter = std::make_shared<ToolCallStream>(tools);
+  auto splitter = std::make_shared<ToolCallStream>(tools, request.tools);
   auto started = std::make_shared<bool>(false);
   ++open_streams_;
   res.set_header("Cache-Control", "no-cache");

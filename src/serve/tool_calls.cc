@@ -1,6 +1,8 @@
 #include "serve/tool_calls.h"
 
+#include <functional>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "serve/stop_text.h"
@@ -9,17 +11,34 @@ namespace moex::serve {
 
 namespace {
 
+using OJson = nlohmann::ordered_json;
+using E = GrammarExpr;
+
 constexpr const char* kHermesOpen = "<tool_call>";
 constexpr const char* kHermesClose = "</tool_call>";
 constexpr const char* kMistralOpen = "[TOOL_CALLS]";
+// DeepSeek's markers (U+FF5C for the bars, U+2581 for the spaces).
+constexpr const char* kDsCallsBegin = "<｜tool▁calls▁begin｜>";
+constexpr const char* kDsCallsEnd = "<｜tool▁calls▁end｜>";
+constexpr const char* kDsCallBegin = "<｜tool▁call▁begin｜>";
+constexpr const char* kDsCallEnd = "<｜tool▁call▁end｜>";
+constexpr const char* kDsSep = "<｜tool▁sep｜>";
+constexpr const char* kGlmKeyOpen = "<arg_key>";
+constexpr const char* kGlmKeyClose = "</arg_key>";
+constexpr const char* kGlmValueOpen = "<arg_value>";
+constexpr const char* kGlmValueClose = "</arg_value>";
 
 // The marker a reply's calls begin with.
 std::string OpenMarker(ToolCallFormat format) {
   switch (format) {
     case ToolCallFormat::kHermes:
+    case ToolCallFormat::kGlm:
       return kHermesOpen;
     case ToolCallFormat::kMistral:
       return kMistralOpen;
+    case ToolCallFormat::kDeepSeekV3:
+    case ToolCallFormat::kDeepSeekV31:
+      return kDsCallsBegin;
     case ToolCallFormat::kNone:
       break;
   }
@@ -43,21 +62,32 @@ bool ReadCall(const nlohmann::json& call, ToolCall* out) {
   return true;
 }
 
-ParsedReply ParseHermes(const std::string& text) {
+// A name and a JSON object's text as a ToolCall; false when either is not one.
+bool ReadNamedCall(const std::string& name, const std::string& arguments, ToolCall* out) {
+  const OJson args = OJson::parse(arguments, nullptr, false);
+  if (name.empty() || !args.is_object()) return false;
+  out->name = name;
+  out->arguments = args.dump();
+  return true;
+}
+
+// The blocks from `open` to `close` in `text`, in order: a block `read` turns into a call is
+// one; the text outside them, and a block it does not read, is content. An unclosed last
+// block (the reply hit max_tokens) runs to the end.
+ParsedReply ParseBlocks(const std::string& text, const std::string& open, const std::string& close,
+                        const std::function<bool(const std::string&, ToolCall*)>& read) {
   ParsedReply out;
-  const std::string open = kHermesOpen, close_marker = kHermesClose;
   std::string content;
   size_t at = 0;
   while (at < text.size()) {
     const size_t open_at = text.find(open, at);
     if (open_at == std::string::npos) break;
     const size_t body = open_at + open.size();
-    const size_t close = text.find(close_marker, body);
-    // An unclosed last block (the reply hit max_tokens) is parsed to the end.
-    const size_t end = close == std::string::npos ? text.size() : close;
-    const size_t next = close == std::string::npos ? text.size() : close + close_marker.size();
+    const size_t close_at = text.find(close, body);
+    const size_t end = close_at == std::string::npos ? text.size() : close_at;
+    const size_t next = close_at == std::string::npos ? text.size() : close_at + close.size();
     ToolCall c;
-    if (ReadCall(nlohmann::json::parse(text.substr(body, end - body), nullptr, false), &c)) {
+    if (read(text.substr(body, end - body), &c)) {
       content += text.substr(at, open_at - at);
       out.calls.push_back(std::move(c));
     } else {
@@ -68,6 +98,10 @@ ParsedReply ParseHermes(const std::string& text) {
   content += text.substr(std::min(at, text.size()));
   out.content = Trim(content);
   return out;
+}
+
+bool ReadHermes(const std::string& body, ToolCall* out) {
+  return ReadCall(nlohmann::json::parse(body, nullptr, false), out);
 }
 
 // Text before [TOOL_CALLS] is content; after it, a JSON array of calls (anything after the
@@ -99,13 +133,193 @@ ParsedReply ParseMistral(const std::string& text) {
   return out;
 }
 
+// A DeepSeek call's body (between its begin and end markers). V3: `function<sep>NAME\n```json
+// \nARGS\n````; V3.1: `NAME<sep>ARGS`.
+bool ReadDeepSeek(bool v3, const std::string& body, ToolCall* out) {
+  const size_t sep = body.find(kDsSep);
+  if (sep == std::string::npos) return false;
+  const std::string after = body.substr(sep + std::string(kDsSep).size());
+  if (!v3) return ReadNamedCall(Trim(body.substr(0, sep)), after, out);
+  const size_t newline = after.find('\n');
+  if (newline == std::string::npos) return false;
+  std::string args = Trim(after.substr(newline + 1));
+  if (args.starts_with("```json")) args.erase(0, 7);
+  if (args.ends_with("```")) args.erase(args.size() - 3);
+  return ReadNamedCall(Trim(after.substr(0, newline)), args, out);
+}
+
+// Text outside the calls block is content; inside it, one block per call.
+ParsedReply ParseDeepSeek(bool v3, const std::string& text) {
+  const size_t begin = text.find(kDsCallsBegin);
+  if (begin == std::string::npos) return ParsedReply{Trim(text), {}};
+  const size_t inside = begin + std::string(kDsCallsBegin).size();
+  const size_t end = text.find(kDsCallsEnd, inside);
+  const std::string region = text.substr(inside, end == std::string::npos ? std::string::npos
+                                                                          : end - inside);
+  const std::string after =
+      end == std::string::npos ? "" : text.substr(end + std::string(kDsCallsEnd).size());
+  ParsedReply out = ParseBlocks(region, kDsCallBegin, kDsCallEnd,
+                                [v3](const std::string& body, ToolCall* c) {
+                                  return ReadDeepSeek(v3, body, c);
+                                });
+  out.content = Trim(text.substr(0, begin) + out.content + after);
+  return out;
+}
+
+// A parameter written raw by GLM's templates (`v if v is string`): a string-typed schema, or an
+// enum / const of strings.
+bool StringTyped(const OJson& schema) {
+  if (!schema.is_object()) return false;
+  if (schema.contains("type")) return schema["type"] == "string";
+  if (schema.contains("const")) return schema["const"].is_string();
+  if (!schema.contains("enum") || !schema["enum"].is_array() || schema["enum"].empty())
+    return false;
+  for (const auto& v : schema["enum"])
+    if (!v.is_string()) return false;
+  return true;
+}
+
+// The schema of parameter `key` of function `name` among `tools`; null when there is none.
+const OJson* ParameterSchema(const OJson& tools, const std::string& name, const std::string& key) {
+  if (!tools.is_array()) return nullptr;
+  for (const auto& tool : tools) {
+    if (!tool.contains("function") || tool["function"].value("name", "") != name) continue;
+    const OJson& f = tool["function"];
+    if (!f.contains("parameters") || !f["parameters"].is_object()) return nullptr;
+    const OJson& p = f["parameters"];
+    if (!p.contains("properties") || !p["properties"].is_object()) return nullptr;
+    auto it = p["properties"].find(key);
+    return it == p["properties"].end() ? nullptr : &*it;
+  }
+  return nullptr;
+}
+
+// A GLM call's body: NAME, then <arg_key>K</arg_key><arg_value>V</arg_value> pairs.
+bool ReadGlm(const OJson& tools, const std::string& body, ToolCall* out) {
+  const size_t first = body.find(kGlmKeyOpen);
+  const std::string name = Trim(body.substr(0, first));
+  if (name.empty() || name.find_first_of("<>\n") != std::string::npos) return false;
+  OJson args = OJson::object();
+  for (size_t at = first; at != std::string::npos; at = body.find(kGlmKeyOpen, at)) {
+    const size_t key = at + std::string(kGlmKeyOpen).size();
+    const size_t key_end = body.find(kGlmKeyClose, key);
+    if (key_end == std::string::npos) return false;
+    const size_t value_open = body.find(kGlmValueOpen, key_end);
+    if (value_open == std::string::npos) return false;
+    const size_t value = value_open + std::string(kGlmValueOpen).size();
+    const size_t value_end = body.find(kGlmValueClose, value);
+    if (value_end == std::string::npos) return false;
+    const std::string k = Trim(body.substr(key, key_end - key));
+    const std::string v = body.substr(value, value_end - value);
+    const OJson* schema = ParameterSchema(tools, name, k);
+    OJson parsed = schema && StringTyped(*schema) ? OJson(v) : OJson::parse(v, nullptr, false);
+    args[k] = parsed.is_discarded() ? OJson(v) : std::move(parsed);
+    at = value_end;
+  }
+  out->name = name;
+  out->arguments = args.dump();
+  return true;
+}
+
+// The escaped form of a JSON pointer's reference token.
+std::string PointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+
+// GLM's arguments of a function with `parameters`: each property, in the schema's order, as
+// `<arg_key>K</arg_key><arg_value>V</arg_value>` (a newline may precede each tag), required ones
+// always, the others optional. A string-typed value is raw text without '<'; any other is JSON
+// valid against the property's schema.
+E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptions& options) {
+  if (!parameters.is_object() || !parameters.contains("properties") ||
+      !parameters["properties"].is_object())
+    return E::Empty();
+  std::set<std::string> required;
+  if (parameters.contains("required") && parameters["required"].is_array())
+    for (const auto& r : parameters["required"])
+      if (r.is_string()) required.insert(r.get<std::string>());
+  const E newline = E::Repeat(E::Literal("\n"), 0, 1);
+  std::vector<E> items;
+  for (const auto& [key, schema] : parameters["properties"].items()) {
+    E value;
+    if (StringTyped(schema) && (schema.contains("enum") || schema.contains("const"))) {
+      std::vector<E> values;
+      for (const auto& v : schema.contains("const") ? OJson::array({schema["const"]}) : schema["enum"])
+        values.push_back(E::Literal(v.get<std::string>()));
+      value = E::Alt(std::move(values));
+    } else if (StringTyped(schema)) {
+      value = E::Repeat(E::Chars({{'<', '<'}}, true), 0, E::kUnbounded);
+    } else {
+      value = JsonSchemaExpr(b, parameters, options, "/properties/" + PointerToken(key));
+    }
+    E item = E::Seq({newline, E::Literal(kGlmKeyOpen + key + kGlmKeyClose), newline,
+                     E::Literal(kGlmValueOpen), value, E::Literal(kGlmValueClose)});
+    items.push_back(required.contains(key) ? item : E::Repeat(item, 0, 1));
+  }
+  return E::Seq(std::move(items));
+}
+
 }  // namespace
 
 ToolCallFormat DetectToolCallFormat(const std::string& source) {
-  if (source.find("tools") == std::string::npos) return ToolCallFormat::kNone;
   if (source.find(kMistralOpen) != std::string::npos) return ToolCallFormat::kMistral;
+  if (source.find(kDsCallBegin) != std::string::npos)
+    return source.find("```json") != std::string::npos ? ToolCallFormat::kDeepSeekV3
+                                                        : ToolCallFormat::kDeepSeekV31;
+  if (source.find(kGlmKeyOpen) != std::string::npos) return ToolCallFormat::kGlm;
   if (source.find(kHermesOpen) != std::string::npos) return ToolCallFormat::kHermes;
   return ToolCallFormat::kNone;
+}
+
+bool TemplateRendersTools(const std::string& source) {
+  return source.find("tools") != std::string::npos;
+}
+
+bool ArgumentsAsText(ToolCallFormat format) {
+  return format == ToolCallFormat::kDeepSeekV3;
+}
+
+std::string WriteToolCall(ToolCallFormat format, const ToolCall& call) {
+  const std::string name = call.name, args = call.arguments;
+  const std::string json_call = "{\"name\": " + nlohmann::json(name).dump() +
+                                ", \"arguments\": " + args + "}";
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return std::string(kHermesOpen) + "\n" + json_call + "\n" + kHermesClose;
+    case ToolCallFormat::kMistral:
+      return std::string(kMistralOpen) + "[" + json_call + "]";
+    case ToolCallFormat::kDeepSeekV3:
+      return std::string(kDsCallsBegin) + kDsCallBegin + "function" + kDsSep + name +
+             "\n```json\n" + args + "\n```" + kDsCallEnd + kDsCallsEnd;
+    case ToolCallFormat::kDeepSeekV31:
+      return std::string(kDsCallsBegin) + kDsCallBegin + name + kDsSep + args + kDsCallEnd +
+             kDsCallsEnd;
+    case ToolCallFormat::kGlm: {
+      std::string out = kHermesOpen + name;
+      const OJson parsed = OJson::parse(args);
+      for (const auto& [k, v] : parsed.items())
+        out += std::string("\n") + kGlmKeyOpen + k + kGlmKeyClose + "\n" + kGlmValueOpen +
+               (v.is_string() ? v.get<std::string>() : v.dump()) + kGlmValueClose;
+      return out + "\n" + kHermesClose;
+    }
+    case ToolCallFormat::kNone:
+      break;
+  }
+  throw Error("no tool-call format to write a call in");
+}
+
+std::string ToolInstructions(ToolCallFormat format, const nlohmann::ordered_json& tools) {
+  std::string out =
+      "You can call the functions below, each described as JSON: its name, what it does and "
+      "its parameters (a JSON Schema).\n\n";
+  for (const auto& tool : tools) out += tool["function"].dump() + "\n";
+  const ToolCall example{"", "NAME", "{\"PARAMETER\": \"VALUE\"}"};
+  out += "\nTo call a function, write the call in exactly this form, with the function's name "
+         "and its arguments:\n" +
+         WriteToolCall(format, example);
+  return out;
 }
 
 std::string NewToolCallId(ToolCallFormat format) {
@@ -117,12 +331,21 @@ std::string NewToolCallId(ToolCallFormat format) {
   return id;
 }
 
-ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text) {
+ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text,
+                           const nlohmann::ordered_json& tools) {
   switch (format) {
     case ToolCallFormat::kHermes:
-      return ParseHermes(text);
+      return ParseBlocks(text, kHermesOpen, kHermesClose, ReadHermes);
     case ToolCallFormat::kMistral:
       return ParseMistral(text);
+    case ToolCallFormat::kDeepSeekV3:
+    case ToolCallFormat::kDeepSeekV31:
+      return ParseDeepSeek(format == ToolCallFormat::kDeepSeekV3, text);
+    case ToolCallFormat::kGlm:
+      return ParseBlocks(text, kHermesOpen, kHermesClose,
+                         [&tools](const std::string& body, ToolCall* c) {
+                           return ReadGlm(tools, body, c);
+                         });
     case ToolCallFormat::kNone:
       break;
   }
@@ -135,32 +358,62 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
                                                const nlohmann::ordered_json& tools,
                                                const std::string& name, bool compact) {
   Check(format != ToolCallFormat::kNone, "no tool-call grammar without a format");
-  nlohmann::ordered_json choices = nlohmann::ordered_json::array();
-  for (const auto& tool : tools) {
-    const auto& f = tool["function"];
-    if (!name.empty() && f["name"] != name) continue;
-    nlohmann::ordered_json parameters = f.contains("parameters") && !f["parameters"].is_null()
-                                            ? f["parameters"]
-                                            : nlohmann::ordered_json{{"type", "object"}};
-    nlohmann::ordered_json call = {
-        {"type", "object"},
-        {"properties", {{"name", {{"const", f["name"]}}}, {"arguments", std::move(parameters)}}},
-        {"required", {"name", "arguments"}},
-        {"additionalProperties", false}};
-    choices.push_back(std::move(call));
-  }
-  Check(!choices.empty(), "no tool named '", name, "'");
-  const nlohmann::ordered_json schema =
-      choices.size() == 1 ? choices[0] : nlohmann::ordered_json{{"anyOf", choices}};
   JsonSchemaOptions options;
   options.strict = false;  // A function's optional parameters stay optional.
   options.additional_properties_default = false;
   options.compact = compact;
-  // One call, written as the format writes it.
-  options.prefix = format == ToolCallFormat::kHermes ? std::string(kHermesOpen) + "\n"
-                                                      : std::string(kMistralOpen) + "[";
-  options.suffix = format == ToolCallFormat::kHermes ? std::string("\n") + kHermesClose : "]";
-  return std::make_shared<const Grammar>(JsonSchemaGrammar(schema, options));
+  GrammarBuilder b;
+  // One alternative per function: its call, written as the format writes it.
+  std::vector<E> calls;
+  for (const auto& tool : tools) {
+    const auto& f = tool["function"];
+    if (!name.empty() && f["name"] != name) continue;
+    const std::string fname = f["name"].get<std::string>();
+    const OJson parameters = f.contains("parameters") && !f["parameters"].is_null()
+                                 ? f["parameters"]
+                                 : OJson{{"type", "object"}};
+    switch (format) {
+      case ToolCallFormat::kHermes:
+      case ToolCallFormat::kMistral: {
+        const OJson call = {
+            {"type", "object"},
+            {"properties", {{"name", {{"const", fname}}}, {"arguments", parameters}}},
+            {"required", {"name", "arguments"}},
+            {"additionalProperties", false}};
+        const E json = JsonSchemaExpr(b, call, options);
+        calls.push_back(format == ToolCallFormat::kHermes
+                            ? E::Seq({E::Literal(std::string(kHermesOpen) + "\n"), json,
+                                      E::Literal(std::string("\n") + kHermesClose)})
+                            : json);
+        break;
+      }
+      case ToolCallFormat::kDeepSeekV3:
+        calls.push_back(E::Seq(
+            {E::Literal(std::string(kDsCallBegin) + "function" + kDsSep + fname + "\n```json\n"),
+             JsonSchemaExpr(b, parameters, options),
+             E::Literal(std::string("\n```") + kDsCallEnd)}));
+        break;
+      case ToolCallFormat::kDeepSeekV31:
+        calls.push_back(E::Seq({E::Literal(std::string(kDsCallBegin) + fname + kDsSep),
+                                JsonSchemaExpr(b, parameters, options), E::Literal(kDsCallEnd)}));
+        break;
+      case ToolCallFormat::kGlm:
+        calls.push_back(E::Seq({E::Literal(kHermesOpen + fname), GlmArguments(b, parameters, options),
+                                E::Repeat(E::Literal("\n"), 0, 1), E::Literal(kHermesClose)}));
+        break;
+      case ToolCallFormat::kNone:
+        break;
+    }
+  }
+  Check(!calls.empty(), "no tool named '", name, "'");
+  E body = E::Alt(std::move(calls));
+  if (format == ToolCallFormat::kMistral)
+    body = E::Seq({E::Literal(std::string(kMistralOpen) + "["), body, E::Literal("]")});
+  if (format == ToolCallFormat::kDeepSeekV3 || format == ToolCallFormat::kDeepSeekV31)
+    body = E::Seq({E::Literal(kDsCallsBegin), body, E::Literal(kDsCallsEnd)});
+  const uint32_t root = b.Rule("root");
+  b.Define(root, body);
+  return std::make_shared<const Grammar>(b.Build(root));
 }
 
 std::string ToolCallStream::Push(const std::string& text) {
@@ -181,7 +434,7 @@ std::string ToolCallStream::Push(const std::string& text) {
 }
 
 ParsedReply ToolCallStream::Finish() {
-  ParsedReply out = ParseToolCalls(format_, held_);
+  ParsedReply out = ParseToolCalls(format_, held_, tools_);
   held_.clear();
   return out;
 }

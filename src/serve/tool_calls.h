@@ -3,12 +3,20 @@
 // (`tool_choice` "required" or a named function), and the streaming split of a reply into
 // content to send now and a call to send when it is whole.
 //
-// Formats: Hermes / Qwen (`<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`,
-// one block per call), which Qwen2.5, Qwen3, Qwen3-MoE and Hermes templates use; Mistral
-// (`[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`, Mixtral-8x22B and Mistral v0.3
-// templates, whose call ids are 9 letters and digits). Templates of other formats (DeepSeek's
-// markers, GLM's, gpt-oss's harmony channels) are refused with a clear 400 until their
-// parsers exist (docs/serving.md).
+// Formats (docs/serving.md, "Tool calling"), each as its templates write an assistant's calls:
+// - Hermes / Qwen: `<tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>`, one block
+//   per call (Qwen2.5, Qwen3, Qwen3-MoE, Hermes).
+// - Mistral: `[TOOL_CALLS][{"name": N, "arguments": {...}}, ...]` (Mixtral-8x22B, Mistral
+//   v0.3; call ids of 9 letters and digits).
+// - DeepSeek V3 / R1: `<｜tool▁calls▁begin｜>`, then per call `<｜tool▁call▁begin｜>function
+//   <｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>`, then `<｜tool▁calls▁end｜>`.
+// - DeepSeek V3.1: the same markers, a call being `<｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}
+//   <｜tool▁call▁end｜>`.
+// - GLM-4.5 / 4.6 / 4.7: `<tool_call>N`, then per argument `<arg_key>K</arg_key><arg_value>V
+//   </arg_value>` (a string value raw, any other as JSON; a newline may precede each tag),
+//   then `</tool_call>`.
+// DeepSeek's V3.2 markup (DSML) and gpt-oss's harmony channels are not parsed: their templates
+// are refused with a clear 400 (docs/serving.md).
 #pragma once
 
 #include <memory>
@@ -21,16 +29,34 @@
 
 namespace moex::serve {
 
-enum class ToolCallFormat { kNone, kHermes, kMistral };
+enum class ToolCallFormat { kNone, kHermes, kMistral, kDeepSeekV3, kDeepSeekV31, kGlm };
 
-// The format a chat template renders tool calls in; kNone when it renders none.
+// The format a chat template renders an assistant's tool calls in (from its markers); kNone
+// when it renders none that moex parses.
 ToolCallFormat DetectToolCallFormat(const std::string& template_source);
+
+// Whether a template renders the request's `tools` itself. DeepSeek's V3 and V3.1 templates
+// render calls but not the tool list: the server then writes the list into the system prompt
+// (ToolInstructions).
+bool TemplateRendersTools(const std::string& template_source);
+
+// A system-prompt text that lists `tools` (their `function` objects as JSON, one per line) and
+// shows how to write a call in `format`.
+std::string ToolInstructions(ToolCallFormat format, const nlohmann::ordered_json& tools);
+
+// Whether the format's templates take a call's arguments as the JSON text (DeepSeek V3
+// concatenates it) rather than as an object (HF's `arguments | tojson`, GLM's items()).
+bool ArgumentsAsText(ToolCallFormat format);
 
 struct ToolCall {
   std::string id;         // "call_..." (assigned by the server for a model's call).
   std::string name;
   std::string arguments;  // A JSON text, as OpenAI sends it.
 };
+
+// One call as the format writes it (the grammar's and the templates' form; `arguments` must be
+// a JSON object's text), for tests and ToolInstructions.
+std::string WriteToolCall(ToolCallFormat format, const ToolCall& call);
 
 // A new call id in the form the format's templates accept ("call_" and 24 letters and digits;
 // Mistral's: 9 letters and digits).
@@ -41,7 +67,10 @@ struct ParsedReply {
   std::vector<ToolCall> calls;  // In order; a block whose JSON does not parse stays content.
 };
 
-ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text);
+// `tools` (the request's, may be empty) gives GLM's argument types: a value of a string-typed
+// parameter stays a string; any other is read as JSON when it parses.
+ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text,
+                           const nlohmann::ordered_json& tools = {});
 
 // A grammar of one call to `name` (or to any of `tools` when name is empty), its arguments
 // valid against the function's `parameters` schema (any object when it has none); `compact`:
@@ -55,7 +84,8 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
 // for Finish.
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolCallFormat format) : format_(format) {}
+  explicit ToolCallStream(ToolCallFormat format, nlohmann::ordered_json tools = {})
+      : format_(format), tools_(std::move(tools)) {}
   // New reply text in; the content that can be sent now out.
   std::string Push(const std::string& text);
   // The rest: content not yet sent, and the calls.
@@ -63,6 +93,7 @@ class ToolCallStream {
 
  private:
   ToolCallFormat format_;
+  nlohmann::ordered_json tools_;
   std::string held_;       // Not yet sent: a possible marker start, or everything after it.
   bool in_call_ = false;   // The marker was seen.
 };

@@ -164,6 +164,13 @@ Grammar JsonSchemaGrammar(const nlohmann::ordered_json& schema,
                           const JsonSchemaOptions& options = {});
 Grammar JsonSchemaGrammar(const nlohmann::json& schema, const JsonSchemaOptions& options = {});
 
+// The JSON value of the sub-schema at JSON pointer `pointer` of `schema` ("": all of it; its
+// $refs resolve against `schema`) as an expression in `builder`'s grammar, for grammars that
+// put JSON inside other text (a tool call's markers and name). Options' prefix and suffix are
+// not used. Errors as JsonSchemaGrammar's.
+GrammarExpr JsonSchemaExpr(GrammarBuilder& builder, const nlohmann::ordered_json& schema,
+                           const JsonSchemaOptions& options = {}, const std::string& pointer = "");
+
 // Any JSON object (OpenAI's response_format json_object).
 Grammar JsonObjectGrammar(const JsonSchemaOptions& options = {});
 

@@ -88,8 +88,8 @@ E Opt(E e) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonSchemaOptions& options)
-      : root_(root), options_(options) {}
+  SchemaCompiler(GrammarBuilder& builder, const Json& root, const JsonSchemaOptions& options)
+      : root_(root), options_(options), b_(builder) {}
 
   Grammar Build() {
     const uint32_t root = b_.Rule("root");
@@ -105,6 +105,10 @@ class SchemaCompiler {
     b_.Define(root, E::Seq({Lit(options_.prefix), E::Ref(value), Lit(options_.suffix)}));
     return b_.Build(root);
   }
+
+  // The value at `pointer` ("" for the whole schema) as a reference to its rule; options'
+  // prefix and suffix are not used.
+  E Value(const std::string& pointer) { return E::Ref(Reference(Json("#" + pointer), "")); }
 
   Grammar BuildAnyObject() {
     const uint32_t root = b_.Rule("root");
@@ -654,7 +658,7 @@ class SchemaCompiler {
 
   const Json& root_;
   JsonSchemaOptions options_;
-  GrammarBuilder b_;
+  GrammarBuilder& b_;
   std::map<std::string, uint32_t> refs_;
   int depth_ = 0;
   std::optional<uint32_t> ws_, string_char_, any_string_, any_integer_, any_number_, any_object_,
@@ -664,7 +668,13 @@ class SchemaCompiler {
 }  // namespace
 
 Grammar JsonSchemaGrammar(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
-  return SchemaCompiler(schema, options).Build();
+  GrammarBuilder builder;
+  return SchemaCompiler(builder, schema, options).Build();
+}
+
+GrammarExpr JsonSchemaExpr(GrammarBuilder& builder, const nlohmann::ordered_json& schema,
+                           const JsonSchemaOptions& options, const std::string& pointer) {
+  return SchemaCompiler(builder, schema, options).Value(pointer);
 }
 
 Grammar JsonSchemaGrammar(const nlohmann::json& schema, const JsonSchemaOptions& options) {
@@ -673,7 +683,8 @@ Grammar JsonSchemaGrammar(const nlohmann::json& schema, const JsonSchemaOptions&
 
 Grammar JsonObjectGrammar(const JsonSchemaOptions& options) {
   const Json empty = Json::object();
-  return SchemaCompiler(empty, options).BuildAnyObject();
+  GrammarBuilder builder;
+  return SchemaCompiler(builder, empty, options).BuildAnyObject();
 }
 
 }  // namespace moex

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model/random_model.h"
 #include "support/run_command.h"
@@ -126,13 +127,18 @@ constexpr const char* kToolTemplate =
 
 }  // namespace
 
-cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir) {
+cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir,
+                                    const std::string& chat_template) {
   const std::filesystem::path model = dir / "tools";
   std::filesystem::copy(TinyModelPath(Arch::kOlmoe), model);
+  // A byte per token: room for a tool list and a call in DeepSeek's multi-byte markers.
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(model / "config.json"));
+  config["max_position_embeddings"] = 2048;
+  std::ofstream(model / "config.json") << config.dump();
   const ModelConfig shape = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny);
   ByteTokenizerFiles files = ByteLevelTokenizerFor(static_cast<int>(shape.vocab_size),
                                                    shape.bos_token_id, shape.eos_token_ids);
-  files.config["chat_template"] = kToolTemplate;
+  files.config["chat_template"] = chat_template.empty() ? kToolTemplate : chat_template;
   std::ofstream(model / "tokenizer.json") << files.tokenizer.dump();
   std::ofstream(model / "tokenizer_config.json") << files.config.dump();
   cli::ModelOptions options;

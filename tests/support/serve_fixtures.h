@@ -38,9 +38,11 @@ struct RunningServer {
   int port = 0;
 };
 
-// A copy of the tiny OLMoE in `dir` with a byte-level tokenizer and a chat template that
-// renders tools and calls as Qwen's does (<tool_call> blocks), for tool-calling tests.
-cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir);
+// A copy of the tiny OLMoE in `dir` (a 2,048-token context) with a byte-level tokenizer and a
+// chat template that renders tools and calls as Qwen's does (<tool_call> blocks), for
+// tool-calling tests; or with `chat_template` instead.
+cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir,
+                                    const std::string& chat_template = "");
 
 // Small scheduler batches (8 running, 12 tokens a pass, prefill chunks of 4), so prompts
 // share passes.

@@ -119,7 +119,7 @@ TEST(JinjaTest, Whitespace) {
 }
 
 TEST(JinjaTest, ErrorsAreClear) {
-  EXPECT_THROW(Render("{% macro m() %}{% endmacro %}", {}), Error);
+  EXPECT_THROW(Render("{% call m() %}{% endcall %}", {}), Error);
   EXPECT_THROW(Render("{% if x %}unterminated", {}), Error);
   EXPECT_THROW(Render("{{ raise_exception('boom') }}", {}), Error);
   EXPECT_THROW(Render("{{ 1 + 'a' }}", {}), Error);
@@ -212,6 +212,30 @@ std::string Repeat(const std::string& s, int n) {
 // Found by chat_template_fuzzer: the end-of-template check bound a reference to the first
 // expected end tag even when none was expected (undefined behaviour UBSan reports, e.g. under
 // `make test-sanitize`). An empty or tag-free template renders as itself.
+// Macros as GLM-4.x, gpt-oss and Qwen3.5 templates use them: positional, keyword and default
+// arguments, a call inside an expression, a macro calling another; bounded recursion.
+TEST(JinjaTest, Macros) {
+  EXPECT_EQ(Render("{%- macro text(c, sep=', ') -%}{%- if c is string -%}{{ c }}{%- else -%}"
+                   "{{ c | join(sep) }}{%- endif -%}{%- endmacro -%}"
+                   "[{{ text('a') }}|{{ text(['x', 'y']) }}|{{ text(['x', 'y'], sep='+') }}|"
+                   "{{ text(c=['p'], sep='') | length }}]",
+                   {}),
+            "[a|x, y|x+y|1]");
+  EXPECT_EQ(Render("{% macro inner(x) %}<{{ x }}>{% endmacro %}{% macro outer(x) %}"
+                   "{{ inner(x) ~ inner(x * 2) }}{% endmacro %}{{ outer(2) }}{{ x is defined }}",
+                   {}),
+            "<2><4>False")
+      << "a macro's arguments live in its own scope";
+  EXPECT_EQ(Render("{% macro m(a, b) %}{{ a }}{{ b is defined }}{% endmacro %}{{ m(1) }}", {}),
+            "1False");
+  EXPECT_NE(RenderError("{% macro m(a) %}{{ m(a) }}{% endmacro %}{{ m(1) }}").find("deep"),
+            std::string::npos);
+  EXPECT_NE(RenderError("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").find("takes 1"),
+            std::string::npos);
+  EXPECT_THROW(Render("{% macro m(a %}{% endmacro %}", {}), Error);
+  EXPECT_THROW(Render("{% macro m() %}no end", {}), Error);
+}
+
 TEST(JinjaTest, EmptyTemplateRendersNothing) {
   EXPECT_EQ(Render("", {}), "");
   EXPECT_EQ(Render("plain", {}), "plain");

@@ -3,10 +3,11 @@
 // moex renders the checkpoint's own chat_template (tokenizer_config.json, or the GGUF's
 // tokenizer.chat_template) with a built-in interpreter for the subset of Jinja that chat
 // templates use: {{ }}, {% if/elif/else %}, {% for %} (loop.*, "if" filters, else, tuple
-// unpacking), {% set %} (also ns.attr and block form), namespace(), raise_exception(),
-// string/list/dict methods, the usual filters (length, tojson, trim, default, join, ...) and
-// tests (defined, none, string, ...), with transformers' trim_blocks/lstrip_blocks. Anything
-// outside the subset (macros, call blocks, includes) is an Error naming the line, never a
+// unpacking), {% set %} (also ns.attr and block form), {% macro %} (positional, keyword and
+// default arguments), namespace(), raise_exception(), string/list/dict methods, the usual
+// filters (length, tojson, trim, default, join, ...) and tests (defined, none, string, ...),
+// with transformers' trim_blocks/lstrip_blocks. Anything outside the subset (call blocks,
+// includes, macros' `caller`) is an Error naming the line, never a
 // silently different prompt. Tested on Mixtral/Mistral instruct, Qwen ChatML (Qwen2/Qwen3),
 // OLMoE/Tulu and DeepSeek templates against @huggingface/jinja.
 //

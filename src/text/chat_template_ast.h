@@ -45,14 +45,16 @@ struct Node;
 using Body = std::vector<std::unique_ptr<Node>>;
 
 struct Node {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro };
   Kind kind = Kind::kText;
   std::string text;            // kText
   std::unique_ptr<Expr> expr;  // kOutput, kSet value, kFor iterable
   std::vector<std::pair<std::unique_ptr<Expr>, Body>> branches;  // kIf: condition, body
-  Body body;                                                     // kFor, kSetBlock
+  Body body;                                                     // kFor, kSetBlock, kMacro
   Body else_body;                                                // kIf, kFor
-  std::vector<std::string> targets;                              // kFor loop variables, kSet name
+  std::vector<std::string> targets;  // kFor loop variables, kSet name, kMacro name
+  // kMacro: the parameters in order, each with its default (null: none).
+  std::vector<std::pair<std::string, std::unique_ptr<Expr>>> params;
   std::string attr;                                              // kSet: ns.attr
   std::unique_ptr<Expr> filter;                                  // kFor: "if" condition
   int line = 0;

@@ -241,7 +241,48 @@ class Renderer {
         Assign(n, Value::String(std::move(captured)));
         return;
       }
+      case Node::Kind::kMacro:
+        scopes_.back()[n.targets[0]] = Macro(n);
+        return;
     }
+  }
+
+  // A macro as a function: a call binds the parameters (positional, then by name, then the
+  // defaults) in a new scope above the caller's and returns the body's text. The node lives
+  // in the parsed template, which outlives the render and so every value of it.
+  Value Macro(const Node& n) {
+    return Value::Func([this, &n](std::vector<Value>& args, Kwargs& kwargs) {
+      Check(macro_depth_ < kMaxMacroDepth, "chat template line ", n.line, ": macro '",
+            n.targets[0], "' nested more than ", kMaxMacroDepth, " calls deep");
+      Check(args.size() <= n.params.size(), "chat template line ", n.line, ": macro '",
+            n.targets[0], "' takes ", n.params.size(), " arguments, given ", args.size());
+      scopes_.emplace_back();
+      ++macro_depth_;
+      struct Leave {
+        Renderer& r;
+        ~Leave() {
+          r.scopes_.pop_back();
+          --r.macro_depth_;
+        }
+      } leave{*this};
+      for (size_t i = 0; i < n.params.size(); ++i) {
+        const auto& [name, fallback] = n.params[i];
+        Value v;
+        if (i < args.size()) {
+          v = args[i];
+        } else if (auto it = std::find_if(kwargs.begin(), kwargs.end(),
+                                          [&](const auto& kw) { return kw.first == name; });
+                   it != kwargs.end()) {
+          v = it->second;
+        } else if (fallback) {
+          v = Eval(*fallback);
+        }
+        scopes_.back()[name] = std::move(v);
+      }
+      std::string text;
+      Exec(n.body, &text);
+      return Value::String(std::move(text));
+    });
   }
 
   void Assign(const Node& n, Value v) {
@@ -811,6 +852,8 @@ class Renderer {
   static constexpr size_t kMaxListItems = 1'000'000;
   static constexpr uint64_t kCancelEvery = 4096;  // About a millisecond of evaluation.
   uint64_t steps_ = 0;
+  static constexpr int kMaxMacroDepth = 64;  // Calls of macros inside macros (recursion).
+  int macro_depth_ = 0;
   const CancelCheck& cancelled_;
 };
 

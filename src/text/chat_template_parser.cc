@@ -592,7 +592,8 @@ class Parser {
         if (keyword == end) return keyword;
       }
       ++pos_;
-      const bool block = keyword == "if" || keyword == "for" || keyword == "set";
+      const bool block =
+          keyword == "if" || keyword == "for" || keyword == "set" || keyword == "macro";
       Check(!block || nesting_ < kMaxStatementNesting, "chat template line ", item.line,
             ": blocks nested too deeply (more than ", kMaxStatementNesting, " levels)");
       if (block) ++nesting_;
@@ -609,11 +610,13 @@ class Parser {
         body->push_back(ParseFor(item));
       } else if (keyword == "set") {
         body->push_back(ParseSet(item));
+      } else if (keyword == "macro") {
+        body->push_back(ParseMacro(item));
       } else if (keyword == "generation" || keyword == "endgeneration") {
         // transformers' assistant-mask markers: no output of their own.
       } else {
         Fail("chat template line ", item.line, ": unsupported statement '", keyword,
-             "' (supported: if/elif/else, for, set, generation)");
+             "' (supported: if/elif/else, for, set, macro, generation)");
       }
     }
     // Only dereference ends when there is one: Check's message is built eagerly.
@@ -673,6 +676,31 @@ class Parser {
       ParseBody(&n->else_body, {"endfor"});
       ++pos_;
     }
+    return n;
+  }
+
+  // {% macro name(a, b=default) %} body {% endmacro %}
+  std::unique_ptr<Node> ParseMacro(const Item& item) {
+    auto n = std::make_unique<Node>();
+    n->kind = Node::Kind::kMacro;
+    n->line = item.line;
+    ExprParser p(item.tokens, 1, item.line);
+    n->targets.push_back(p.Name());
+    p.ExpectOp("(");
+    while (!p.PeekOp(")")) {
+      std::string name = p.Name();
+      std::unique_ptr<Expr> fallback;
+      if (p.PeekOp("=")) {
+        p.ExpectOp("=");
+        fallback = p.Parse();
+      }
+      n->params.emplace_back(std::move(name), std::move(fallback));
+      if (!p.PeekOp(")")) p.ExpectOp(",");
+    }
+    p.ExpectOp(")");
+    Check(p.AtEnd(), "chat template line ", item.line, ": unexpected tokens in macro");
+    ParseBody(&n->body, {"endmacro"});
+    ++pos_;
     return n;
   }
 

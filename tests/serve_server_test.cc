@@ -971,6 +971,68 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
   }
 }
 
+// gpt-oss's harmony: a forced call is a commentary message to the function (its special tokens
+// allowed whole: ToolCalls.AHarmonyCallGrammarAllowsItsSpecialTokens); every chat reply is parsed as channels, tools or not; the call goes back in
+// the template's form.
+TEST(ServeTools, HarmonyEndToEnd) {
+  testing::TempDir dir;
+  ServerOptions options = SmallBatches();
+  options.compact_json = true;
+  RunningServer s(testing::HarmonyModel(dir.path()), options);
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}},
+      "required": ["city"]}}}, {"type": "function", "function": {"name": "now"}}])");
+  json request = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                  {"tools", tools},
+                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+                  {"max_tokens", 120},
+                  {"temperature", 0.7},
+                  {"seed", 4}};
+  const HttpResult r = s.Post("/v1/chat/completions", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(arguments["city"] == "Oslo" || arguments["city"] == "Paris") << arguments;
+  request["stream"] = true;
+  const HttpResult st = s.Post("/v1/chat/completions", request);
+  ASSERT_EQ(st.status, 200);
+  json streamed;
+  for (const std::string& ev : st.events)
+    if (ev != "[DONE]" && json::parse(ev)["choices"][0]["delta"].contains("tool_calls"))
+      streamed = json::parse(ev)["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(streamed["function"], call["function"]) << "same seed, same call";
+
+  // Without tools the reply is parsed all the same: no raw markers reach the client.
+  const json plain = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                      {"max_tokens", 24},
+                      {"temperature", 1.0},
+                      {"seed", 1}};
+  const HttpResult p = s.Post("/v1/chat/completions", plain);
+  ASSERT_EQ(p.status, 200) << p.body;
+  const json message = json::parse(p.body)["choices"][0]["message"];
+  EXPECT_FALSE(message.contains("tool_calls")) << message;
+  if (message["content"].is_string()) {
+    EXPECT_EQ(message["content"].get<std::string>().find("<|message|>"), std::string::npos);
+  }
+
+  const json next = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+        {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}}}},
+      {"tools", tools},
+      {"max_tokens", 4}};
+  const std::string prompt = s.session->tokenizer->Decode(s.server->PromptTokens(
+      ParseApiRequest(Endpoint::kChat, next.dump(), ApiLimits{})));
+  EXPECT_NE(prompt.find("commentary to=functions.get_weather"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("type get_weather = (_: "), std::string::npos) << prompt;
+  EXPECT_EQ(s.Post("/v1/chat/completions", next).status, 200);
+}
+
 TEST(ServeTools, AModelWithoutAToolTemplateRefusesTools) {
   cli::ModelOptions model;
   model.model = kDemo;

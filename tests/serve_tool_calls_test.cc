@@ -129,6 +129,80 @@ TEST(ToolCalls, GlmArgumentsAreKeyValuePairsTypedByTheSchema) {
                   .calls.empty());
 }
 
+TEST(ToolCalls, HarmonyRepliesAreChannels) {
+  EXPECT_EQ(DetectToolCallFormat("{% if tools %}{% endif %}<|start|>assistant<|channel|>final"),
+            ToolCallFormat::kHarmony);
+  const ordered_json tools = ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "get_weather"}},
+          {"type": "function", "function": {"name": "now"}}])");
+  const std::string call =
+      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+      "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}"
+      "<|call|>";
+  const ParsedReply r = ParseToolCalls(ToolCallFormat::kHarmony, call, tools);
+  EXPECT_EQ(r.content, "") << "analysis is reasoning, not content";
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kHarmony, call, ordered_json::array()).calls.empty())
+      << "no tools offered, no calls";
+  // The recipient may stand in the role part of the header.
+  const ParsedReply role = ParseToolCalls(
+      ToolCallFormat::kHarmony,
+      "<|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}<|call|>", tools);
+  ASSERT_EQ(role.calls.size(), 1u);
+  EXPECT_EQ(role.calls[0].name, "now");
+  const ParsedReply final_text = ParseToolCalls(
+      ToolCallFormat::kHarmony,
+      "<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>commentary"
+      "<|message|>Preamble. <|end|><|start|>assistant<|channel|>final<|message|>Hello there."
+      "<|return|>",
+      tools);
+  EXPECT_EQ(final_text.content, "Preamble. Hello there.");
+  EXPECT_TRUE(final_text.calls.empty());
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kHarmony, "no markers", tools).content, "no markers");
+  // Streamed: only content leaves, as it grows; the call waits for Finish.
+  ToolCallStream st(ToolCallFormat::kHarmony, tools);
+  EXPECT_EQ(st.Push("<|channel|>analysis<|message|>Think"), "");
+  EXPECT_EQ(st.Push("ing.<|end|><|start|>assistant<|channel|>final<|message|>Hel"), "Hel");
+  EXPECT_EQ(st.Push("lo <"), "lo ") << "'<|' may begin a marker";
+  EXPECT_EQ(st.Push("|end|><|start|>assistant to=functions.now<|channel|>commentary"), "");
+  EXPECT_EQ(st.Push(" <|constrain|>json<|message|>{}"), "");
+  const ParsedReply rest = st.Finish();
+  EXPECT_EQ(rest.content, "");
+  ASSERT_EQ(rest.calls.size(), 1u);
+  EXPECT_EQ(rest.calls[0].name, "now");
+}
+
+// A grammar names the special tokens it may match: harmony's forced call allows <|channel|>
+// and its kin as whole tokens, every other grammar none.
+TEST(ToolCalls, AHarmonyCallGrammarAllowsItsSpecialTokens) {
+  const std::vector<std::string> vocab = {"<|channel|>", "<|constrain|>", "<|message|>",
+                                          "<|end|>", "commentary to=functions.now ", "json",
+                                          "{}", "{", "}", "<|"};
+  const std::vector<bool> special = {true, true, true, true, false, false, false, false, false,
+                                     false};
+  const auto trie = std::make_shared<const TokenTrie>(vocab, special);
+  const ordered_json tools =
+      ordered_json::parse(R"([{"type": "function", "function": {"name": "now"}}])");
+  GrammarMatcher m(ToolCallGrammar(ToolCallFormat::kHarmony, tools, ""), trie);
+  // <|channel|> whole, or its text spelled by plain tokens ("<|"), as any literal may be.
+  EXPECT_EQ(m.AllowedTokens(), std::vector<int32_t>({0, 9}));
+  ASSERT_TRUE(m.AcceptToken(0));
+  ASSERT_TRUE(m.AcceptToken(4));
+  EXPECT_EQ(m.AllowedTokens(), std::vector<int32_t>({1, 9}));
+  ASSERT_TRUE(m.AcceptToken(1));
+  ASSERT_TRUE(m.AcceptToken(5));
+  ASSERT_TRUE(m.AcceptToken(2));
+  EXPECT_FALSE(m.AcceptToken(3)) << "<|end|> is not named";
+  EXPECT_EQ(m.AllowedTokens(), std::vector<int32_t>({6, 7}));
+  ASSERT_TRUE(m.AcceptToken(6));
+  EXPECT_TRUE(m.IsComplete());
+  // The Hermes grammar names none: its text spelled by special tokens is never allowed.
+  GrammarMatcher hermes(ToolCallGrammar(ToolCallFormat::kHermes, tools, ""), trie);
+  EXPECT_FALSE(hermes.AcceptToken(0));
+}
+
 // Every format: a call written as its templates write it parses back to the same call, and the
 // forcing grammar accepts exactly that text.
 TEST(ToolCalls, WrittenCallsParseBackAndMatchTheGrammar) {
@@ -139,7 +213,7 @@ TEST(ToolCalls, WrittenCallsParseBackAndMatchTheGrammar) {
     {"type": "function", "function": {"name": "now"}}])");
   for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kMistral,
                                 ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
-                                ToolCallFormat::kGlm}) {
+                                ToolCallFormat::kGlm, ToolCallFormat::kHarmony}) {
     SCOPED_TRACE(static_cast<int>(format));
     const ToolCall call{"", "get_weather", R"({"city": "Oslo", "days": 2, "unit": "f"})"};
     const std::string text = WriteToolCall(format, call);

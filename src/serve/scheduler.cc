@@ -300,7 +300,7 @@ void Scheduler::Admit() {
       s->handle->cached_tokens_ = reused;
       if (metrics_) metrics_->SetPrefixCache(prefix_cache_->stats(), prefix_cache_->budget_bytes());
     }
-    if (tokenizer_) s->decoder = std::make_unique<StreamDecoder>(*tokenizer_, true);
+    if (tokenizer_) s->decoder = std::make_unique<StreamDecoder>(*tokenizer_, !s->job.special_text);
     if (s->job.grammar && tokenizer_) {
       if (!trie_) {
         // Once per server: the vocabulary's bytes (control tokens are never grammar text).

@@ -69,6 +69,9 @@ struct Job {
   // Structured output: every token is drawn from those the grammar allows next, and a stop
   // id only where the grammar may end (null: free text). Needs the tokenizer.
   std::shared_ptr<const Grammar> grammar;
+  // The reply's text keeps the text of special tokens (harmony's channel markers, which the
+  // server parses); otherwise they are left out.
+  bool special_text = false;
   // Log probabilities of each generated token (not of stop ids) and of this many likely
   // alternatives; -1: none (engine/logprobs.h).
   int logprobs = -1;

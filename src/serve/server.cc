@@ -161,7 +161,7 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
   if (r.tool_choice != "none" && tool_format_ == ToolCallFormat::kNone)
     throw ApiError(400,
                    chat_template_ ? "this model's chat template renders no tool calls in a format "
-                                    "moex parses (Hermes/Qwen, Mistral, DeepSeek V3/V3.1, GLM-4.5+): "
+                                    "moex parses (Hermes/Qwen, Mistral, DeepSeek V3/V3.1, GLM-4.5+, harmony): "
                                     "'tools' cannot be used"
                                   : "this model has no chat template: 'tools' cannot be used",
                    "tools");
@@ -256,9 +256,20 @@ Job Server::AdmitJob(const ApiRequest& request, httplib::Response& res,
   return MakeJob(request, deadline);
 }
 
+ToolCallFormat Server::ReplyFormat(const ApiRequest& r) const {
+  if (r.endpoint != Endpoint::kChat || !chat_template_) return ToolCallFormat::kNone;
+  return r.tool_choice != "none" || tool_format_ == ToolCallFormat::kHarmony ? tool_format_
+                                                                                : ToolCallFormat::kNone;
+}
+
+nlohmann::ordered_json Server::ReplyTools(const ApiRequest& r) const {
+  return r.tool_choice != "none" ? r.tools : nlohmann::ordered_json::array();
+}
+
 Job Server::MakeJob(const ApiRequest& r, Clock::time_point deadline) const {
   Job job;
   job.prompt = PromptTokens(r, deadline);
+  job.special_text = ReplyFormat(r) == ToolCallFormat::kHarmony;
   job.max_tokens = r.max_tokens;
   const SamplingDefaults& defaults = transformer_.model().sampling;
   job.sampling.temperature = r.temperature.value_or(defaults.temperature);
@@ -498,7 +509,8 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
     for (const auto& h : handles) h->Cancel();
   };
   // With tools, a reply is split into content and calls (serve/tool_calls.h).
-  const ToolCallFormat tools = request.tool_choice != "none" ? tool_format_ : ToolCallFormat::kNone;
+  const ToolCallFormat tools = ReplyFormat(request);
+  const nlohmann::ordered_json offered = ReplyTools(request);
   auto calls_json = [tools](const std::vector<ToolCall>& calls, bool delta) {
     json out = json::array();
     for (size_t k = 0; k < calls.size(); ++k) {
@@ -534,7 +546,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
         choices.push_back(choice(i, text, tokens, u.finish_reason, false, entries));
         continue;
       }
-      const ParsedReply reply = ParseToolCalls(tools, text, request.tools);
+      const ParsedReply reply = ParseToolCalls(tools, text, offered);
       json c =
           choice(i, reply.content, tokens,
                  reply.calls.empty() ? json(u.finish_reason) : json("tool_calls"), false, entries);
@@ -573,7 +585,7 @@ void Server::Complete(Endpoint endpoint, const httplib::Request& req, httplib::R
   // Choices still running; each chunk carries one choice's news, as OpenAI streams n > 1.
   auto running = std::make_shared<std::vector<bool>>(handles.size(), true);
   auto splitters =
-      std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools, request.tools));
+      std::make_shared<std::vector<ToolCallStream>>(handles.size(), ToolCallStream(tools, offered));
   auto failed = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

@@ -76,6 +76,10 @@ class Server {
   enum class Dialect { kMessages, kResponses };
   void CompleteDialect(Dialect dialect, const httplib::Request& req, httplib::Response& res);
   Job MakeJob(const ApiRequest& request, Clock::time_point deadline) const;
+  // The format a reply is parsed in (kNone: plain text): the template's with tools, and
+  // always for harmony, whose replies are channels; the tools its calls may name.
+  ToolCallFormat ReplyFormat(const ApiRequest& request) const;
+  nlohmann::ordered_json ReplyTools(const ApiRequest& request) const;
   // When a request arriving now times out (--timeout).
   Clock::time_point RequestDeadline() const;
   // What every generating endpoint checks once its body is parsed -- the model's name -- and

@@ -70,7 +70,8 @@ void Server::CompleteDialect(Dialect dialect, const httplib::Request& req, httpl
                          std::to_string(Clock::now().time_since_epoch().count() % 1000000000);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const std::string model = options_.model_name;
-  const ToolCallFormat tools = request.tool_choice != "none" ? tool_format_ : ToolCallFormat::kNone;
+  const ToolCallFormat tools = ReplyFormat(request);
+  const nlohmann::ordered_json offered = ReplyTools(request);
   auto usage = [handle] {
     DialectUsage u;
     u.input_tokens = handle->prompt_tokens();
@@ -103,7 +104,7 @@ void Server::CompleteDialect(Dialect dialect, const httplib::Request& req, httpl
     if (tools == ToolCallFormat::kNone)
       reply.content = text;
     else
-      reply = ParseToolCalls(tools, text, request.tools);
+      reply = ParseToolCalls(tools, text, offered);
     const json body = messages ? MessagesResponse(id, model, reply, u.finish_reason, usage(), tools)
                                : ResponsesResponse(base, reply, u.finish_reason, usage(), tools);
     res.set_content(DialectDump(body), "application/json");
@@ -116,7 +117,7 @@ void Server::CompleteDialect(Dialect dialect, const httplib::Request& req, httpl
     stream->messages = std::make_unique<MessagesStream>(id, model, tools);
   else
     stream->responses = std::make_unique<ResponsesStream>(base, tools);
-  auto splitter = std::make_shared<ToolCallStream>(tools, request.tools);
+  auto splitter = std::make_shared<ToolCallStream>(tools, offered);
   auto started = std::make_shared<bool>(false);
   ++open_streams_;
   res.set_header("Cache-Control", "no-cache");

@@ -1,5 +1,6 @@
 #include "serve/tool_calls.h"
 
+#include <cctype>
 #include <functional>
 #include <random>
 #include <set>
@@ -27,6 +28,12 @@ constexpr const char* kGlmKeyOpen = "<arg_key>";
 constexpr const char* kGlmKeyClose = "</arg_key>";
 constexpr const char* kGlmValueOpen = "<arg_value>";
 constexpr const char* kGlmValueClose = "</arg_value>";
+// Harmony's special tokens.
+constexpr const char* kHarmonyStart = "<|start|>";
+constexpr const char* kHarmonyChannel = "<|channel|>";
+constexpr const char* kHarmonyConstrain = "<|constrain|>";
+constexpr const char* kHarmonyMessage = "<|message|>";
+constexpr const char* kHarmonyEnds[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>"};
 
 // The marker a reply's calls begin with.
 std::string OpenMarker(ToolCallFormat format) {
@@ -39,6 +46,7 @@ std::string OpenMarker(ToolCallFormat format) {
     case ToolCallFormat::kDeepSeekV3:
     case ToolCallFormat::kDeepSeekV31:
       return kDsCallsBegin;
+    case ToolCallFormat::kHarmony:  // Streamed by ToolCallStream::PushHarmony.
     case ToolCallFormat::kNone:
       break;
   }
@@ -62,10 +70,19 @@ bool ReadCall(const nlohmann::json& call, ToolCall* out) {
   return true;
 }
 
+// A function name as the API allows them ([A-Za-z0-9_-]{1,64}): a name written outside the
+// JSON (DeepSeek, GLM, harmony) that is not one is no call.
+bool FunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
 // A name and a JSON object's text as a ToolCall; false when either is not one.
 bool ReadNamedCall(const std::string& name, const std::string& arguments, ToolCall* out) {
   const OJson args = OJson::parse(arguments, nullptr, false);
-  if (name.empty() || !args.is_object()) return false;
+  if (!FunctionName(name) || !args.is_object()) return false;
   out->name = name;
   out->arguments = args.dump();
   return true;
@@ -198,7 +215,7 @@ const OJson* ParameterSchema(const OJson& tools, const std::string& name, const 
 bool ReadGlm(const OJson& tools, const std::string& body, ToolCall* out) {
   const size_t first = body.find(kGlmKeyOpen);
   const std::string name = Trim(body.substr(0, first));
-  if (name.empty() || name.find_first_of("<>\n") != std::string::npos) return false;
+  if (!FunctionName(name)) return false;
   OJson args = OJson::object();
   for (size_t at = first; at != std::string::npos; at = body.find(kGlmKeyOpen, at)) {
     const size_t key = at + std::string(kGlmKeyOpen).size();
@@ -217,8 +234,54 @@ bool ReadGlm(const OJson& tools, const std::string& body, ToolCall* out) {
     at = value_end;
   }
   out->name = name;
-  out->arguments = args.dump();
+  // The raw values may hold bytes that are not UTF-8 (the parser takes any text).
+  out->arguments = args.dump(-1, ' ', false, OJson::error_handler_t::replace);
   return true;
+}
+
+// A harmony reply's messages: calls (to functions offered in `tools`) and the content (the
+// final channel and commentary to no one, untrimmed). Text before the first special token is
+// content as it stands (a reply without any); an unfinished last header is nothing yet.
+ParsedReply ParseHarmonyRaw(const std::string& text, const OJson& tools) {
+  ParsedReply out;
+  const bool keep_calls = tools.is_array() && !tools.empty();
+  size_t at = std::min(text.find("<|"), text.size());
+  out.content = text.substr(0, at);
+  while (at < text.size()) {
+    const size_t message = text.find(kHarmonyMessage, at);
+    if (message == std::string::npos) break;  // An unfinished header.
+    const std::string header = text.substr(at, message - at);
+    const size_t body = message + std::string(kHarmonyMessage).size();
+    size_t end = text.size(), next = text.size();
+    for (const char* marker : kHarmonyEnds) {
+      const size_t m = text.find(marker, body);
+      if (m < end) {
+        end = m;
+        // A next message's <|start|> is the start of its header, which skips it.
+        next = m + std::string(marker).size();
+      }
+    }
+    const std::string content = text.substr(body, end - body);
+    std::string channel, recipient;
+    if (const size_t c = header.find(kHarmonyChannel); c != std::string::npos) {
+      const size_t from = c + std::string(kHarmonyChannel).size();
+      channel = header.substr(from, header.find_first_of(" <", from) - from);
+    }
+    if (const size_t to = header.find(" to="); to != std::string::npos) {
+      recipient = header.substr(to + 4, header.find_first_of(" <", to + 4) - to - 4);
+    } else if (header.starts_with("to=")) {
+      recipient = header.substr(3, header.find_first_of(" <") - 3);
+    }
+    if (recipient.starts_with("functions.")) {
+      ToolCall c;
+      if (keep_calls && ReadNamedCall(recipient.substr(10), content, &c))
+        out.calls.push_back(std::move(c));
+    } else if (recipient.empty() && channel != "analysis") {
+      out.content += content;
+    }
+    at = next;
+  }
+  return out;
 }
 
 // The escaped form of a JSON pointer's reference token.
@@ -265,6 +328,7 @@ E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptio
 
 ToolCallFormat DetectToolCallFormat(const std::string& source) {
   if (source.find(kMistralOpen) != std::string::npos) return ToolCallFormat::kMistral;
+  if (source.find(kHarmonyChannel) != std::string::npos) return ToolCallFormat::kHarmony;
   if (source.find(kDsCallBegin) != std::string::npos)
     return source.find("```json") != std::string::npos ? ToolCallFormat::kDeepSeekV3
                                                         : ToolCallFormat::kDeepSeekV31;
@@ -296,6 +360,9 @@ std::string WriteToolCall(ToolCallFormat format, const ToolCall& call) {
     case ToolCallFormat::kDeepSeekV31:
       return std::string(kDsCallsBegin) + kDsCallBegin + name + kDsSep + args + kDsCallEnd +
              kDsCallsEnd;
+    case ToolCallFormat::kHarmony:
+      return std::string(kHarmonyChannel) + "commentary to=functions." + name + " " +
+             kHarmonyConstrain + "json" + kHarmonyMessage + args;
     case ToolCallFormat::kGlm: {
       std::string out = kHermesOpen + name;
       const OJson parsed = OJson::parse(args);
@@ -346,6 +413,11 @@ ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text,
                          [&tools](const std::string& body, ToolCall* c) {
                            return ReadGlm(tools, body, c);
                          });
+    case ToolCallFormat::kHarmony: {
+      ParsedReply out = ParseHarmonyRaw(text, tools);
+      out.content = Trim(out.content);
+      return out;
+    }
     case ToolCallFormat::kNone:
       break;
   }
@@ -401,6 +473,15 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
         calls.push_back(E::Seq({E::Literal(kHermesOpen + fname), GlmArguments(b, parameters, options),
                                 E::Repeat(E::Literal("\n"), 0, 1), E::Literal(kHermesClose)}));
         break;
+      case ToolCallFormat::kHarmony:
+        // The special tokens match whole (GrammarBuilder::AllowSpecialToken); the call ends
+        // where the grammar does, at the model's <|call|> (an end-of-sequence id).
+        calls.push_back(E::Seq({E::Literal(kHarmonyChannel),
+                                E::Literal("commentary to=functions." + fname + " "),
+                                E::Literal(kHarmonyConstrain), E::Literal("json"),
+                                E::Literal(kHarmonyMessage),
+                                JsonSchemaExpr(b, parameters, options)}));
+        break;
       case ToolCallFormat::kNone:
         break;
     }
@@ -411,6 +492,9 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
     body = E::Seq({E::Literal(std::string(kMistralOpen) + "["), body, E::Literal("]")});
   if (format == ToolCallFormat::kDeepSeekV3 || format == ToolCallFormat::kDeepSeekV31)
     body = E::Seq({E::Literal(kDsCallsBegin), body, E::Literal(kDsCallsEnd)});
+  if (format == ToolCallFormat::kHarmony)
+    for (const char* special : {kHarmonyChannel, kHarmonyConstrain, kHarmonyMessage})
+      b.AllowSpecialToken(special);
   const uint32_t root = b.Rule("root");
   b.Define(root, body);
   return std::make_shared<const Grammar>(b.Build(root));
@@ -418,6 +502,19 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
 
 std::string ToolCallStream::Push(const std::string& text) {
   held_ += text;
+  if (format_ == ToolCallFormat::kHarmony) {
+    // The content of the text so far, cut before a special token that may be unfinished; it
+    // only grows, so what is new is sent.
+    size_t cut = held_.size() - PartialMarkerLength(held_, "<|");
+    if (const size_t open = held_.rfind("<|");
+        open != std::string::npos && held_.find("|>", open) == std::string::npos)
+      cut = std::min(cut, open);
+    const std::string content = ParseHarmonyRaw(held_.substr(0, cut), tools_).content;
+    if (content.size() <= sent_) return "";
+    std::string ready = content.substr(sent_);
+    sent_ = content.size();
+    return ready;
+  }
   const std::string open = OpenMarker(format_);
   if (in_call_ || open.empty()) return in_call_ ? "" : std::exchange(held_, "");
   const size_t at = held_.find(open);
@@ -434,6 +531,13 @@ std::string ToolCallStream::Push(const std::string& text) {
 }
 
 ParsedReply ToolCallStream::Finish() {
+  if (format_ == ToolCallFormat::kHarmony) {
+    ParsedReply out = ParseHarmonyRaw(held_, tools_);
+    out.content = out.content.size() > sent_ ? out.content.substr(sent_) : "";
+    if (sent_ == 0) out.content = Trim(out.content);
+    held_.clear();
+    return out;
+  }
   ParsedReply out = ParseToolCalls(format_, held_, tools_);
   held_.clear();
   return out;

@@ -15,8 +15,14 @@
 // - GLM-4.5 / 4.6 / 4.7: `<tool_call>N`, then per argument `<arg_key>K</arg_key><arg_value>V
 //   </arg_value>` (a string value raw, any other as JSON; a newline may precede each tag),
 //   then `</tool_call>`.
-// DeepSeek's V3.2 markup (DSML) and gpt-oss's harmony channels are not parsed: their templates
-// are refused with a clear 400 (docs/serving.md).
+// - Harmony (gpt-oss): a reply is messages, each a header (`<|channel|>C`, a recipient
+//   ` to=functions.N`, `<|constrain|>json`) and a body after `<|message|>` that ends at
+//   `<|end|>`, `<|call|>`, `<|return|>` or the next `<|start|>`. A body sent to a function is a
+//   call; the `final` channel (and commentary to no one) is content; `analysis` is reasoning,
+//   left out. Every chat reply of such a template is parsed, tools or not; its text keeps the
+//   special tokens (Job::special_text).
+// DeepSeek's V3.2 markup (DSML) is not parsed: its templates are refused with a clear 400
+// (docs/serving.md).
 #pragma once
 
 #include <memory>
@@ -29,7 +35,7 @@
 
 namespace moex::serve {
 
-enum class ToolCallFormat { kNone, kHermes, kMistral, kDeepSeekV3, kDeepSeekV31, kGlm };
+enum class ToolCallFormat { kNone, kHermes, kMistral, kDeepSeekV3, kDeepSeekV31, kGlm, kHarmony };
 
 // The format a chat template renders an assistant's tool calls in (from its markers); kNone
 // when it renders none that moex parses.
@@ -68,7 +74,8 @@ struct ParsedReply {
 };
 
 // `tools` (the request's, may be empty) gives GLM's argument types: a value of a string-typed
-// parameter stays a string; any other is read as JSON when it parses.
+// parameter stays a string; any other is read as JSON when it parses. Harmony keeps calls only
+// when `tools` offers some (a reply to a request without tools is content only).
 ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text,
                            const nlohmann::ordered_json& tools = {});
 
@@ -94,6 +101,7 @@ class ToolCallStream {
  private:
   ToolCallFormat format_;
   nlohmann::ordered_json tools_;
+  size_t sent_ = 0;  // Harmony: bytes of the content sent so far.
   std::string held_;       // Not yet sent: a possible marker start, or everything after it.
   bool in_call_ = false;   // The marker was seen.
 };

@@ -266,7 +266,8 @@ class Renderer {
         }
       } leave{*this};
       for (size_t i = 0; i < n.params.size(); ++i) {
-        const auto& [name, fallback] = n.params[i];
+        const std::string& name = n.params[i].first;
+        const std::unique_ptr<Expr>& fallback = n.params[i].second;
         Value v;
         if (i < args.size()) {
           v = args[i];

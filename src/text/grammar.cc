@@ -424,6 +424,7 @@ Grammar GrammarBuilder::Build(uint32_t root) const {
   Grammar g;
   g.root_ = root;
   g.names_ = names_;
+  g.special_tokens_ = special_tokens_;
   g.alternatives_.resize(n);
   size_t total = 0;
   for (const auto& alts : rules_) {

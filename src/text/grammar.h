@@ -77,9 +77,15 @@ class Grammar {
   // A readable listing (GBNF-like, bytes as \xHH), for debugging and tests.
   std::string ToString() const;
 
+  // The texts of special (control) tokens the grammar may match whole, where their bytes are
+  // allowed (harmony's <|channel|> in a tool call); plain tokens that spell the same bytes
+  // match too, as for any literal. Other special tokens never match.
+  const std::vector<std::string>& special_tokens() const { return special_tokens_; }
+
  private:
   friend class GrammarBuilder;
   uint32_t root_ = 0;
+  std::vector<std::string> special_tokens_;
   std::vector<std::string> names_;
   std::vector<Element> elements_;
   std::vector<std::vector<uint32_t>> alternatives_;
@@ -99,6 +105,8 @@ class GrammarBuilder {
   void Define(uint32_t rule, const GrammarExpr& body);
   // NewRule + Define.
   uint32_t AddRule(std::string_view hint, const GrammarExpr& body);
+  // Lets the grammar match the special token whose text is `text` (Grammar::special_tokens).
+  void AllowSpecialToken(std::string text) { special_tokens_.push_back(std::move(text)); }
   // Validates (undefined rules, left recursion, size bounds) and compiles.
   Grammar Build(uint32_t root) const;
 
@@ -109,6 +117,7 @@ class GrammarBuilder {
   void CheckSize() const;
 
   std::vector<std::string> names_;
+  std::vector<std::string> special_tokens_;
   std::vector<std::string> first_use_;
   std::vector<bool> defined_;
   std::vector<std::vector<Sequence>> rules_;

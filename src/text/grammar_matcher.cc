@@ -117,6 +117,8 @@ struct GrammarMatcher::Space {
   int expand_depth = 0;       // Expand's recursion
   std::unordered_set<uint64_t> visited;
   std::vector<int32_t> walk;  // FillMask's state per trie depth
+  // The special tokens (not in the trie) whose text the grammar names: FillMask tries each.
+  std::vector<int32_t> special_ids;
 
   Space(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenTrie> t,
         const GrammarMatcherOptions& o)
@@ -128,6 +130,25 @@ struct GrammarMatcher::Space {
     visited.clear();
     for (uint32_t alt : grammar->alternatives(grammar->root())) Expand(alt, 0);
     initial = StacksOf(InternSet());
+    if (trie && !grammar->special_tokens().empty()) {
+      const std::unordered_set<std::string> named(grammar->special_tokens().begin(),
+                                                  grammar->special_tokens().end());
+      for (int32_t id = 0; id < trie->vocab_size(); ++id)
+        if (!trie->in_trie(id) && !trie->token(id).empty() && named.contains(trie->token(id)))
+          special_ids.push_back(id);
+    }
+  }
+
+  // Sets the bits of the special tokens whose whole text `state` accepts.
+  void MarkSpecial(int32_t state, std::vector<uint64_t>* words) {
+    for (int32_t id : special_ids) {
+      int32_t s = state;
+      for (char c : trie->token(id)) {
+        s = Advance(s, uint8_t(c));
+        if (s < 0) break;
+      }
+      if (s >= 0) (*words)[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    }
   }
 
   void Clear() {
@@ -377,7 +398,10 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
 bool GrammarMatcher::AcceptToken(int32_t id) {
   const TokenTrie* trie = space_->trie.get();
   Check(trie != nullptr, "grammar matcher: AcceptToken needs a token trie");
-  if (id < 0 || id >= trie->vocab_size() || !trie->in_trie(id)) return false;
+  if (id < 0 || id >= trie->vocab_size()) return false;
+  if (!trie->in_trie(id) && std::find(space_->special_ids.begin(), space_->special_ids.end(),
+                                      id) == space_->special_ids.end())
+    return false;
   return AcceptBytes(trie->token(id));
 }
 
@@ -396,6 +420,7 @@ void GrammarMatcher::FillMask(std::vector<uint64_t>* words) {
   ++sp.stats.mask_misses;
   words->assign((size_t(sp.trie->vocab_size()) + 63) / 64, 0);
   sp.Walk(state_, words);
+  sp.MarkSpecial(state_, words);
   sp.CacheMask(state_, *words);
 }
 

@@ -28,7 +28,8 @@
 namespace moex {
 
 // The vocabulary's token byte strings in a trie (preorder arrays), built once per vocabulary.
-// Special (control) tokens and empty tokens are left out: the grammar never allows them.
+// Special (control) tokens and empty tokens are left out: a grammar allows a special token
+// only by naming its text (Grammar::special_tokens).
 class TokenTrie {
  public:
   TokenTrie(std::vector<std::string> token_bytes, std::vector<bool> special);
@@ -77,7 +78,8 @@ class GrammarMatcher {
   // Each returns false, leaving the state unchanged, when the grammar does not allow the bytes.
   bool AcceptByte(uint8_t byte);
   bool AcceptBytes(std::string_view bytes);
-  // The token's bytes; a special token or an id outside the vocabulary is never accepted.
+  // The token's bytes; an id outside the vocabulary, or a special token the grammar does not
+  // name (Grammar::special_tokens), is never accepted.
   bool AcceptToken(int32_t id);
 
   // The grammar can end here (the caller then allows end-of-sequence).

@@ -146,6 +146,42 @@ cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir,
   return options;
 }
 
+cli::ModelOptions HarmonyModel(const std::filesystem::path& dir) {
+  const std::string chat_template =
+      "{% if tools %}<|start|>developer<|message|># Tools\nnamespace functions {\n"
+      "{% for t in tools %}type {{ t.function.name }} = (_: {{ t.function.parameters | tojson }})"
+      " => any;\n{% endfor %}}<|end|>{% endif %}{% for m in messages %}{% if m.tool_calls %}"
+      "{% for c in m.tool_calls %}<|start|>assistant<|channel|>commentary to=functions."
+      "{{ c.function.name }} <|constrain|>json<|message|>{{ c.function.arguments | tojson }}"
+      "<|call|>{% endfor %}{% elif m.role == 'tool' %}<|start|>functions.reply to=assistant"
+      "<|channel|>commentary<|message|>{{ m.content }}<|end|>{% else %}<|start|>{{ m.role }}"
+      "<|message|>{{ m.content }}<|end|>{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}<|start|>assistant{% endif %}";
+  cli::ModelOptions options = ToolTemplateModel(dir, chat_template);
+  const std::filesystem::path model = options.model;
+  nlohmann::json tokenizer = nlohmann::json::parse(std::ifstream(model / "tokenizer.json"));
+  int id = 300;
+  for (const char* name : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                           "<|return|>", "<|call|>"}) {
+    auto& vocab = tokenizer["model"]["vocab"];
+    vocab.erase("<|reserved_" + std::to_string(id) + "|>");
+    vocab[name] = id;
+    tokenizer["added_tokens"].push_back({{"id", id},
+                                         {"content", name},
+                                         {"single_word", false},
+                                         {"lstrip", false},
+                                         {"rstrip", false},
+                                         {"normalized", false},
+                                         {"special", true}});
+    ++id;
+  }
+  std::ofstream(model / "tokenizer.json") << tokenizer.dump();
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(model / "config.json"));
+  config["eos_token_id"] = {2, 305, 306};
+  std::ofstream(model / "config.json") << config.dump();
+  return options;
+}
+
 serve::ServerOptions SmallBatchOptions() {
   serve::ServerOptions o;
   o.scheduler.max_running = 8;

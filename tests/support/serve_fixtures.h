@@ -44,6 +44,11 @@ struct RunningServer {
 cli::ModelOptions ToolTemplateModel(const std::filesystem::path& dir,
                                     const std::string& chat_template = "");
 
+// The same tiny model with gpt-oss's harmony format: a template of harmony messages that renders
+// the tools and calls, and <|start|>, <|end|>, <|message|>, <|channel|>, <|constrain|>,
+// <|return|>, <|call|> as special tokens (ids 300-306; <|return|> and <|call|> end a reply).
+cli::ModelOptions HarmonyModel(const std::filesystem::path& dir);
+
 // Small scheduler batches (8 running, 12 tokens a pass, prefill chunks of 4), so prompts
 // share passes.
 serve::ServerOptions SmallBatchOptions();

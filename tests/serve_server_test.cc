@@ -815,6 +815,23 @@ TEST(ServeDemoModel, EchoPutsThePromptBeforeTheReply) {
 namespace moex::serve {
 namespace {
 
+// get_weather (a city, Oslo or Paris) and now (no parameters).
+json WeatherTools() {
+  return json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}},
+      "required": ["city"]}}}, {"type": "function", "function": {"name": "now"}}])");
+}
+
+// A chat request that forces a call to get_weather, sampled with `seed`.
+json ForcedWeatherRequest(const json& tools, int max_tokens, int seed) {
+  return {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+          {"tools", tools},
+          {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+          {"max_tokens", max_tokens},
+          {"temperature", 0.7},
+          {"seed", seed}};
+}
+
 // tool_choice naming a function: the reply is that call, its arguments valid for the
 // function's schema, finish_reason tool_calls, content null; streamed, the call comes as one
 // tool_calls delta; the call and its result sent back render and are answered.
@@ -822,15 +839,8 @@ TEST(ServeTools, ANamedToolChoiceGivesAValidCallWholeAndStreamed) {
   testing::TempDir dir;
   RunningServer s(testing::ToolTemplateModel(dir.path()), SmallBatches());
 
-  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
-      "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}},
-      "required": ["city"]}}}, {"type": "function", "function": {"name": "now"}}])");
-  json request = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
-                  {"tools", tools},
-                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
-                  {"max_tokens", 180},
-                  {"temperature", 0.7},
-                  {"seed", 3}};
+  const json tools = WeatherTools();
+  json request = ForcedWeatherRequest(tools, 180, 3);
   const HttpResult r = s.Post("/v1/chat/completions", request);
   ASSERT_EQ(r.status, 200) << r.body;
   const json choice = json::parse(r.body)["choices"][0];
@@ -883,6 +893,32 @@ TEST(ServeTools, ANamedToolChoiceGivesAValidCallWholeAndStreamed) {
   EXPECT_EQ(json::parse(refused.body)["error"]["param"], "tools");
 }
 
+// Posts `request`, which forces a call to get_weather (city Oslo or Paris), and expects that one
+// call, whole and streamed with the same seed; returns it.
+json ExpectWeatherCall(const RunningServer& s, json request) {
+  const HttpResult r = s.Post("/v1/chat/completions", request);
+  EXPECT_EQ(r.status, 200) << r.body;
+  const json choice = json::parse(r.body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
+  if (!choice["message"].contains("tool_calls") || choice["message"]["tool_calls"].size() != 1) {
+    ADD_FAILURE() << "not one call: " << choice;
+    return json();
+  }
+  const json call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(arguments["city"] == "Oslo" || arguments["city"] == "Paris") << arguments;
+  request["stream"] = true;
+  const HttpResult st = s.Post("/v1/chat/completions", request);
+  EXPECT_EQ(st.status, 200);
+  json streamed;
+  for (const std::string& ev : st.events)
+    if (ev != "[DONE]" && json::parse(ev)["choices"][0]["delta"].contains("tool_calls"))
+      streamed = json::parse(ev)["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(streamed["function"], call["function"]) << "same seed, same call";
+  return call;
+}
+
 // Templates in DeepSeek V3's form (calls rendered, the tool list not: the server writes it
 // into the system prompt; arguments as text) and GLM's (<arg_key> pairs): a forced call is
 // valid whole and streamed, and the loop's next turn renders the call as the template asks.
@@ -926,26 +962,12 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
                     {"max_tokens", 250},
                     {"temperature", 0.7},
                     {"seed", 3}};
-    const HttpResult r = s.Post("/v1/chat/completions", request);
-    ASSERT_EQ(r.status, 200) << r.body;
-    const json choice = json::parse(r.body)["choices"][0];
-    EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
-    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
-    const json call = choice["message"]["tool_calls"][0];
-    EXPECT_EQ(call["function"]["name"], "get_weather");
+    const json call = ExpectWeatherCall(s, request);
+    ASSERT_FALSE(call.is_null());
     const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
-    EXPECT_TRUE(arguments["city"] == "Oslo" || arguments["city"] == "Paris") << arguments;
     EXPECT_TRUE(arguments["days"].is_number_integer() && arguments["days"] >= 1 &&
                 arguments["days"] <= 3)
         << arguments;
-    request["stream"] = true;
-    const HttpResult st = s.Post("/v1/chat/completions", request);
-    ASSERT_EQ(st.status, 200);
-    json streamed;
-    for (const std::string& ev : st.events)
-      if (ev != "[DONE]" && json::parse(ev)["choices"][0]["delta"].contains("tool_calls"))
-        streamed = json::parse(ev)["choices"][0]["delta"]["tool_calls"][0];
-    EXPECT_EQ(streamed["function"], call["function"]) << "same seed, same call";
 
     // The next turn, as the template renders it: the tool list (the server's, for DeepSeek's
     // form), then the call in the format.
@@ -971,40 +993,18 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
   }
 }
 
-// gpt-oss's harmony: a forced call is a commentary message to the function (its special tokens
-// allowed whole: ToolCalls.AHarmonyCallGrammarAllowsItsSpecialTokens); every chat reply is parsed as channels, tools or not; the call goes back in
-// the template's form.
+// gpt-oss's harmony: a forced call is a commentary message to the function (its special
+// tokens allowed whole: ToolCalls.AHarmonyCallGrammarAllowsItsSpecialTokens); every chat
+// reply is parsed as channels, tools or not; the call goes back in the template's form.
 TEST(ServeTools, HarmonyEndToEnd) {
   testing::TempDir dir;
   ServerOptions options = SmallBatches();
   options.compact_json = true;
   RunningServer s(testing::HarmonyModel(dir.path()), options);
-  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
-      "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}},
-      "required": ["city"]}}}, {"type": "function", "function": {"name": "now"}}])");
-  json request = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
-                  {"tools", tools},
-                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
-                  {"max_tokens", 120},
-                  {"temperature", 0.7},
-                  {"seed", 4}};
-  const HttpResult r = s.Post("/v1/chat/completions", request);
-  ASSERT_EQ(r.status, 200) << r.body;
-  const json choice = json::parse(r.body)["choices"][0];
-  EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice;
-  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
-  const json call = choice["message"]["tool_calls"][0];
-  EXPECT_EQ(call["function"]["name"], "get_weather");
-  const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
-  EXPECT_TRUE(arguments["city"] == "Oslo" || arguments["city"] == "Paris") << arguments;
-  request["stream"] = true;
-  const HttpResult st = s.Post("/v1/chat/completions", request);
-  ASSERT_EQ(st.status, 200);
-  json streamed;
-  for (const std::string& ev : st.events)
-    if (ev != "[DONE]" && json::parse(ev)["choices"][0]["delta"].contains("tool_calls"))
-      streamed = json::parse(ev)["choices"][0]["delta"]["tool_calls"][0];
-  EXPECT_EQ(streamed["function"], call["function"]) << "same seed, same call";
+  const json tools = WeatherTools();
+  const json request = ForcedWeatherRequest(tools, 120, 4);
+  const json call = ExpectWeatherCall(s, request);
+  ASSERT_FALSE(call.is_null());
 
   // Without tools the reply is parsed all the same: no raw markers reach the client.
   const json plain = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},

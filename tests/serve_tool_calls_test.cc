@@ -17,6 +17,17 @@ namespace {
 
 using nlohmann::ordered_json;
 
+// Expects `r` to hold `content` and exactly `calls` ({name, arguments}) in order.
+void ExpectReply(const ParsedReply& r, const std::string& content,
+                 const std::vector<std::pair<std::string, std::string>>& calls) {
+  EXPECT_EQ(r.content, content);
+  ASSERT_EQ(r.calls.size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(r.calls[i].name, calls[i].first);
+    EXPECT_EQ(r.calls[i].arguments, calls[i].second);
+  }
+}
+
 bool Matches(const Grammar& g, const std::string& text) {
   GrammarMatcher m(std::make_shared<Grammar>(g), nullptr);
   return m.AcceptBytes(text) && m.IsComplete();
@@ -67,20 +78,12 @@ TEST(ToolCalls, DeepSeekCallsInBothForms) {
       "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
       "```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function"
       "<｜tool▁sep｜>now\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
-  EXPECT_EQ(v3.content, "Checking.");
-  ASSERT_EQ(v3.calls.size(), 2u);
-  EXPECT_EQ(v3.calls[0].name, "get_weather");
-  EXPECT_EQ(v3.calls[0].arguments, R"({"city":"Oslo"})");
-  EXPECT_EQ(v3.calls[1].name, "now");
-  EXPECT_EQ(v3.calls[1].arguments, "{}");
+  ExpectReply(v3, "Checking.", {{"get_weather", R"({"city":"Oslo"})"}, {"now", "{}"}});
   const ParsedReply v31 = ParseToolCalls(
       ToolCallFormat::kDeepSeekV31,
       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
       "\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜> Done.");
-  EXPECT_EQ(v31.content, "Done.");
-  ASSERT_EQ(v31.calls.size(), 1u);
-  EXPECT_EQ(v31.calls[0].name, "get_weather");
-  EXPECT_EQ(v31.calls[0].arguments, R"({"city":"Paris"})");
+  ExpectReply(v31, "Done.", {{"get_weather", R"({"city":"Paris"})"}});
   // A call whose arguments are not a JSON object stays text; an unclosed block still parses.
   const ParsedReply bad = ParseToolCalls(
       ToolCallFormat::kDeepSeekV31,
@@ -252,11 +255,7 @@ TEST(ToolCalls, MistralCallsAreAJsonListAfterTheMarker) {
       ToolCallFormat::kMistral,
       "Checking. [TOOL_CALLS][{\"name\": \"get\", \"arguments\": {\"city\": \"Oslo\"}}, "
       "{\"name\": \"now\", \"arguments\": {}}]</s>");
-  EXPECT_EQ(r.content, "Checking.");
-  ASSERT_EQ(r.calls.size(), 2u);
-  EXPECT_EQ(r.calls[0].name, "get");
-  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo"})");
-  EXPECT_EQ(r.calls[1].name, "now");
+  ExpectReply(r, "Checking.", {{"get", R"({"city":"Oslo"})"}, {"now", "{}"}});
   // A list that does not parse, or holds something else, stays text.
   EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": ").calls.empty());
   EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kMistral, "[TOOL_CALLS][1, 2]").calls.empty());
@@ -276,12 +275,7 @@ TEST(ToolCalls, ARepliesCallsAndContentAreSplit) {
       ToolCallFormat::kHermes,
       "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
       "\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>");
-  EXPECT_EQ(r.content, "Let me look.");
-  ASSERT_EQ(r.calls.size(), 2u);
-  EXPECT_EQ(r.calls[0].name, "get_weather");
-  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Paris"})");
-  EXPECT_EQ(r.calls[1].name, "now");
-  EXPECT_EQ(r.calls[1].arguments, "{}");
+  ExpectReply(r, "Let me look.", {{"get_weather", R"({"city":"Paris"})"}, {"now", "{}"}});
   // A block that is not a call stays text; an unclosed last block (max_tokens) still parses.
   const ParsedReply bad = ParseToolCalls(ToolCallFormat::kHermes, "a <tool_call>{nope</tool_call> b");
   EXPECT_TRUE(bad.calls.empty());

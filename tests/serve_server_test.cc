@@ -946,11 +946,13 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
       "maximum": 3}}, "required": ["city", "days"]}}}])");
   for (const auto& [name, chat_template, rendered_call] :
        {std::tuple<std::string, std::string, std::string>{
-            "deepseek", deepseek, "<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\", "
-                                  "\"days\": 2}\n```<｜tool▁call▁end｜>"},
+            "deepseek", deepseek,
+            "<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\", "
+            "\"days\": 2}\n```<｜tool▁call▁end｜>"},
         // HF's trim_blocks drops the newline after each {% %} tag.
-        {"glm", glm, "<tool_call>get_weather<arg_key>city</arg_key>\n<arg_value>Oslo"
-                     "</arg_value><arg_key>days</arg_key>\n<arg_value>2</arg_value></tool_call>"}}) {
+        {"glm", glm,
+         "<tool_call>get_weather<arg_key>city</arg_key>\n<arg_value>Oslo"
+         "</arg_value><arg_key>days</arg_key>\n<arg_value>2</arg_value></tool_call>"}}) {
     SCOPED_TRACE(name);
     testing::TempDir dir;
     ServerOptions options = SmallBatches();
@@ -979,16 +981,16 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
            {"tool_calls",
             {{{"id", "call_1"},
               {"type", "function"},
-              {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 2})"}}}}}}},
+              {"function",
+               {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo", "days": 2})"}}}}}}},
           {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}}},
         {"tools", tools},
         {"max_tokens", 4}};
-    const std::vector<int32_t> ids = s.server->PromptTokens(
-        ParseApiRequest(Endpoint::kChat, next.dump(), ApiLimits{}));
+    const std::vector<int32_t> ids =
+        s.server->PromptTokens(ParseApiRequest(Endpoint::kChat, next.dump(), ApiLimits{}));
     const std::string prompt = s.session->tokenizer->Decode(ids);
     EXPECT_NE(prompt.find(rendered_call), std::string::npos) << prompt;
-    EXPECT_NE(prompt.find("The weather in a city"), std::string::npos)
-        << prompt;
+    EXPECT_NE(prompt.find("The weather in a city"), std::string::npos) << prompt;
     EXPECT_EQ(s.Post("/v1/chat/completions", next).status, 200);
   }
 }
@@ -1019,15 +1021,14 @@ TEST(ServeTools, HarmonyEndToEnd) {
     EXPECT_EQ(message["content"].get<std::string>().find("<|message|>"), std::string::npos);
   }
 
-  const json next = {
-      {"messages",
-       {{{"role", "user"}, {"content", "Weather in Oslo?"}},
-        {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
-        {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}}}},
-      {"tools", tools},
-      {"max_tokens", 4}};
-  const std::string prompt = s.session->tokenizer->Decode(s.server->PromptTokens(
-      ParseApiRequest(Endpoint::kChat, next.dump(), ApiLimits{})));
+  const json next = {{"messages",
+                      {{{"role", "user"}, {"content", "Weather in Oslo?"}},
+                       {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                       {{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}}}},
+                     {"tools", tools},
+                     {"max_tokens", 4}};
+  const std::string prompt = s.session->tokenizer->Decode(
+      s.server->PromptTokens(ParseApiRequest(Endpoint::kChat, next.dump(), ApiLimits{})));
   EXPECT_NE(prompt.find("commentary to=functions.get_weather"), std::string::npos) << prompt;
   EXPECT_NE(prompt.find("type get_weather = (_: "), std::string::npos) << prompt;
   EXPECT_EQ(s.Post("/v1/chat/completions", next).status, 200);

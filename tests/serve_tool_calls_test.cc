@@ -45,13 +45,15 @@ TEST(ToolCalls, TheFormatComesFromTheTemplate) {
   EXPECT_EQ(DetectToolCallFormat("{{ tools }}[TOOL_CALLS]"), ToolCallFormat::kMistral);
   // DeepSeek V3 / R1 (a fenced JSON after the name) and V3.1 (the JSON right after the
   // separator); neither renders the tool list.
-  const std::string v3 = "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
-                         "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n```json\\n' + "
-                         "tool['function']['arguments'] + '\\n```<｜tool▁call▁end｜>'}}";
+  const std::string v3 =
+      "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+      "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n```json\\n' + "
+      "tool['function']['arguments'] + '\\n```<｜tool▁call▁end｜>'}}";
   EXPECT_EQ(DetectToolCallFormat(v3), ToolCallFormat::kDeepSeekV3);
   EXPECT_FALSE(TemplateRendersTools(v3));
-  const std::string v31 = "{{'<｜tool▁call▁begin｜>' + tool['function']['name'] + "
-                          "'<｜tool▁sep｜>' + tool['function']['arguments'] | tojson}}";
+  const std::string v31 =
+      "{{'<｜tool▁call▁begin｜>' + tool['function']['name'] + "
+      "'<｜tool▁sep｜>' + tool['function']['arguments'] | tojson}}";
   EXPECT_EQ(DetectToolCallFormat(v31), ToolCallFormat::kDeepSeekV31);
   EXPECT_TRUE(ArgumentsAsText(ToolCallFormat::kDeepSeekV3));
   EXPECT_FALSE(ArgumentsAsText(ToolCallFormat::kDeepSeekV31));
@@ -180,11 +182,18 @@ TEST(ToolCalls, HarmonyRepliesAreChannels) {
 // A grammar names the special tokens it may match: harmony's forced call allows <|channel|>
 // and its kin as whole tokens, every other grammar none.
 TEST(ToolCalls, AHarmonyCallGrammarAllowsItsSpecialTokens) {
-  const std::vector<std::string> vocab = {"<|channel|>", "<|constrain|>", "<|message|>",
-                                          "<|end|>", "commentary to=functions.now ", "json",
-                                          "{}", "{", "}", "<|"};
-  const std::vector<bool> special = {true, true, true, true, false, false, false, false, false,
-                                     false};
+  const std::vector<std::string> vocab = {"<|channel|>",
+                                          "<|constrain|>",
+                                          "<|message|>",
+                                          "<|end|>",
+                                          "commentary to=functions.now ",
+                                          "json",
+                                          "{}",
+                                          "{",
+                                          "}",
+                                          "<|"};
+  const std::vector<bool> special = {true,  true,  true,  true,  false,
+                                     false, false, false, false, false};
   const auto trie = std::make_shared<const TokenTrie>(vocab, special);
   const ordered_json tools =
       ordered_json::parse(R"([{"type": "function", "function": {"name": "now"}}])");
@@ -214,9 +223,9 @@ TEST(ToolCalls, WrittenCallsParseBackAndMatchTheGrammar) {
       "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
       "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}},
     {"type": "function", "function": {"name": "now"}}])");
-  for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kMistral,
-                                ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
-                                ToolCallFormat::kGlm, ToolCallFormat::kHarmony}) {
+  for (ToolCallFormat format :
+       {ToolCallFormat::kHermes, ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3,
+        ToolCallFormat::kDeepSeekV31, ToolCallFormat::kGlm, ToolCallFormat::kHarmony}) {
     SCOPED_TRACE(static_cast<int>(format));
     const ToolCall call{"", "get_weather", R"({"city": "Oslo", "days": 2, "unit": "f"})"};
     const std::string text = WriteToolCall(format, call);
@@ -233,20 +242,23 @@ TEST(ToolCalls, WrittenCallsParseBackAndMatchTheGrammar) {
     EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "now", "{}"})));
     EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather", R"({"days": 2})"})))
         << "city is required";
-    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather", R"({"city": "x",)"
-                                                                          R"( "days": "two"})"})))
+    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather",
+                                                        R"({"city": "x",)"
+                                                        R"( "days": "two"})"})))
         << "days is an integer";
-    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather", R"({"city": "x",)"
-                                                                          R"( "unit": "k"})"})))
+    EXPECT_FALSE(Matches(*named, WriteToolCall(format, {"", "get_weather",
+                                                        R"({"city": "x",)"
+                                                        R"( "unit": "k"})"})))
         << "unit is c or f";
     // The instructions for templates without the tool list show the same form.
-    EXPECT_NE(ToolInstructions(format, tools).find(WriteToolCall(format, {"", "NAME",
-                                                                          R"({"PARAMETER": "VALUE"})"})),
+    EXPECT_NE(ToolInstructions(format, tools)
+                  .find(WriteToolCall(format, {"", "NAME", R"({"PARAMETER": "VALUE"})"})),
               std::string::npos);
   }
   // GLM's raw strings cannot hold '<' (it would read as a tag).
-  EXPECT_FALSE(Matches(*ToolCallGrammar(ToolCallFormat::kGlm, tools, "get_weather"),
-                       WriteToolCall(ToolCallFormat::kGlm, {"", "get_weather", R"({"city": "a<b"})"})));
+  EXPECT_FALSE(
+      Matches(*ToolCallGrammar(ToolCallFormat::kGlm, tools, "get_weather"),
+              WriteToolCall(ToolCallFormat::kGlm, {"", "get_weather", R"({"city": "a<b"})"})));
   EXPECT_THROW(WriteToolCall(ToolCallFormat::kNone, {"", "f", "{}"}), Error);
 }
 

@@ -160,10 +160,11 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
   if (r.endpoint == Endpoint::kCompletion && r.prompt_is_ids) return r.prompt_ids;
   if (r.tool_choice != "none" && tool_format_ == ToolCallFormat::kNone)
     throw ApiError(400,
-                   chat_template_ ? "this model's chat template renders no tool calls in a format "
-                                    "moex parses (Hermes/Qwen, Mistral, DeepSeek V3/V3.1, GLM-4.5+, harmony): "
-                                    "'tools' cannot be used"
-                                  : "this model has no chat template: 'tools' cannot be used",
+                   chat_template_
+                       ? "this model's chat template renders no tool calls in a format "
+                         "moex parses (Hermes/Qwen, Mistral, DeepSeek V3/V3.1, GLM-4.5+, harmony): "
+                         "'tools' cannot be used"
+                       : "this model has no chat template: 'tools' cannot be used",
                    "tools");
   if (!tokenizer_)
     throw ApiError(400,
@@ -178,14 +179,13 @@ std::vector<int32_t> Server::PromptTokens(const ApiRequest& r, Clock::time_point
         // tool list gets it in the system prompt.
         json messages = json::array();
         const bool with_tools = r.tool_choice != "none";
-        const bool merge_system =
-            with_tools && !template_renders_tools_ && !r.messages.empty() &&
-            r.messages[0].role == "system";
+        const bool merge_system = with_tools && !template_renders_tools_ && !r.messages.empty() &&
+                                  r.messages[0].role == "system";
         if (with_tools && !template_renders_tools_) {
           const std::string tools_text = ToolInstructions(tool_format_, r.tools);
           if (merge_system)
-            messages.push_back({{"role", "system"},
-                                {"content", tools_text + "\n\n" + r.messages[0].content}});
+            messages.push_back(
+                {{"role", "system"}, {"content", tools_text + "\n\n" + r.messages[0].content}});
           else
             messages.push_back({{"role", "system"}, {"content", tools_text}});
         }
@@ -258,8 +258,9 @@ Job Server::AdmitJob(const ApiRequest& request, httplib::Response& res,
 
 ToolCallFormat Server::ReplyFormat(const ApiRequest& r) const {
   if (r.endpoint != Endpoint::kChat || !chat_template_) return ToolCallFormat::kNone;
-  return r.tool_choice != "none" || tool_format_ == ToolCallFormat::kHarmony ? tool_format_
-                                                                                : ToolCallFormat::kNone;
+  return r.tool_choice != "none" || tool_format_ == ToolCallFormat::kHarmony
+             ? tool_format_
+             : ToolCallFormat::kNone;
 }
 
 nlohmann::ordered_json Server::ReplyTools(const ApiRequest& r) const {

@@ -171,14 +171,13 @@ ParsedReply ParseDeepSeek(bool v3, const std::string& text) {
   if (begin == std::string::npos) return ParsedReply{Trim(text), {}};
   const size_t inside = begin + std::string(kDsCallsBegin).size();
   const size_t end = text.find(kDsCallsEnd, inside);
-  const std::string region = text.substr(inside, end == std::string::npos ? std::string::npos
-                                                                          : end - inside);
+  const std::string region =
+      text.substr(inside, end == std::string::npos ? std::string::npos : end - inside);
   const std::string after =
       end == std::string::npos ? "" : text.substr(end + std::string(kDsCallsEnd).size());
-  ParsedReply out = ParseBlocks(region, kDsCallBegin, kDsCallEnd,
-                                [v3](const std::string& body, ToolCall* c) {
-                                  return ReadDeepSeek(v3, body, c);
-                                });
+  ParsedReply out =
+      ParseBlocks(region, kDsCallBegin, kDsCallEnd,
+                  [v3](const std::string& body, ToolCall* c) { return ReadDeepSeek(v3, body, c); });
   out.content = Trim(text.substr(0, begin) + out.content + after);
   return out;
 }
@@ -309,7 +308,8 @@ E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptio
     E value;
     if (StringTyped(schema) && (schema.contains("enum") || schema.contains("const"))) {
       std::vector<E> values;
-      for (const auto& v : schema.contains("const") ? OJson::array({schema["const"]}) : schema["enum"])
+      for (const auto& v :
+           schema.contains("const") ? OJson::array({schema["const"]}) : schema["enum"])
         values.push_back(E::Literal(v.get<std::string>()));
       value = E::Alt(std::move(values));
     } else if (StringTyped(schema)) {
@@ -331,7 +331,7 @@ ToolCallFormat DetectToolCallFormat(const std::string& source) {
   if (source.find(kHarmonyChannel) != std::string::npos) return ToolCallFormat::kHarmony;
   if (source.find(kDsCallBegin) != std::string::npos)
     return source.find("```json") != std::string::npos ? ToolCallFormat::kDeepSeekV3
-                                                        : ToolCallFormat::kDeepSeekV31;
+                                                       : ToolCallFormat::kDeepSeekV31;
   if (source.find(kGlmKeyOpen) != std::string::npos) return ToolCallFormat::kGlm;
   if (source.find(kHermesOpen) != std::string::npos) return ToolCallFormat::kHermes;
   return ToolCallFormat::kNone;
@@ -347,8 +347,8 @@ bool ArgumentsAsText(ToolCallFormat format) {
 
 std::string WriteToolCall(ToolCallFormat format, const ToolCall& call) {
   const std::string name = call.name, args = call.arguments;
-  const std::string json_call = "{\"name\": " + nlohmann::json(name).dump() +
-                                ", \"arguments\": " + args + "}";
+  const std::string json_call =
+      "{\"name\": " + nlohmann::json(name).dump() + ", \"arguments\": " + args + "}";
   switch (format) {
     case ToolCallFormat::kHermes:
       return std::string(kHermesOpen) + "\n" + json_call + "\n" + kHermesClose;
@@ -383,9 +383,10 @@ std::string ToolInstructions(ToolCallFormat format, const nlohmann::ordered_json
       "its parameters (a JSON Schema).\n\n";
   for (const auto& tool : tools) out += tool["function"].dump() + "\n";
   const ToolCall example{"", "NAME", "{\"PARAMETER\": \"VALUE\"}"};
-  out += "\nTo call a function, write the call in exactly this form, with the function's name "
-         "and its arguments:\n" +
-         WriteToolCall(format, example);
+  out +=
+      "\nTo call a function, write the call in exactly this form, with the function's name "
+      "and its arguments:\n" +
+      WriteToolCall(format, example);
   return out;
 }
 
@@ -409,10 +410,9 @@ ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text,
     case ToolCallFormat::kDeepSeekV31:
       return ParseDeepSeek(format == ToolCallFormat::kDeepSeekV3, text);
     case ToolCallFormat::kGlm:
-      return ParseBlocks(text, kHermesOpen, kHermesClose,
-                         [&tools](const std::string& body, ToolCall* c) {
-                           return ReadGlm(tools, body, c);
-                         });
+      return ParseBlocks(
+          text, kHermesOpen, kHermesClose,
+          [&tools](const std::string& body, ToolCall* c) { return ReadGlm(tools, body, c); });
     case ToolCallFormat::kHarmony: {
       ParsedReply out = ParseHarmonyRaw(text, tools);
       out.content = Trim(out.content);
@@ -470,17 +470,17 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
                                 JsonSchemaExpr(b, parameters, options), E::Literal(kDsCallEnd)}));
         break;
       case ToolCallFormat::kGlm:
-        calls.push_back(E::Seq({E::Literal(kHermesOpen + fname), GlmArguments(b, parameters, options),
-                                E::Repeat(E::Literal("\n"), 0, 1), E::Literal(kHermesClose)}));
+        calls.push_back(
+            E::Seq({E::Literal(kHermesOpen + fname), GlmArguments(b, parameters, options),
+                    E::Repeat(E::Literal("\n"), 0, 1), E::Literal(kHermesClose)}));
         break;
       case ToolCallFormat::kHarmony:
         // The special tokens match whole (GrammarBuilder::AllowSpecialToken); the call ends
         // where the grammar does, at the model's <|call|> (an end-of-sequence id).
-        calls.push_back(E::Seq({E::Literal(kHarmonyChannel),
-                                E::Literal("commentary to=functions." + fname + " "),
-                                E::Literal(kHarmonyConstrain), E::Literal("json"),
-                                E::Literal(kHarmonyMessage),
-                                JsonSchemaExpr(b, parameters, options)}));
+        calls.push_back(E::Seq(
+            {E::Literal(kHarmonyChannel), E::Literal("commentary to=functions." + fname + " "),
+             E::Literal(kHarmonyConstrain), E::Literal("json"), E::Literal(kHarmonyMessage),
+             JsonSchemaExpr(b, parameters, options)}));
         break;
       case ToolCallFormat::kNone:
         break;

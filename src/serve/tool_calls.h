@@ -101,7 +101,7 @@ class ToolCallStream {
  private:
   ToolCallFormat format_;
   nlohmann::ordered_json tools_;
-  size_t sent_ = 0;  // Harmony: bytes of the content sent so far.
+  size_t sent_ = 0;        // Harmony: bytes of the content sent so far.
   std::string held_;       // Not yet sent: a possible marker start, or everything after it.
   bool in_call_ = false;   // The marker was seen.
 };

@@ -252,8 +252,8 @@ class Renderer {
   // in the parsed template, which outlives the render and so every value of it.
   Value Macro(const Node& n) {
     return Value::Func([this, &n](std::vector<Value>& args, Kwargs& kwargs) {
-      Check(macro_depth_ < kMaxMacroDepth, "chat template line ", n.line, ": macro '",
-            n.targets[0], "' nested more than ", kMaxMacroDepth, " calls deep");
+      Check(macro_depth_ < kMaxMacroDepth, "chat template line ", n.line, ": macro '", n.targets[0],
+            "' nested more than ", kMaxMacroDepth, " calls deep");
       Check(args.size() <= n.params.size(), "chat template line ", n.line, ": macro '",
             n.targets[0], "' takes ", n.params.size(), " arguments, given ", args.size());
       scopes_.emplace_back();

@@ -570,8 +570,7 @@ class SchemaCompiler {
 
     std::optional<E> extra_member;
     if (extra) {
-      extra_member =
-          E::Ref(b_.AddRule("member", E::Seq({AnyString(), Colon(), *extra})));
+      extra_member = E::Ref(b_.AddRule("member", E::Seq({AnyString(), Colon(), *extra})));
     }
     const size_t n = properties.size();
     std::vector<E> members;

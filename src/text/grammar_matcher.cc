@@ -399,8 +399,8 @@ bool GrammarMatcher::AcceptToken(int32_t id) {
   const TokenTrie* trie = space_->trie.get();
   Check(trie != nullptr, "grammar matcher: AcceptToken needs a token trie");
   if (id < 0 || id >= trie->vocab_size()) return false;
-  if (!trie->in_trie(id) && std::find(space_->special_ids.begin(), space_->special_ids.end(),
-                                      id) == space_->special_ids.end())
+  if (!trie->in_trie(id) && std::find(space_->special_ids.begin(), space_->special_ids.end(), id) ==
+                                space_->special_ids.end())
     return false;
   return AcceptBytes(trie->token(id));
 }

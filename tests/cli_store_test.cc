@@ -90,6 +90,11 @@ TEST(StoreCli, PackedOnceIntoTheCacheListedAndRemoved) {
   rm = RunCommand(env + Moex("store rm --model " + (dir / "m")));
   ASSERT_EQ(rm.exit_code, 0) << rm.err;
   EXPECT_TRUE(fs::is_empty(dir.path() / "cache/moex"));
+  // Once more: the model has no store now, which is an error naming the store it looked for.
+  rm = RunCommand(env + Moex("store rm --model " + (dir / "m")));
+  EXPECT_EQ(rm.exit_code, 1);
+  EXPECT_NE(rm.err.find("no expert store of " + (dir / "m")), std::string::npos) << rm.err;
+  EXPECT_NE(rm.err.find("(it would be named m-"), std::string::npos) << rm.err;
   EXPECT_EQ(RunCommand(Moex("store list --dir " + (dir / "cache/moex"))).out,
             "no expert stores in " + (dir / "cache/moex") + "\n");
 }

@@ -221,36 +221,49 @@ std::string LoadError(const std::string& path) {
 }
 
 // Scales llama.cpp loads but does not multiply in for the architecture, and input scales
-// (loaded, never used), are refused naming the tensor; so are misshapen and non-finite ones.
-TEST(ScaleTensorsRefused, WhereLlamaCppDoesNotApplyThemOrTheyAreMalformed) {
+// (loaded, never used), cannot change its result: the file loads and computes as without
+// them, whatever their values.
+TEST(ScaleTensorsIgnored, WhereLlamaCppLoadsButNeverAppliesThem) {
+  testing::TempDir temp;
+  const std::vector<std::pair<Arch, std::string>> cases = {
+      {Arch::kOlmoe, "blk.1.ffn_down_exps.scale"},
+      {Arch::kPhiMoe, "blk.0.ffn_gate_exps.scale"},
+      {Arch::kQwen2Moe, "blk.0.ffn_up_shexp.scale"},
+      {Arch::kDeepseekV2, "blk.0.attn_output.input_scale"},
+      {Arch::kMixtral, "blk.0.attn_q.input_scale"},
+  };
+  for (const auto& [arch, name] : cases) {
+    SCOPED_TRACE(name);
+    const ModelConfig config = WritePlain(arch, std::nullopt, temp.path().string());
+    Scales s;
+    s[name] = std::vector<float>(
+        name.find("_exps.") != std::string::npos ? static_cast<size_t>(config.num_experts) : 1,
+        3.0f);
+    WriteScaled(temp / "plain.gguf", temp / "extra.gguf", s, false);
+    EXPECT_EQ(Logits(temp / "extra.gguf"), Logits(temp / "plain.gguf"));
+  }
+}
+
+// Scales moex applies are refused naming the tensor when misshapen or non-finite.
+TEST(ScaleTensorsRefused, WhenMalformed) {
   testing::TempDir temp;
   struct Case {
-    Arch arch;
     std::string name;
-    std::vector<float> values;  // Empty: one per expert.
+    std::vector<float> values;
     std::string message;
   };
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<Case> cases = {
-      {Arch::kOlmoe, "blk.1.ffn_down_exps.scale", {}, "llama.cpp loads .scale"},
-      {Arch::kPhiMoe, "blk.0.ffn_gate_exps.scale", {}, "llama.cpp loads .scale"},
-      {Arch::kQwen2Moe, "blk.0.ffn_up_shexp.scale", {1.0f}, "llama.cpp loads .scale"},
-      {Arch::kDeepseekV2, "blk.0.attn_output.input_scale", {1.0f}, "llama.cpp loads .scale"},
-      {Arch::kMixtral, "blk.0.attn_q.input_scale", {1.0f}, "does not read"},
-      {Arch::kMixtral, "blk.0.attn_q.scale", {1.0f, 1.0f}, "has shape [2], expected [1]"},
-      {Arch::kMixtral, "blk.0.ffn_up_exps.scale", {1.0f}, "expected ["},
-      {Arch::kMixtral, "output.scale", {nan}, "non-finite scale"},
-      {Arch::kMixtral,
-       "blk.2.attn_k.scale",
-       {std::numeric_limits<float>::infinity()},
-       "non-finite scale"},
+      {"blk.0.attn_q.scale", {1.0f, 1.0f}, "has shape [2], expected [1]"},
+      {"blk.0.ffn_up_exps.scale", {1.0f}, "expected ["},
+      {"output.scale", {nan}, "non-finite scale"},
+      {"blk.2.attn_k.scale", {std::numeric_limits<float>::infinity()}, "non-finite scale"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const ModelConfig config = WritePlain(c.arch, std::nullopt, temp.path().string());
+    WritePlain(Arch::kMixtral, std::nullopt, temp.path().string());
     Scales s;
-    s[c.name] = c.values.empty() ? std::vector<float>(static_cast<size_t>(config.num_experts), 1.0f)
-                                 : c.values;
+    s[c.name] = c.values;
     WriteScaled(temp / "plain.gguf", temp / "extra.gguf", s, false);
     const std::string error = LoadError(temp / "extra.gguf");
     EXPECT_NE(error.find(c.name), std::string::npos) << error;

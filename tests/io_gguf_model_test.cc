@@ -15,12 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "engine/moe_executor.h"
 #include "io/gguf_format.h"
 #include "io/gguf_writer.h"
 #include "model/hf_checkpoint.h"
 #include "model/model.h"
 #include "model/random_model.h"
 
+#include "support/engine_runs.h"
 #include "support/shared_data.h"
 #include "support/temp_dir.h"
 
@@ -517,6 +519,7 @@ struct GgufEdit {
   std::vector<std::pair<std::string, GgufValue>> keys;              // Set or replaced.
   std::map<std::string, std::vector<int64_t>> reshape;              // Same bytes, new shape.
   std::vector<std::pair<std::string, std::vector<int64_t>>> extra;  // Added, F32 zeros.
+  std::vector<std::pair<std::string, std::vector<float>>> vectors;  // Added, F32 [n].
 };
 
 // A copy of the GGUF at `in` with `edit` applied (tensors copied as stored).
@@ -533,6 +536,8 @@ void CopyGguf(const std::string& in, const std::string& out, const GgufEdit& edi
   }
   static const std::vector<float> zeros(1 << 16);
   for (const auto& [name, shape] : edit.extra) w.AddTensor(name, DType::kF32, shape, zeros.data());
+  for (const auto& [name, values] : edit.vectors)
+    w.AddTensor(name, DType::kF32, {static_cast<int64_t>(values.size())}, values.data());
   w.Write(out);
 }
 
@@ -543,8 +548,8 @@ void CopyGgufWithKey(const std::string& in, const std::string& out, const std::s
   CopyGguf(in, out, edit);
 }
 
-// llama.cpp reads {arch}.expert_weights_scale only for DeepSeek, where 0 means "not set";
-// other architectures never apply it, so moex refuses a value there that would matter.
+// llama.cpp reads {arch}.expert_weights_scale only for DeepSeek (and GLM), where 0 means
+// "not set"; other architectures never read it, so any value there leaves the model as it is.
 TEST_F(GgufModelTest, ExpertWeightsScaleHasLlamaCppsMeaning) {
   const ModelConfig deepseek = TinyConfig(Arch::kDeepseekMoe);
   WriteGgufModel(deepseek, TinyWeights(deepseek, DType::kBF16), nullptr, Path("ds.gguf"));
@@ -562,29 +567,21 @@ TEST_F(GgufModelTest, ExpertWeightsScaleHasLlamaCppsMeaning) {
   EXPECT_EQ(OpenGgufModel(Path("o1.gguf")).config.routed_scaling_factor, 1.0f);
   CopyGgufWithKey(Path("o.gguf"), Path("o3.gguf"), "olmoe.expert_weights_scale",
                   GgufValue::F32(3.0f));
-  try {
-    OpenGgufModel(Path("o3.gguf"));
-    ADD_FAILURE() << "accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("olmoe.expert_weights_scale"), std::string::npos)
-        << e.what();
-  }
+  EXPECT_EQ(OpenGgufModel(Path("o3.gguf")).config.routed_scaling_factor, 1.0f);
 }
 
 // llama.cpp computes with every tensor it knows, so a tensor moex would not read means a
-// different model: the load fails naming it. Unknown names, known ones this architecture
-// does not use here, and llama.cpp's .input_scale tensors alike (its .scale tensors:
-// tests/gguf_scale_tensors_test.cc).
+// different model: the load fails naming it. Unknown names and known ones this architecture
+// does not use here alike. The exception, .scale and .input_scale tensors llama.cpp loads
+// but never applies: ScaleTensorsIgnored in tests/gguf_scale_tensors_test.cc.
 TEST_F(GgufModelTest, TensorsMoexDoesNotReadAreRefusedByName) {
   const ModelConfig config = TinyConfig(Arch::kMixtral);
   WriteGgufModel(config, TinyWeights(config, DType::kBF16), nullptr, Path("m.gguf"));
   EXPECT_NO_THROW(LoadModel(Path("m.gguf")));
   const int64_t d = config.hidden_size;
   for (const auto& [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-           {"rope_freqs.weight", {config.head_dim / 2}},
+           {"rope_freqs.weight", {config.head_dim}},  // Read (below), but misshapen.
            {"blk.0.attn_q_norm.weight", {d}},
-           {"blk.1.attn_q.input_scale", {1}},
-           {"blk.0.attn_q_norm.scale", {1}},
            {"blk.0.future_thing.weight", {d}}}) {
     SCOPED_TRACE(name);
     GgufEdit edit;
@@ -599,7 +596,43 @@ TEST_F(GgufModelTest, TensorsMoexDoesNotReadAreRefusedByName) {
   }
 }
 
-// Every {arch}.* key is read, or accepted at a neutral value, or the load fails naming it.
+// llama's rope_freqs.weight divides each RoPE frequency (Llama 3's scaling as a tensor): read
+// as LongRoPE with one set of factors, and written back as rope_freqs.weight.
+TEST_F(GgufModelTest, LlamaRopeFreqsAreFrequencyFactors) {
+  const ModelConfig config = TinyConfig(Arch::kMixtral);
+  WriteGgufModel(config, TinyWeights(config, DType::kBF16), nullptr, Path("m.gguf"));
+  GgufEdit edit;
+  std::vector<float> factors;
+  for (int i = 0; i < config.head_dim / 2; ++i)
+    factors.push_back(1.0f + 0.25f * static_cast<float>(i));
+  edit.vectors.emplace_back("rope_freqs.weight", factors);
+  CopyGguf(Path("m.gguf"), Path("freqs.gguf"), edit);
+  const GgufModel gguf = OpenGgufModel(Path("freqs.gguf"));
+  ASSERT_TRUE(gguf.config.longrope.has_value());
+  const LongRope& lr = *gguf.config.longrope;
+  EXPECT_EQ(lr.long_factor, factors);
+  EXPECT_EQ(lr.short_factor, factors);
+  EXPECT_EQ(lr.short_mscale, 1.0f);
+  EXPECT_EQ(lr.long_mscale, 1.0f);
+  const auto model = LoadModel(Path("freqs.gguf"));
+  WriteGgufModel(model->config, *model->weights, nullptr, Path("again.gguf"));
+  const GgufFile again(Path("again.gguf"));
+  EXPECT_NE(again.FindTensorInfo("rope_freqs.weight"), nullptr);
+  EXPECT_EQ(again.FindTensorInfo("rope_factors_long.weight"), nullptr);
+  EXPECT_EQ(OpenGgufModel(Path("again.gguf")).config.longrope->long_factor, factors);
+  // Factors of 1 are plain RoPE.
+  GgufEdit ones;
+  ones.vectors.emplace_back("rope_freqs.weight", std::vector<float>(factors.size(), 1.0f));
+  CopyGguf(Path("m.gguf"), Path("ones.gguf"), ones);
+  const auto plain = LoadModel(Path("m.gguf"));
+  const auto unit = LoadModel(Path("ones.gguf"));
+  ResidentMoeExecutor a(*plain), b(*unit);
+  EXPECT_EQ(testing::PrefillLogits(*plain, a, {5, 9, 2, 7}),
+            testing::PrefillLogits(*unit, b, {5, 9, 2, 7}));
+}
+
+// Every {arch}.* key is read, or accepted at llama.cpp's default or where llama.cpp does not
+// read it, or the load fails naming key and value.
 TEST_F(GgufModelTest, KeysMoexDoesNotReadAreRefusedByName) {
   const ModelConfig config = TinyConfig(Arch::kMixtral);
   WriteGgufModel(config, TinyWeights(config, DType::kBF16), nullptr, Path("m.gguf"));
@@ -614,13 +647,30 @@ TEST_F(GgufModelTest, KeysMoexDoesNotReadAreRefusedByName) {
       {"llama.rope.dimension_count", GgufValue::U32(head_dim / 2), false},
       {"llama.attention.value_length", GgufValue::U32(head_dim * 2), false},
       {"llama.rope.scaling.type", GgufValue::String("none"), true},
+      // llama.cpp's default: linear with factor 0 (or 1) scales nothing.
+      {"llama.rope.scaling.type", GgufValue::String("linear"), true},
       {"llama.rope.scaling.type", GgufValue::String("yarn"), false},
       {"llama.rope.scaling.factor", GgufValue::F32(4.0f), false},
-      {"llama.expert_gating_func", GgufValue::U32(1), true},
-      {"llama.expert_gating_func", GgufValue::U32(2), false},
+      {"llama.rope.scaling.factor", GgufValue::F32(0.0f), true},
       {"llama.attention.causal", GgufValue::Bool(false), false},
-      {"llama.logit_scale", GgufValue::F32(2.0f), false},
-      {"llama.leading_dense_block_count", GgufValue::U32(1), false},
+      // Read by llama.cpp for every architecture: refused unless at its default.
+      {"llama.expert_group_count", GgufValue::U32(0), true},
+      {"llama.expert_group_count", GgufValue::U32(2), false},
+      {"llama.rope.scaling.attn_factor", GgufValue::F32(1.0f), true},
+      {"llama.rope.scaling.attn_factor", GgufValue::F32(2.0f), false},
+      {"llama.embedding_length_out", GgufValue::U32(0), true},
+      {"llama.embedding_length_out", GgufValue::U32(7), false},
+      {"llama.attention.key_length_swa", GgufValue::U32(head_dim), true},
+      {"llama.attention.key_length_swa", GgufValue::U32(head_dim * 2), false},
+      {"llama.pooling_type", GgufValue::U32(4294967295u), true},
+      {"llama.rope.scaling.finetuned", GgufValue::Bool(true), true},
+      // Not read by llama.cpp for llama: no value changes its result (its writer stores
+      // them all at its defaults; test-llama-archs' files carry ~110 such keys).
+      {"llama.expert_gating_func", GgufValue::U32(2), true},
+      {"llama.logit_scale", GgufValue::F32(2.0f), true},
+      {"llama.leading_dense_block_count", GgufValue::U32(1), true},
+      {"llama.expert_weights_norm", GgufValue::Bool(false), true},
+      {"llama.attn_logit_softcapping", GgufValue::F32(50.0f), true},
       {"general.license", GgufValue::String("apache-2.0"), true},
   };
   for (const Case& c : cases) {

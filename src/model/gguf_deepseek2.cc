@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/gguf_arch_keys.h"
+#include "model/gguf_llamacpp_keys.h"
 
 namespace moex::gguf_deepseek2 {
 
@@ -108,12 +109,12 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
         static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.yarn_mscale"), y.mscale_all_dim));
     c.yarn = y;
   } else {
-    Check(rope_type == "none", f.path(), ": ", kKeys.Key("rope.scaling.type"), " '", rope_type,
-          "' is not supported for deepseek2 (none or yarn)");
-    // Without YaRN llama.cpp's frequency scale is 1, which makes these neutral.
-    const double factor = f.GetFloat(kKeys.Key("rope.scaling.factor"), 1.0);
-    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", kKeys.Key("rope.scaling.factor"), " = ",
-          factor, " without rope.scaling.type yarn is not supported");
+    // Without YaRN llama.cpp's frequency scale is 1 ("linear", its default, with factor 0
+    // or 1 scales nothing), which makes the YaRN keys neutral.
+    Check(llamacpp_keys::RopeScalingIsNone(f, kKeys.arch), f.path(), ": ",
+          kKeys.Key("rope.scaling.type"), " '", rope_type, "' with ",
+          kKeys.Key("rope.scaling.factor"), " ", f.GetFloat(kKeys.Key("rope.scaling.factor"), 0.0),
+          " is not supported for deepseek2 (none, yarn, or linear with factor 0 or 1)");
     for (const char* key : {"rope.scaling.yarn_log_multiplier", "rope.scaling.yarn_beta_fast",
                             "rope.scaling.yarn_beta_slow", "rope.scaling.original_context_length"})
       f.Find(kKeys.Key(key));

@@ -1,5 +1,6 @@
 #include "model/gguf_glm4moe.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -31,9 +32,16 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   c.scoring_func = ScoringFunc::kSigmoid;
   c.topk_method = TopKMethod::kNoauxTc;
   c.scale_normalised_weights = true;
-  c.routed_scaling_factor = static_cast<float>(f.GetFloat(kKeys.Key("expert_weights_scale"), 1.0));
-  c.n_group = kKeys.Int(f, "expert_group_count", 1);
-  c.topk_group = kKeys.Int(f, "expert_group_used_count", c.n_group);
+  // llama.cpp scales the routing weights unless the scale is 0 (its default) or 1.
+  const double scale = f.GetFloat(kKeys.Key("expert_weights_scale"), 1.0);
+  c.routed_scaling_factor = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+  // 0 (llama.cpp's default) is one group.
+  c.n_group = std::max(1, kKeys.Int(f, "expert_group_count", 1));
+  c.topk_group = std::max(1, kKeys.Int(f, "expert_group_used_count", c.n_group));
+  c.norm_topk_prob = f.GetBool(kKeys.Key("expert_weights_norm"), false);
+  // llama.cpp computes M-RoPE when these are set, but it gives a text token the same
+  // position in every section, which makes M-RoPE the NeoX RoPE moex computes.
+  f.Find(kKeys.Key("rope.dimension_sections"));
   c.qk_norm = f.FindTensorInfo("blk.0.attn_q_norm.weight") != nullptr;
   c.qk_norm_per_head = c.qk_norm;
 }

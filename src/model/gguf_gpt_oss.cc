@@ -1,9 +1,11 @@
 #include "model/gguf_gpt_oss.h"
 
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "model/gguf_arch_keys.h"
+#include "model/gguf_llamacpp_keys.h"
 
 namespace moex::gguf_gpt_oss {
 
@@ -23,10 +25,24 @@ void ReadConfig(const GgufFile& f, ModelConfig& c) {
   c.attention_out_bias = c.attention_bias;
   c.sliding_window = kKeys.PositiveInt(f, "attention.sliding_window");
   c.layer_sliding = AlternatingSlidingLayers(c.num_layers);
+  // llama.cpp's per-layer flags (1: sliding), or every n-th layer full; absent: n = 2.
+  if (const GgufValue* pattern = f.Find(kKeys.Key("attention.sliding_window_pattern"))) {
+    std::vector<bool> sliding;
+    if (pattern->is_array()) {
+      for (const int64_t v : pattern->AsIntArray()) sliding.push_back(v != 0);
+    } else {
+      const int64_t n = pattern->AsInt();
+      for (int l = 0; l < c.num_layers; ++l) sliding.push_back(n == 0 || l % n < n - 1);
+    }
+    Check(sliding == c.layer_sliding, f.path(), ": ", kKeys.Key("attention.sliding_window_pattern"),
+          " = ", pattern->ToString(),
+          ": gpt-oss layers other than alternating sliding/full (from sliding) are not supported");
+  }
   c.swiglu_limit = static_cast<float>(f.GetFloat(kKeys.Key("swiglu_limit"), kLlamaCppSwigluLimit));
   const std::string rope_type = f.GetString(kKeys.Key("rope.scaling.type"), "none");
-  Check(rope_type == "yarn" || rope_type == "none", f.path(), ": ", kKeys.Key("rope.scaling.type"),
-        " '", rope_type, "' is not supported for gpt-oss (yarn or none)");
+  Check(rope_type == "yarn" || llamacpp_keys::RopeScalingIsNone(f, kKeys.arch), f.path(), ": ",
+        kKeys.Key("rope.scaling.type"), " '", rope_type,
+        "' is not supported for gpt-oss (yarn, none, or linear with factor 0 or 1)");
   if (rope_type != "yarn") return;
   Yarn y;
   y.factor = static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.factor")));

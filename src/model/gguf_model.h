@@ -35,6 +35,10 @@ const char* GgufArchName(Arch arch);
 // True when llama.cpp's converter permutes Q/K rows for this architecture (it uses
 // interleaved "normal" RoPE for llama and deepseek, NeoX rotate-half for the others).
 bool GgufPermutesQK(Arch arch);
+// Whether llama.cpp renormalises the top-k routing weights, for the architectures whose
+// graph fixes it (src/models/<arch>.cpp passes norm_w to build_moe_ffn; it reads
+// expert_weights_norm only for deepseek2 and glm4moe). nullopt: read, or not a top-k softmax.
+std::optional<bool> LlamaCppFixedTopKNorm(Arch arch);
 
 // Hyper-parameters from llama.cpp metadata, completed from tensor shapes where the
 // metadata has no key (tied embeddings, biases, MoE layer pattern).

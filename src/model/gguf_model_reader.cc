@@ -23,6 +23,7 @@
 #include "model/gguf_deepseek2.h"
 #include "model/gguf_glm4moe.h"
 #include "model/gguf_gpt_oss.h"
+#include "model/gguf_llamacpp_keys.h"
 #include "model/gguf_tensor_map.h"
 
 namespace moex {
@@ -32,6 +33,7 @@ using gguf_map::ArchNames;
 using gguf_map::HfExpertName;
 using gguf_map::IsSuffix;
 using gguf_map::kExpsStems;
+using gguf_map::kGateUpExpsStem;
 using gguf_map::kGlobalNames;
 using gguf_map::kLegacyExpertStems;
 using gguf_map::LayerPrefix;
@@ -104,14 +106,19 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     // Weights only: gpt-oss's expert biases (_exps .bias) are f32 vectors per expert.
     if (parts.size() >= 4 && parts[0] == "blk" && parts.back() == "weight" &&
         (std::find(kExpsStems.begin(), kExpsStems.end(), parts[2]) != kExpsStems.end() ||
+         parts[2] == kGateUpExpsStem ||
          (parts.size() == 5 && std::find(kLegacyExpertStems.begin(), kLegacyExpertStems.end(),
                                          parts[2]) != kLegacyExpertStems.end()))) {
       expert_types.insert(info.ggml_type);
       const std::string_view stem = parts[2];
-      if (stem.find("down") == std::string_view::npos)
+      if (stem == kGateUpExpsStem) {
+        gate_up_types[std::string(parts[1]) + ".gate"] = info.ggml_type;
+        gate_up_types[std::string(parts[1]) + ".up"] = info.ggml_type;
+      } else if (stem.find("down") == std::string_view::npos) {
         gate_up_types[std::string(parts[1]) +
                       (stem.find("gate") != std::string_view::npos ? ".gate" : ".up")] =
             info.ggml_type;
+      }
     }
   }
   bool all_blocks = true, gate_up_alike = true;
@@ -149,7 +156,8 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
   for (const GgufTensorInfo& info : f.tensor_infos()) {
     // Read into the config (ModelConfigFromGguf), not weights.
     if (config.longrope &&
-        (info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight"))
+        (info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight" ||
+         info.name == "rope_freqs.weight"))
       continue;
     const std::vector<std::string_view> parts = Split(info.name);
     const std::string suffix(parts.back());
@@ -182,10 +190,12 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         continue;
       }
       if (config.mla && (stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
-        const TensorView* t = f.FindTensor(info.name);
-        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = t;
-        Add(LayerPrefix(l) + (stem == "attn_k_b" ? "self_attn.k_b.weight" : "self_attn.v_b.weight"),
-            *t);
+        Entry& e = Add(
+            LayerPrefix(l) + (stem == "attn_k_b" ? "self_attn.k_b.weight" : "self_attn.v_b.weight"),
+            *f.FindTensor(info.name));
+        // [H, rows, cols]; ggml drops a trailing unit dimension, so one head is written 2-D.
+        if (e.view.shape.size() == 2) e.view.shape.insert(e.view.shape.begin(), 1);
+        split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = &e.view;
         continue;
       }
     }
@@ -217,6 +227,26 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
           v.data = t.data + static_cast<size_t>(e) * slice;
           v.nbytes = slice;
           Add(HfExpertName(names, l, static_cast<int>(e), mat), v);
+        }
+        continue;
+      }
+      if (stem == kGateUpExpsStem && suffix == "weight") {
+        // Gate and up fused per expert ([E, 2F, d]: gate rows first, as llama.cpp splits
+        // them after one mul_mat_id): two views per expert, no copy.
+        const TensorView& t = *expert_tensor(info.name);
+        Check(t.shape.size() == 3 && t.shape[0] == config.num_experts && t.shape[1] > 0 &&
+                  t.shape[1] % 2 == 0 && t.shape[2] > 0,
+              f.path(), ": expert tensor ", info.name, " has shape ", ShapeString(t.shape),
+              ", expected [", config.num_experts, ", 2 x rows, cols]");
+        const size_t slice = t.nbytes / static_cast<size_t>(t.shape[0]);
+        for (int64_t e = 0; e < t.shape[0]; ++e) {
+          for (int mat = 0; mat < 2; ++mat) {  // kExpsStems order: gate, up.
+            TensorView v = t;
+            v.shape = {t.shape[1] / 2, t.shape[2]};
+            v.nbytes = slice / 2;
+            v.data = t.data + static_cast<size_t>(e) * slice + static_cast<size_t>(mat) * v.nbytes;
+            Add(HfExpertName(names, l, static_cast<int>(e), mat), v);
+          }
         }
         continue;
       }
@@ -375,9 +405,11 @@ void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
   c.longrope = std::move(lr);
 }
 
-// llama.cpp computes with the {arch}.* keys it knows. Those moex does not implement are
-// accepted only at their neutral values (full rotary, no RoPE scaling, softmax gating,
-// causal attention); any other key moex has not read fails the load, naming it.
+// llama.cpp computes with the {arch}.* keys it reads for the architecture
+// (llamacpp_keys::Reads). Those moex does not implement are accepted only at their neutral
+// values (full rotary, a value head as wide as the key head, causal attention, llama.cpp's
+// defaults); a key llama.cpp does not read for the architecture cannot change its result
+// and is accepted at any value. Anything else fails the load, naming key and value.
 void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string& arch_name) {
   const char* a = arch_name.c_str();
   auto int_is = [&](const char* key, std::initializer_list<int64_t> neutral, const char* why) {
@@ -387,29 +419,32 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
           Key(a, key), " = ", v, ": ", why, " is not supported");
   };
   // deepseek2 reads these with llama.cpp's meaning (gguf_deepseek2::ReadConfig).
-  const bool mla = c.mla.has_value();
-  if (!mla) {
+  if (!c.mla) {
     int_is("rope.dimension_count", {c.RotaryDim()}, "partial rotary embedding");
     int_is("attention.value_length", {c.head_dim}, "a value head size other than key_length");
-    if (c.arch != Arch::kGlm4Moe)  // glm4moe's sigmoid gate: gguf_glm4moe::ReadConfig.
-      int_is("expert_gating_func", {0, 1}, "expert gating other than softmax");
   }
-  if (!mla && !c.yarn && f.Find(Key(a, "rope.scaling.type")) != nullptr) {
-    const std::string type = f.GetString(Key(a, "rope.scaling.type"));
-    Check(type == "none" || type.empty(), f.path(), ": ", Key(a, "rope.scaling.type"), " = ", type,
-          ": RoPE scaling is not supported for ", arch_name);
-  }
-  if (!mla && !c.yarn && f.Find(Key(a, "rope.scaling.factor")) != nullptr) {
-    const double factor = f.GetFloat(Key(a, "rope.scaling.factor"));
-    Check(factor == 0.0 || factor == 1.0, f.path(), ": ", Key(a, "rope.scaling.factor"), " = ",
-          factor, ": RoPE scaling is not supported for ", arch_name);
+  if (!c.yarn && !llamacpp_keys::RopeScalingIsNone(f, arch_name)) {
+    Fail(f.path(), ": ", Key(a, "rope.scaling.type"), " = ",
+         f.GetString(Key(a, "rope.scaling.type"), "linear"), " with ",
+         Key(a, "rope.scaling.factor"), " = ", f.GetFloat(Key(a, "rope.scaling.factor"), 0.0),
+         ": RoPE scaling is not supported for ", arch_name);
   }
   Check(f.GetBool(Key(a, "attention.causal"), true), f.path(), ": ", Key(a, "attention.causal"),
         " = false: non-causal attention is not supported");
-  const std::vector<std::string> unread = f.KeysNotLookedUp(arch_name + ".");
-  if (unread.empty()) return;
-  Fail(f.path(), ": GGUF key(s) moex does not read for ", arch_name, ": ", NameList(unread),
-       " (llama.cpp may compute with them; moex refuses rather than ignore them)");
+  std::vector<std::string> refused, ignored;
+  for (const std::string& key : f.KeysNotLookedUp(arch_name + ".")) {
+    const std::string_view suffix = std::string_view(key).substr(arch_name.size() + 1);
+    if (!llamacpp_keys::Reads(arch_name, suffix))
+      ignored.push_back(key);
+    else if (!llamacpp_keys::IsDefault(f, arch_name, suffix))
+      refused.push_back(key + " = " + f.Get(key).ToString());
+  }
+  if (!ignored.empty())
+    Log(LogLevel::kDebug, f.path(), ": keys llama.cpp does not read for ", arch_name,
+        " (ignored): ", NameList(ignored));
+  if (refused.empty()) return;
+  Fail(f.path(), ": GGUF key(s) moex does not implement for ", arch_name, ": ", NameList(refused),
+       " (llama.cpp computes with them at these values; moex refuses rather than ignore them)");
 }
 
 }  // namespace
@@ -441,6 +476,25 @@ const char* GgufArchName(Arch arch) {
 
 bool GgufPermutesQK(Arch arch) {
   return arch == Arch::kMixtral || arch == Arch::kDeepseekMoe;
+}
+
+std::optional<bool> LlamaCppFixedTopKNorm(Arch arch) {
+  switch (arch) {
+    case Arch::kMixtral:
+    case Arch::kQwen3Moe:
+      return true;
+    case Arch::kOlmoe:
+    case Arch::kQwen2Moe:
+    case Arch::kDeepseekMoe:
+      return false;
+    case Arch::kPhiMoe:  // Sparsemixer (ReadPhiMoe), gpt-oss: softmax of the top-k logits.
+    case Arch::kGptOss:
+    case Arch::kDeepseekV2:
+    case Arch::kDeepseekV3:
+    case Arch::kGlm4Moe:
+      return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 ModelConfig ModelConfigFromGguf(const GgufFile& f) {
@@ -539,19 +593,15 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.moe_intermediate_size = ToInt(f, "ffn_gate_exps", exps->ne[1]);
   }
 
-  c.norm_topk_prob = f.GetBool(Key(a, "expert_weights_norm"),
-                               c.arch == Arch::kMixtral || c.arch == Arch::kPhiMoe ||
-                                   c.arch == Arch::kQwen3Moe || c.arch == Arch::kGptOss);
-  // llama.cpp reads expert_weights_scale only for DeepSeek, where 0 means "not set"; the
-  // other architectures never apply it, so a value there that would matter is refused.
-  const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
+  // deepseek2 and glm4moe read expert_weights_norm (their ReadConfig); phimoe and gpt-oss
+  // set it (ReadPhiMoe, gguf_gpt_oss::ReadConfig).
+  c.norm_topk_prob = LlamaCppFixedTopKNorm(c.arch).value_or(false);
+  // llama.cpp reads expert_weights_scale only for deepseek, deepseek2 and glm4moe (their
+  // ReadConfig), where 0 means "not set"; for the others it is ignored (CheckUnreadKeys).
   // (deepseek2 files: kDeepseekV2 until gguf_deepseek2::ReadConfig tells V2 from V3.)
   if (c.arch == Arch::kDeepseekMoe || c.arch == Arch::kDeepseekV2) {
+    const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
     c.routed_scaling_factor = weights_scale == 0.0 ? 1.0f : static_cast<float>(weights_scale);
-  } else if (c.arch != Arch::kGlm4Moe) {  // glm4moe: read by gguf_glm4moe::ReadConfig.
-    Check(weights_scale == 0.0 || weights_scale == 1.0, f.path(), ": ",
-          Key(a, "expert_weights_scale"), " = ", weights_scale, " is not used by llama.cpp for ",
-          arch_name, " and moex will not guess its meaning");
   }
   if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
   if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::ReadConfig(f, c);
@@ -591,6 +641,18 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
   c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
   if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
+  if (c.arch == Arch::kMixtral && f.FindTensorInfo("rope_freqs.weight") != nullptr) {
+    // llama.cpp divides each RoPE frequency by these factors (Llama 3's scaling, stored as
+    // a tensor): LongRoPE with one set of factors and no attention scaling.
+    LongRope lr;
+    lr.long_factor = F32Vector(f, "rope_freqs.weight", c.head_dim / 2);
+    for (const float x : lr.long_factor)
+      Check(std::isfinite(x) && x != 0, f.path(), ": rope_freqs.weight holds ", x,
+            " (a frequency factor must be finite and not 0)");
+    lr.short_factor = lr.long_factor;
+    lr.original_max_position_embeddings = c.max_position_embeddings;
+    c.longrope = std::move(lr);
+  }
   if (c.arch == Arch::kGptOss) gguf_gpt_oss::ReadConfig(f, c);
   if (c.arch != Arch::kGlm4Moe) {  // glm4moe: from its tensors, gguf_glm4moe::ReadConfig.
     c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;

@@ -146,7 +146,16 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   u32("expert_count", c.num_experts);
   u32("expert_used_count", c.num_experts_per_tok);
   u32("expert_feed_forward_length", c.moe_intermediate_size);
-  w.Set(Key(a, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
+  // Where llama.cpp's graph fixes the top-k renormalisation it ignores the key, so a model
+  // that differs from it cannot be written as that architecture.
+  if (const std::optional<bool> fixed = LlamaCppFixedTopKNorm(c.arch)) {
+    Check(c.norm_topk_prob == *fixed, "a ", a, " GGUF computes with the top-k routing weights ",
+          *fixed ? "renormalised" : "as they are",
+          " in llama.cpp (its graph fixes it); this model's norm_topk_prob is ",
+          c.norm_topk_prob ? "true" : "false", ", so it cannot be written as GGUF");
+  } else {
+    w.Set(Key(a, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
+  }
   if (c.arch == Arch::kQwen2Moe && c.shared_expert_intermediate_size > 0)
     u32("expert_shared_feed_forward_length", c.shared_expert_intermediate_size);
   if (c.arch == Arch::kPhiMoe) {
@@ -455,10 +464,18 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   }
   CopyTokenizer(tokenizer, config, w);
   if (config.longrope) {  // llama.cpp's LongRoPE factors: F32 [head_dim / 2], global.
-    Check(config.arch == Arch::kPhiMoe, "gguf: LongRoPE is written for phimoe only");
-    for (const auto& [name, values] :
-         {std::pair{"rope_factors_long.weight", &config.longrope->long_factor},
-          std::pair{"rope_factors_short.weight", &config.longrope->short_factor}}) {
+    const LongRope& lr = *config.longrope;
+    // llama's one set of frequency factors (rope_freqs.weight) is LongRoPE with equal sets.
+    const bool freqs = config.arch == Arch::kMixtral && lr.short_factor == lr.long_factor &&
+                       lr.short_mscale == 1.0f && lr.long_mscale == 1.0f;
+    Check(config.arch == Arch::kPhiMoe || freqs,
+          "gguf: LongRoPE is written for phimoe only (llama: one set of factors, mscale 1)");
+    using Factors = std::pair<const char*, const std::vector<float>*>;
+    const std::vector<Factors> tensors =
+        freqs ? std::vector<Factors>{{"rope_freqs.weight", &lr.long_factor}}
+              : std::vector<Factors>{{"rope_factors_long.weight", &lr.long_factor},
+                                     {"rope_factors_short.weight", &lr.short_factor}};
+    for (const auto& [name, values] : tensors) {
       const std::vector<float> data = *values;
       w.AddTensor(name, DType::kF32, {static_cast<int64_t>(data.size())},
                   [data](size_t offset, std::span<std::byte> out) {

@@ -28,6 +28,8 @@ inline const NamePair kGlobalNames[] = {
 
 // Routed expert matrices in gate, up, down order.
 constexpr std::array<const char*, 3> kExpsStems = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+// Newer converters fuse gate and up: [E, 2F, d], each expert's gate rows before its up rows.
+constexpr std::string_view kGateUpExpsStem = "ffn_gate_up_exps";
 // Older llama.cpp files store Mixtral experts one by one as blk.{i}.ffn_gate.{e}.weight.
 constexpr std::array<const char*, 3> kLegacyExpertStems = {"ffn_gate", "ffn_up", "ffn_down"};
 

@@ -314,17 +314,20 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
       Fail(path, ": ", e.what());
     }
     // llama.cpp computes with every tensor it knows: one moex does not read means a
-    // different model (an unsupported variant), never something to skip.
-    const bool scales =
-        std::any_of(model->unused_tensors.begin(), model->unused_tensors.end(),
-                    [](const std::string& name) { return name.ends_with("scale"); });
-    Check(model->unused_tensors.empty(), path, ": ", model->unused_tensors.size(),
-          " tensor(s) that moex does not read for ", ArchName(gguf.config.arch), ": ",
-          NameList(model->unused_tensors),
-          scales ? " (llama.cpp loads .scale and .input_scale tensors for every architecture "
-                   "but multiplies only some of them in; moex applies exactly those and "
-                   "refuses the rest: docs/formats.md)"
-                 : "");
+    // different model (an unsupported variant), never something to skip. The exception:
+    // llama.cpp loads .scale and .input_scale tensors for every architecture but multiplies
+    // only some .scale in (moex applies exactly those: docs/formats.md), so the rest cannot
+    // change its result.
+    std::vector<std::string> ignored, refused;
+    for (const std::string& name : model->unused_tensors)
+      (name.ends_with(".scale") || name.ends_with(".input_scale") ? ignored : refused)
+          .push_back(name);
+    if (!ignored.empty())
+      Log(LogLevel::kDebug, path, ": scale tensors llama.cpp loads but never applies for ",
+          ArchName(gguf.config.arch), " (ignored): ", NameList(ignored));
+    Check(refused.empty(), path, ": ", refused.size(), " tensor(s) that moex does not read for ",
+          ArchName(gguf.config.arch), ": ", NameList(refused));
+    model->unused_tensors = std::move(refused);
     return model;
   }
   auto checkpoint = HfCheckpoint::Open(path);

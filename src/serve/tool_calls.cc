@@ -283,13 +283,6 @@ ParsedReply ParseHarmonyRaw(const std::string& text, const OJson& tools) {
   return out;
 }
 
-// The escaped form of a JSON pointer's reference token.
-std::string PointerToken(const std::string& key) {
-  std::string out;
-  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-  return out;
-}
-
 // GLM's arguments of a function with `parameters`: each property, in the schema's order, as
 // `<arg_key>K</arg_key><arg_value>V</arg_value>` (a newline may precede each tag), required ones
 // always, the others optional. A string-typed value is raw text without '<'; any other is JSON
@@ -315,7 +308,7 @@ E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptio
     } else if (StringTyped(schema)) {
       value = E::Repeat(E::Chars({{'<', '<'}}, true), 0, E::kUnbounded);
     } else {
-      value = JsonSchemaExpr(b, parameters, options, "/properties/" + PointerToken(key));
+      value = JsonSchemaExpr(b, parameters, options, "/properties/" + JsonPointerToken(key));
     }
     E item = E::Seq({newline, E::Literal(kGlmKeyOpen + key + kGlmKeyClose), newline,
                      E::Literal(kGlmValueOpen), value, E::Literal(kGlmValueClose)});

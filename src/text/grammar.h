@@ -179,6 +179,9 @@ Grammar JsonSchemaGrammar(const nlohmann::json& schema, const JsonSchemaOptions&
 // not used. Errors as JsonSchemaGrammar's.
 GrammarExpr JsonSchemaExpr(GrammarBuilder& builder, const nlohmann::ordered_json& schema,
                            const JsonSchemaOptions& options = {}, const std::string& pointer = "");
+// `key` as a JSON pointer reference token (RFC 6901: '~' as "~0", '/' as "~1"), to name a
+// property in JsonSchemaExpr's `pointer`.
+std::string JsonPointerToken(const std::string& key);
 
 // Any JSON object (OpenAI's response_format json_object).
 Grammar JsonObjectGrammar(const JsonSchemaOptions& options = {});

@@ -50,20 +50,6 @@ const std::set<std::string> kHandled = {"type",
                                         "exclusiveMaximum",
                                         "$ref"};
 
-std::string Escape(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 // A readable rule name (names only show in Grammar::ToString).
 std::string RuleName(std::string name) {
   for (char& c : name) {
@@ -575,8 +561,8 @@ class SchemaCompiler {
     const size_t n = properties.size();
     std::vector<E> members;
     for (const auto& [name, schema] : properties) {
-      const uint32_t value =
-          b_.AddRule(RuleName(name), Schema(*schema, path + "/properties/" + Escape(name)));
+      const uint32_t value = b_.AddRule(
+          RuleName(name), Schema(*schema, path + "/properties/" + JsonPointerToken(name)));
       members.push_back(E::Seq({Lit(Json(name).dump()), Colon(), E::Ref(value)}));
     }
     // rest[i]: the properties from i on, after at least one member (each after a comma);
@@ -684,6 +670,20 @@ Grammar JsonObjectGrammar(const JsonSchemaOptions& options) {
   const Json empty = Json::object();
   GrammarBuilder builder;
   return SchemaCompiler(builder, empty, options).BuildAnyObject();
+}
+
+std::string JsonPointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace moex

@@ -135,7 +135,8 @@ TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
 INSTANTIATE_TEST_SUITE_P(Archs, OffloadLosslessTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
                                            Arch::kDeepseekMoe, Arch::kPhiMoe, Arch::kDeepseekV2,
-                                           Arch::kDeepseekV3, Arch::kGlm4Moe, Arch::kGptOss),
+                                           Arch::kDeepseekV3, Arch::kGlm4Moe, Arch::kGptOss,
+                                           Arch::kMiniMaxM2),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 }  // namespace

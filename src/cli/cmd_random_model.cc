@@ -76,7 +76,7 @@ Runner AddRandomModelCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("random-model", "write a model with random weights");
   cmd->add_option("--arch", o->arch,
                   "mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
-                  "deepseek_v3, glm4_moe or gpt_oss");
+                  "deepseek_v3, glm4_moe, gpt_oss or minimax_m2");
   cmd->add_option("--size", o->size, "tiny, small or full (the published shape)");
   cmd->add_option("--dtype", o->dtype, "bf16, f16 or f32");
   cmd->add_option("--out", o->out, "output directory (hf) or file (gguf)")->required();

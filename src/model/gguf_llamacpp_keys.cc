@@ -75,6 +75,8 @@ const ArchReads kArchReads[] = {
      {"expert_feed_forward_length", "attention.layer_norm_rms_epsilon", "rope.dimension_sections",
       "expert_shared_count", "leading_dense_block_count", "expert_weights_scale",
       "expert_weights_norm", "expert_gating_func"}},
+    {"minimax-m2",
+     {"attention.layer_norm_rms_epsilon", "expert_feed_forward_length", "expert_gating_func"}},
     {"gpt-oss",
      {"attention.layer_norm_rms_epsilon", "expert_feed_forward_length", "attention.sliding_window",
       "attention.sliding_window_pattern", "rope.freq_base_swa"}},

@@ -25,6 +25,7 @@
 #include "model/gguf_gpt_oss.h"
 #include "model/gguf_llamacpp_keys.h"
 #include "model/gguf_tensor_map.h"
+#include "model/tensor_names.h"
 
 namespace moex {
 
@@ -184,9 +185,10 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
     }
     Check(l < config.num_layers, f.path(), ": tensor ", info.name, " is beyond block_count ",
           config.num_layers);
-    if ((config.mla || config.arch == Arch::kGlm4Moe) && parts.size() == 4) {
+    if ((config.mla || config.arch == Arch::kGlm4Moe || config.arch == Arch::kMiniMaxM2) &&
+        parts.size() == 4) {
       if (stem == gguf_deepseek2::kGgufRouterBias && suffix == "bias") {
-        Add(LayerPrefix(l) + gguf_deepseek2::kHfRouterBias, *f.FindTensor(info.name));
+        Add(LayerPrefix(l) + TensorNamesFor(config).router_bias, *f.FindTensor(info.name));
         continue;
       }
       if (config.mla && (stem == "attn_k_b" || stem == "attn_v_b") && suffix == "weight") {
@@ -405,6 +407,25 @@ void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
   c.longrope = std::move(lr);
 }
 
+// MiniMax-M2: llama.cpp routes by expert_gating_func (its converter writes 2, sigmoid) with
+// the exp_probs_b correction bias and renormalised weights, rotates the first
+// rope.dimension_count values of each head, and normalises q and k over their whole width.
+void ReadMiniMaxM2(const GgufFile& f, ModelConfig& c) {
+  const int gating = ToInt(f, Key("minimax-m2", "expert_gating_func"),
+                           f.GetInt(Key("minimax-m2", "expert_gating_func"), 2));
+  Check(gating == 2, f.path(), ": minimax-m2.expert_gating_func ", gating,
+        " is not supported (2, sigmoid)");
+  c.router = RouterKind::kGroupedTopK;
+  c.scoring_func = ScoringFunc::kSigmoid;
+  c.topk_method = TopKMethod::kNoauxTc;
+  c.scale_normalised_weights = true;
+  c.n_group = 1;
+  c.topk_group = 1;
+  const int rot = ToInt(f, Key("minimax-m2", "rope.dimension_count"),
+                        f.GetInt(Key("minimax-m2", "rope.dimension_count"), c.head_dim));
+  c.rope_dim = rot == c.head_dim ? 0 : rot;
+}
+
 // llama.cpp computes with the {arch}.* keys it reads for the architecture
 // (llamacpp_keys::Reads). Those moex does not implement are accepted only at their neutral
 // values (full rotary, a value head as wide as the key head, causal attention, llama.cpp's
@@ -470,6 +491,8 @@ const char* GgufArchName(Arch arch) {
       return "glm4moe";
     case Arch::kGptOss:
       return gguf_gpt_oss::kArch;
+    case Arch::kMiniMaxM2:
+      return "minimax-m2";
   }
   return "?";
 }
@@ -482,6 +505,7 @@ std::optional<bool> LlamaCppFixedTopKNorm(Arch arch) {
   switch (arch) {
     case Arch::kMixtral:
     case Arch::kQwen3Moe:
+    case Arch::kMiniMaxM2:
       return true;
     case Arch::kOlmoe:
     case Arch::kQwen2Moe:
@@ -518,10 +542,12 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.arch = Arch::kGlm4Moe;
   else if (arch_name == gguf_gpt_oss::kArch)
     c.arch = Arch::kGptOss;
+  else if (arch_name == "minimax-m2")
+    c.arch = Arch::kMiniMaxM2;
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
          "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
-         "deepseek2, glm4moe, gpt-oss)");
+         "deepseek2, glm4moe, gpt-oss, minimax-m2)");
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -570,6 +596,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     case Arch::kPhiMoe:
     case Arch::kOlmoe:
     case Arch::kGptOss:  // Both keys hold the expert size (gpt-oss has no dense FFN).
+    case Arch::kMiniMaxM2:
       // llama.cpp sizes these experts by feed_forward_length.
       c.moe_intermediate_size = expert_ff > 0 ? expert_ff : ff;
       break;
@@ -641,6 +668,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
   c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
   if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
+  if (c.arch == Arch::kMiniMaxM2) ReadMiniMaxM2(f, c);
   if (c.arch == Arch::kMixtral && f.FindTensorInfo("rope_freqs.weight") != nullptr) {
     // llama.cpp divides each RoPE frequency by these factors (Llama 3's scaling, stored as
     // a tensor): LongRoPE with one set of factors and no attention scaling.
@@ -654,7 +682,10 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.longrope = std::move(lr);
   }
   if (c.arch == Arch::kGptOss) gguf_gpt_oss::ReadConfig(f, c);
-  if (c.arch != Arch::kGlm4Moe) {  // glm4moe: from its tensors, gguf_glm4moe::ReadConfig.
+  if (c.arch == Arch::kMiniMaxM2) {  // Whole-width q/k norms, when the file has them.
+    c.qk_norm = f.FindTensorInfo("blk.0.attn_q_norm.weight") != nullptr;
+    c.qk_norm_per_head = false;
+  } else if (c.arch != Arch::kGlm4Moe) {  // glm4moe: from its tensors (gguf_glm4moe).
     c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
     c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
   }

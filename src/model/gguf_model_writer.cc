@@ -16,6 +16,7 @@
 #include "model/gguf_glm4moe.h"
 #include "model/gguf_gpt_oss.h"
 #include "model/gguf_tensor_map.h"
+#include "model/tensor_names.h"
 
 namespace moex {
 
@@ -184,6 +185,10 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   if (c.mla) gguf_deepseek2::WriteConfig(c, w);
   if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::WriteConfig(c, w);
   if (c.arch == Arch::kGptOss) gguf_gpt_oss::WriteConfig(c, w);
+  if (c.arch == Arch::kMiniMaxM2) {  // ReadMiniMaxM2's keys.
+    u32("expert_gating_func", 2);
+    u32("rope.dimension_count", c.RotaryDim());
+  }
 }
 
 uint32_t FileType(DType dtype) {
@@ -297,7 +302,7 @@ bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const Tensor
   }
   const std::string rest = name.substr(end + 1);
   const std::string blk = "blk." + std::to_string(*layer) + ".";
-  if (rest == gguf_deepseek2::kHfRouterBias) {
+  if (rest == TensorNamesFor(c).router_bias) {
     const std::string out = blk + gguf_deepseek2::kGgufRouterBias + ".bias";
     const DType dtype = o.f32_small_tensors ? DType::kF32 : t.dtype;
     plans[{*layer, out}] = {out, t.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), {}};
@@ -360,7 +365,7 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   for (const std::string& name : hf.Names()) {
     if (name.ends_with("rotary_emb.inv_freq")) continue;  // Recomputed, never stored.
     const TensorView& t = hf.Get(name);
-    if ((config.mla || config.arch == Arch::kGlm4Moe) &&
+    if ((config.mla || config.arch == Arch::kGlm4Moe || config.arch == Arch::kMiniMaxM2) &&
         WriteMlaSpecial(config, name, t, options, plans))
       continue;
     if (config.arch == Arch::kGptOss && WriteGptOssSinks(config, name, t, options, plans)) continue;

@@ -36,7 +36,7 @@ ArchNames NamesFor(Arch arch) {
     n.layer.push_back({"mlp.experts.down_proj", "ffn_down_exps"});
     n.expert_prefix = "mlp.experts.";
     n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
-  } else if (arch == Arch::kMixtral || arch == Arch::kPhiMoe) {
+  } else if (arch == Arch::kMixtral || arch == Arch::kPhiMoe || arch == Arch::kMiniMaxM2) {
     n.layer.push_back({"block_sparse_moe.gate", "ffn_gate_inp"});
     n.expert_prefix = "block_sparse_moe.experts.";
     n.expert_mats = {"w1", "w3", "w2"};

@@ -26,6 +26,7 @@ constexpr ArchEntry kArchNames[] = {
     {Arch::kDeepseekV3, "deepseek_v3"},
     {Arch::kGlm4Moe, "glm4_moe"},
     {Arch::kGptOss, "gpt_oss"},
+    {Arch::kMiniMaxM2, "minimax_m2"},
 };
 
 int RequireInt(const nlohmann::json& j, const char* key) {
@@ -235,6 +236,50 @@ void ParseGlm4Moe(const nlohmann::json& j, ModelConfig& c) {
         factor, ") leaves fewer than 2 rotary dimensions");
 }
 
+// MiniMax-M2 / M2.1 (HF MiniMaxM2Config): GQA without biases, RMSNorm over the whole q and
+// k projections (qk_norm_type "per_layer"), RoPE on each head's first rotary_dim values,
+// and routing by sigmoid scores plus a correction bias (e_score_correction_bias) choosing
+// the top k, the weights being the chosen sigmoid scores renormalised: DeepSeek-V3's gate
+// in one group. No shared experts, no dense layers.
+void ParseMiniMaxM2(const nlohmann::json& j, ModelConfig& c) {
+  c.num_experts = RequireInt(j, "num_local_experts");
+  c.num_experts_per_tok = RequireInt(j, "num_experts_per_tok");
+  c.moe_intermediate_size = RequireInt(j, "intermediate_size");
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = OptionalFloat(j, "routed_scaling_factor", 1.0f);
+  c.scale_normalised_weights = true;
+  const std::string scoring = j.value("scoring_func", std::string("sigmoid"));
+  Check(scoring == "sigmoid", "config.json: minimax_m2 scoring_func '", scoring,
+        "' is not supported (sigmoid)");
+  Check(OptionalBool(j, "use_routing_bias", true),
+        "config.json: minimax_m2 without use_routing_bias is not supported");
+  Check(!OptionalBool(j, "use_grouped_topk", false) || OptionalInt(j, "num_expert_group", 1) <= 1,
+        "config.json: minimax_m2 grouped top-k over several groups is not supported");
+  c.router = RouterKind::kGroupedTopK;
+  c.scoring_func = ScoringFunc::kSigmoid;
+  c.topk_method = TopKMethod::kNoauxTc;
+  c.n_group = 1;
+  c.topk_group = 1;
+  c.qk_norm = OptionalBool(j, "use_qk_norm", true);
+  c.qk_norm_per_head = false;
+  const std::string qk_type = j.value("qk_norm_type", std::string("per_layer"));
+  Check(qk_type == "per_layer", "config.json: minimax_m2 qk_norm_type '", qk_type,
+        "' is not supported (per_layer)");
+  if (auto w = j.find("attn_window_size"); w != j.end() && !w->is_null()) {
+    const bool none = w->is_number_integer() ? w->get<int64_t>() <= 0 : false;
+    Check(none, "config.json: minimax_m2 attn_window_size (sliding attention) is not supported");
+  }
+  if (auto act = j.find("hidden_act"); act != j.end() && !act->is_null()) {
+    Check(act->is_string() && act->get<std::string>() == "silu",
+          "config.json: minimax_m2 hidden_act must be \"silu\", got ", act->dump());
+  }
+  c.max_position_embeddings = OptionalInt(j, "max_position_embeddings", 196608);
+  c.rope_dim = OptionalInt(j, "rotary_dim", c.head_dim);
+  Check(c.rope_dim >= 2 && c.rope_dim <= c.head_dim, "config.json: rotary_dim (", c.rope_dim,
+        ") must be in 2..head_dim (", c.head_dim, ")");
+  if (c.rope_dim == c.head_dim) c.rope_dim = 0;  // Full rotary.
+}
+
 // YaRN (DeepSeek-V2/V3 only): factor and original_max_position_embeddings are required,
 // the rest default as in HF's DeepseekV2YarnRotaryEmbedding.
 Yarn ParseYarn(const nlohmann::json& rs) {
@@ -414,9 +459,10 @@ Arch ParseArch(const std::string& name) {
   if (name == "deepseek-v3" || name == "deepseek3") return Arch::kDeepseekV3;
   if (name == "glm4moe" || name == "glm4.5") return Arch::kGlm4Moe;
   if (name == "gpt-oss" || name == "gptoss") return Arch::kGptOss;
+  if (name == "minimax-m2" || name == "minimaxm2") return Arch::kMiniMaxM2;
   Fail("unsupported architecture '", name,
        "' (supported: mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
-       "deepseek_v3, glm4_moe, gpt_oss)");
+       "deepseek_v3, glm4_moe, gpt_oss, minimax_m2)");
 }
 
 ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
@@ -515,6 +561,9 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
       break;
     case Arch::kGptOss:
       ParseGptOss(j, c);
+      break;
+    case Arch::kMiniMaxM2:
+      ParseMiniMaxM2(j, c);
       break;
   }
   ParseRopeScaling(j, c);
@@ -684,6 +733,19 @@ nlohmann::json ModelConfig::ToHfJson() const {
       j["num_nextn_predict_layers"] = num_nextn_predict_layers;
       j["rope_scaling"] = nullptr;
       break;
+    case Arch::kMiniMaxM2:
+      j["architectures"].push_back("MiniMaxM2ForCausalLM");
+      j["num_local_experts"] = num_experts;
+      j["intermediate_size"] = moe_intermediate_size;
+      j["rotary_dim"] = RotaryDim();
+      j["scoring_func"] = "sigmoid";
+      j["use_routing_bias"] = true;
+      j["use_qk_norm"] = qk_norm;
+      j["qk_norm_type"] = "per_layer";
+      j["routed_scaling_factor"] = routed_scaling_factor;
+      j["hidden_act"] = "silu";
+      j["rope_scaling"] = nullptr;
+      break;
   }
   return j;
 }
@@ -806,9 +868,8 @@ void ModelConfig::Validate() const {
   Check(rope_dim >= 0 && rope_dim <= head_dim && rope_dim % 2 == 0,
         "config: the rotary dimension (head_dim * partial_rotary_factor = ", rope_dim,
         ") must be even and in 2..head_dim (", head_dim, ")");
-  Check(rope_dim == 0 || arch == Arch::kGlm4Moe,
-        "config: partial rotary is supported for "
-        "glm4_moe only, not ",
+  Check(rope_dim == 0 || arch == Arch::kGlm4Moe || arch == Arch::kMiniMaxM2,
+        "config: partial rotary is supported for glm4_moe and minimax_m2 only, not ",
         ArchName(arch));
   Check(!yarn || rope_dim == 0, "config: YaRN with partial rotary is not supported");
 }

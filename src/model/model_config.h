@@ -22,6 +22,8 @@ enum class Arch {
   kDeepseekV3,   // model_type "deepseek_v3" (DeepSeek-V3/R1): MLA, sigmoid gate with bias
   kGlm4Moe,      // model_type "glm4_moe" (GLM-4.5, 4.5-Air, 4.6, 4.7): partial RoPE, V3's gate
   kGptOss,       // model_type "gpt_oss" (gpt-oss-20b/120b): sinks, sliding layers, biased experts
+  kMiniMaxM2,    // model_type "minimax_m2" (MiniMax-M2, M2.1): whole-width q/k norm, partial
+                 // RoPE, V3's sigmoid gate with bias in one group
 };
 
 // HF GptOssConfig's default layer_types (and llama.cpp's gpt-oss pattern): sliding, full,

@@ -269,6 +269,28 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
       c.max_position_embeddings = 131072; c.num_nextn_predict_layers = 1;
       c.eos_token_ids = {151329, 151336, 151338};
       break;
+    case Arch::kMiniMaxM2:  // MiniMax-M2 (230B-A10B; its published checkpoint is FP8).
+      c.vocab_size = 200064;
+      c.hidden_size = 3072;
+      c.num_layers = 62;
+      c.num_heads = 48;
+      c.num_kv_heads = 8;
+      c.head_dim = 128;
+      c.rope_dim = 64;
+      c.num_experts = 256;
+      c.num_experts_per_tok = 8;
+      c.moe_intermediate_size = 1536;
+      c.rope_theta = 5e6f;
+      c.rms_norm_eps = 1e-6f;
+      c.router = RouterKind::kGroupedTopK;
+      c.scoring_func = ScoringFunc::kSigmoid;
+      c.topk_method = TopKMethod::kNoauxTc;
+      c.norm_topk_prob = true;
+      c.scale_normalised_weights = true;
+      c.qk_norm = true;
+      c.max_position_embeddings = 196608;
+      c.eos_token_ids = {200020};
+      break;
   }
   if (size == ModelSize::kFull) return WithLongRope(c, 4096);
 
@@ -293,7 +315,7 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
                                         RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
   if (c.intermediate_size > 0) c.intermediate_size = 4 * c.moe_intermediate_size;
   if (c.first_k_dense_replace > 0) c.first_k_dense_replace = 1;
-  if (c.rope_dim > 0) c.rope_dim = c.head_dim / 2;  // GLM's partial_rotary_factor 0.5.
+  if (c.rope_dim > 0) c.rope_dim = c.head_dim / 2;  // GLM's and MiniMax-M2's half.
   c.num_nextn_predict_layers = 0;  // No MTP tensors are written.
   // Small originals let tests and quick runs cross LongRoPE's short/long switch cheaply.
   return WithLongRope(c, size == ModelSize::kTiny ? 32 : 512);

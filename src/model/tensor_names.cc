@@ -37,6 +37,8 @@ TensorNames TensorNamesFor(const ModelConfig& config) {
     case Arch::kDeepseekV3: return DeepseekMlaTensorNames();
     case Arch::kGlm4Moe: return Glm4MoeTensorNames();
     case Arch::kGptOss: return GptOssTensorNames();
+    case Arch::kMiniMaxM2:
+      return MiniMaxM2TensorNames();
   }
   return TensorNames{};
 }

@@ -67,7 +67,7 @@ struct TensorNames {
   std::string dense_down = "mlp.down_proj.weight";
   // llama.cpp's per-matrix output scales (shape [1]; the routed experts' [E]), read when the
   // file has them. Empty where llama.cpp's graph for the architecture does not multiply
-  // them in: such a file is refused rather than run differently (docs/formats.md).
+  // them in: such a scale is ignored, as llama.cpp ignores it (docs/formats.md).
   std::string lm_head_scale = "lm_head.scale";
   std::string q_scale = "self_attn.q_proj.scale";
   std::string k_scale = "self_attn.k_proj.scale";
@@ -92,5 +92,6 @@ TensorNames DeepseekMoeTensorNames();
 TensorNames DeepseekMlaTensorNames();
 TensorNames Glm4MoeTensorNames();
 TensorNames GptOssTensorNames();
+TensorNames MiniMaxM2TensorNames();
 
 }  // namespace moex

@@ -23,6 +23,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            glm4_moe.py.
   gpt_oss: sinks, sliding layers, generic YaRN, biased experts with the clamped SwiGLU, in
            gpt_oss.py.
+  minimax_m2: whole-width q/k norm, partial rotary, the sigmoid gate with its bias, in
+           minimax_m2.py.
 All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
@@ -38,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
 import glm4_moe  # noqa: E402
 import gpt_oss  # noqa: E402
+import minimax_m2  # noqa: E402
 from safetensors_io import load_dir  # noqa: E402
 
 
@@ -181,6 +184,8 @@ def forward(W, cfg, ids):
         return glm4_moe.forward(W, cfg, ids)
     if arch == "gpt_oss":
         return gpt_oss.forward(W, cfg, ids)
+    if arch == "minimax_m2":
+        return minimax_m2.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

@@ -25,6 +25,7 @@ struct RandomModelCliOptions {
   int rope_original = 0;
   bool no_tokenizer = false;
   bool hf_mxfp4 = false;
+  int hf_fp8 = 0;
   bool force = false;
 };
 
@@ -62,10 +63,12 @@ int RunRandomModel(const RandomModelCliOptions& o) {
     options.gguf_type = ParseDType(o.gguf_type);
   }
   options.hf_mxfp4 = o.hf_mxfp4;
+  options.hf_fp8_block = o.hf_fp8;
   WriteRandomModel(options);
   std::cerr << "moex: wrote " << o.arch << " (" << o.size << ", "
             << (o.gguf_type.empty() ? o.dtype : o.gguf_type)
-            << (o.hf_mxfp4 ? ", mxfp4 experts" : "") << ") to " << o.out << "\n";
+            << (o.hf_mxfp4 ? ", mxfp4 experts" : "") << (o.hf_fp8 > 0 ? ", fp8 weights" : "")
+            << ") to " << o.out << "\n";
   return 0;
 }
 
@@ -95,6 +98,11 @@ Runner AddRandomModelCommand(CLI::App& app) {
   cmd->add_flag("--hf-mxfp4", o->hf_mxfp4,
                 "gpt_oss, hf: routed experts in MXFP4 (_blocks/_scales and quantization_config), "
                 "as openai/gpt-oss checkpoints are published; values drawn in --dtype");
+  cmd->add_option("--hf-fp8", o->hf_fp8,
+                  "hf: Linear weights (but the router and LM head) in block-scaled FP8 with "
+                  "blocks of N x N (e4m3 and weight_scale_inv, quantization_config fp8), as "
+                  "DeepSeek-V3 publishes its checkpoints (128); values drawn in --dtype")
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_flag("--force", o->force,
                 "write over an existing --out (a file, or a directory's files)");

@@ -116,9 +116,10 @@ void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
     TensorView t;
     t.name = name;
     const std::string dtype = dt->get<std::string>();
-    const bool bytes = dtype == "U8";
+    const bool bytes = dtype == "U8" || dtype == "F8_E4M3";
     Check(bytes || ParseDTypeName(dtype, &t.dtype), f, ": unsupported dtype ", dtype,
-          " for tensor ", name, " (supported: F32, F16, BF16, and U8 for packed blocks)");
+          " for tensor ", name,
+          " (supported: F32, F16, BF16, U8 for packed blocks, F8_E4M3 for FP8 weights)");
     // numel * element size must not overflow; every dimension and product is checked.
     uint64_t numel = 1;
     constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / 8;
@@ -141,7 +142,7 @@ void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
     t.data = data + begin;
     t.nbytes = static_cast<size_t>(expected);
     if (bytes)
-      byte_tensors_.push_back({std::move(t.name), std::move(t.shape), t.data, t.nbytes});
+      byte_tensors_.push_back({std::move(t.name), dtype, std::move(t.shape), t.data, t.nbytes});
     else
       tensors_.push_back(std::move(t));
   }

@@ -25,6 +25,7 @@ constexpr size_t kSafetensorsMaxHeaderBytes = 100u << 20;
 // that knows their packing (model/gpt_oss_weights.h) asks for them.
 struct ByteTensor {
   std::string name;
+  std::string dtype;  // "U8" (packed blocks) or "F8_E4M3" (FP8 weights, model/hf_fp8.h).
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;
   size_t nbytes = 0;

@@ -22,8 +22,11 @@ void SafetensorsWriter::Add(const std::string& name, DType dtype, const std::vec
 }
 
 void SafetensorsWriter::AddBytes(const std::string& name, const std::vector<int64_t>& shape,
-                                 ByteFill fill) {
-  AddPending(name, "U8", shape, 1, DType::kF32, std::move(fill));
+                                 ByteFill fill, const char* dtype) {
+  const std::string type = dtype;
+  Check(type == "U8" || type == "F8_E4M3", "safetensors: ", name, ": byte dtype ", type,
+        " is not U8 or F8_E4M3");
+  AddPending(name, type == "U8" ? "U8" : "F8_E4M3", shape, 1, DType::kF32, std::move(fill));
 }
 
 // elem_bytes_or_zero: 1 for U8, 0 to size by elem_dtype.

@@ -23,8 +23,10 @@ class SafetensorsWriter {
   // Bytes from caller memory, which must stay valid until the write is done.
   void Add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
            const void* data);
-  // Declares a U8 tensor (packed blocks: see ByteTensor in io/safetensors.h).
-  void AddBytes(const std::string& name, const std::vector<int64_t>& shape, ByteFill fill);
+  // Declares a tensor of one-byte elements: "U8" (packed blocks) or "F8_E4M3" (FP8
+  // weights), as ByteTensor in io/safetensors.h. Throws Error for another dtype.
+  void AddBytes(const std::string& name, const std::vector<int64_t>& shape, ByteFill fill,
+                const char* dtype = "U8");
   // A copy of a view's tensor (e.g. from a WeightSource) under its own name.
   void Add(const TensorView& view) { Add(view.name, view.dtype, view.shape, view.data); }
 

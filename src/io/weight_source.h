@@ -21,7 +21,8 @@ class WeightSource {
   virtual std::string Describe() const = 0;
   // The caller has copied what it needs of `tensor`: a file-mapped source drops its pages
   // from the resident set (views stay valid; reading them again faults the pages back in).
-  // Sources that own their memory keep it.
+  // Sources that own their memory keep it, except a converted copy (FP8 weights,
+  // model/hf_fp8.h), which is freed: the tensor must be found again before it is read.
   virtual void ReleasePages(const TensorView& tensor) const {}
   // Whether `tensor`'s bytes are in one of this source's file mappings (rather than memory
   // it owns, such as a converted copy): pages that ReleasePages can drop.

@@ -66,10 +66,34 @@ std::optional<HfQuantization> ParseHfQuantization(const nlohmann::json& config, 
         "quantization_config has no quant_method string");
   HfQuantization q;
   q.quant_method = method->get<std::string>();
-  Check(q.quant_method == "mxfp4", "quantization_config.quant_method '", q.quant_method,
-        "' is not supported (moex reads 'mxfp4': gpt-oss's MXFP4 experts)");
-  Check(arch == Arch::kGptOss, "quantization_config (quant_method 'mxfp4') is supported for ",
-        "gpt_oss only, not ", ArchName(arch));
+  Check(q.quant_method == "mxfp4" || q.quant_method == "fp8", "quantization_config.quant_method '",
+        q.quant_method,
+        "' is not supported (moex reads 'mxfp4', gpt-oss's MXFP4 experts, and 'fp8', "
+        "block-scaled FP8 weights)");
+  Check(q.quant_method != "mxfp4" || arch == Arch::kGptOss,
+        "quantization_config (quant_method 'mxfp4') is supported for gpt_oss only, not ",
+        ArchName(arch));
+  if (q.quant_method == "fp8") {
+    const auto fmt = it->find("fmt");
+    Check(fmt == it->end() || fmt->is_null() ||
+              (fmt->is_string() &&
+               (fmt->get<std::string>() == "float8_e4m3fn" || fmt->get<std::string>() == "e4m3")),
+          "quantization_config.fmt ", fmt == it->end() ? "" : fmt->dump(),
+          " is not supported (float8_e4m3fn)");
+    const auto scheme = it->find("activation_scheme");
+    Check(scheme == it->end() || scheme->is_null() ||
+              (scheme->is_string() && scheme->get<std::string>() == "dynamic"),
+          "quantization_config.activation_scheme ", scheme == it->end() ? "" : scheme->dump(),
+          " is not supported (dynamic: no stored activation scales)");
+    const auto block = it->find("weight_block_size");
+    Check(block != it->end() && block->is_array() && block->size() == 2 &&
+              (*block)[0].is_number_integer() && (*block)[1].is_number_integer() &&
+              (*block)[0].get<int64_t>() > 0 && (*block)[1].get<int64_t>() > 0 &&
+              (*block)[0].get<int64_t>() <= 65536 && (*block)[1].get<int64_t>() <= 65536,
+          "quantization_config.weight_block_size must be [rows, cols] of positive integers "
+          "(per-tensor FP8 scales are not supported)");
+    q.weight_block = {(*block)[0].get<int>(), (*block)[1].get<int>()};
+  }
   const auto list = it->find("modules_to_not_convert");
   if (list != it->end() && !list->is_null()) {
     Check(list->is_array(), "quantization_config.modules_to_not_convert must be a list");

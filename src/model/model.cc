@@ -16,6 +16,7 @@
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_fp8.h"
 #include "model/mla_weights.h"
 
 namespace moex {
@@ -340,9 +341,11 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
       Fail(checkpoint->dir(), "/generation_config.json: ", e.what());
     }
   }
-  std::unique_ptr<WeightSource> source = config.arch == Arch::kGptOss
-                                             ? WrapGptOssHfWeights(std::move(checkpoint), config)
-                                             : std::unique_ptr<WeightSource>(std::move(checkpoint));
+  const bool fp8 = checkpoint->quantization() && checkpoint->quantization()->quant_method == "fp8";
+  std::unique_ptr<WeightSource> source =
+      config.arch == Arch::kGptOss ? WrapGptOssHfWeights(std::move(checkpoint), config)
+      : fp8                        ? WrapFp8HfWeights(std::move(checkpoint))
+                                   : std::unique_ptr<WeightSource>(std::move(checkpoint));
   auto model = BuildModel(path, config, std::move(source));
   model->sampling = sampling;
   if (!model->unused_tensors.empty())

@@ -17,6 +17,7 @@
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
+#include "model/hf_fp8.h"
 #include "model/hf_mxfp4.h"
 #include "model/tensor_names.h"
 #include "text/byte_tokenizer_json.h"
@@ -67,6 +68,37 @@ ByteFill RandomFill(DType dtype, uint64_t tensor_seed, Distribution dist) {
       }
     }
   };
+}
+
+// The block-scaled FP8 form (model/hf_fp8.h) of a [rows, cols] matrix drawn in `dtype` as
+// RandomFill would: per block of `block` x `block`, scale = amax / 448 (1 for an all-zero
+// block) and code = e4m3(value / scale). Returns the codes and the f32 scales.
+std::pair<std::shared_ptr<std::vector<uint8_t>>, std::shared_ptr<std::vector<float>>> RandomFp8(
+    DType dtype, uint64_t tensor_seed, Distribution dist, int64_t rows, int64_t cols,
+    int64_t block) {
+  std::vector<float> values(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float v = RandomValue(tensor_seed, dist, i);
+    values[i] = dtype == DType::kBF16  ? BF16ToF32(F32ToBF16(v))
+                : dtype == DType::kF16 ? F16ToF32(F32ToF16(v))
+                                       : v;
+  }
+  const int64_t br = (rows + block - 1) / block, bc = (cols + block - 1) / block;
+  auto scales = std::make_shared<std::vector<float>>(static_cast<size_t>(br * bc), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float& amax = (*scales)[static_cast<size_t>((r / block) * bc + c / block)];
+      amax = std::max(amax, std::fabs(values[static_cast<size_t>(r * cols + c)]));
+    }
+  for (float& s : *scales) s = s > 0 ? s / 448.0f : 1.0f;
+  auto codes = std::make_shared<std::vector<uint8_t>>(values.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      (*codes)[i] =
+          FloatToFp8E4M3(values[i] / (*scales)[static_cast<size_t>((r / block) * bc + c / block)]);
+    }
+  return {codes, scales};
 }
 
 // HF's MXFP4 form (model/hf_mxfp4.h) of a fused expert tensor [E, K, R] drawn in `dtype` as
@@ -124,6 +156,11 @@ void WriteHfCheckpoint(const ModelConfig& c, const SafetensorsWriter& writer,
   config["torch_dtype"] = o.dtype == DType::kBF16  ? "bfloat16"
                           : o.dtype == DType::kF16 ? "float16"
                                                    : "float32";
+  if (o.hf_fp8_block > 0)
+    config["quantization_config"] = {{"quant_method", "fp8"},
+                                     {"fmt", "float8_e4m3fn"},
+                                     {"activation_scheme", "dynamic"},
+                                     {"weight_block_size", {o.hf_fp8_block, o.hf_fp8_block}}};
   // As openai/gpt-oss publishes it: everything but the routed experts stays unquantised.
   if (o.hf_mxfp4)
     config["quantization_config"] = {{"quant_method", "mxfp4"},
@@ -364,6 +401,10 @@ void WriteRandomModel(const RandomModelOptions& o) {
   Check(!o.hf_mxfp4 || (c.hidden_size % 32 == 0 && c.moe_intermediate_size % 32 == 0),
         "random-model: --hf-mxfp4 needs hidden_size and moe_intermediate_size to be multiples "
         "of 32");
+  Check(o.hf_fp8_block >= 0 && o.hf_fp8_block <= 4096,
+        "random-model: the FP8 block size must be in 1..4096");
+  Check(o.hf_fp8_block == 0 || (o.format == "hf" && !o.hf_mxfp4 && c.arch != Arch::kGptOss),
+        "random-model: --hf-fp8 writes an HF checkpoint (not gpt_oss, whose experts are MXFP4)");
 
   SafetensorsWriter writer;
   const TensorNames n = TensorNamesFor(c);
@@ -374,7 +415,26 @@ void WriteRandomModel(const RandomModelOptions& o) {
     writer.Add(name, o.dtype, shape, RandomFill(o.dtype, HashName(name, o.seed), dist));
   };
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float gain = 1.0f) {
-    add(name, {rows, cols}, {0.0f, gain * std::sqrt(3.0f / static_cast<float>(cols))});
+    const Distribution dist{0.0f, gain * std::sqrt(3.0f / static_cast<float>(cols))};
+    // The router and the LM head stay unquantised, as in DeepSeek-V3's checkpoints.
+    if (o.hf_fp8_block == 0 || name == n.lm_head || name.ends_with(n.router))
+      return add(name, {rows, cols}, dist);
+    const auto [codes, scales] =
+        RandomFp8(o.dtype, HashName(name, o.seed), dist, rows, cols, o.hf_fp8_block);
+    writer.AddBytes(
+        name, {rows, cols},
+        [codes](size_t offset, std::span<std::byte> out) {
+          std::memcpy(out.data(), codes->data() + offset, out.size());
+        },
+        "F8_E4M3");
+    const int64_t blocks_r = (rows + o.hf_fp8_block - 1) / o.hf_fp8_block;
+    const int64_t blocks_c = (cols + o.hf_fp8_block - 1) / o.hf_fp8_block;
+    writer.Add(name + "_scale_inv", DType::kF32, {blocks_r, blocks_c},
+               [scales](size_t offset, std::span<std::byte> out) {
+                 std::memcpy(out.data(),
+                             reinterpret_cast<const std::byte*>(scales->data()) + offset,
+                             out.size());
+               });
   };
   auto norm = [&](const std::string& name, int64_t size) { add(name, {size}, {1.0f, 0.2f}); };
   auto bias = [&](const std::string& name, int64_t size) { add(name, {size}, {0.0f, 0.2f}); };

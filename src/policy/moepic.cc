@@ -41,6 +41,13 @@
 namespace moex::policy {
 namespace {
 
+// Modelled cost of the configurator job for the simulator (µs), so that its modelled worker
+// is repeatable: a fixed part and one step per MoE layer, expert and split point (top
+// chunks 0..chunks). Fitted on this repository's tiny shapes on the Intel Xeon host of the
+// 2026-11-29 stop (64 jobs: median 8.7 µs for 3 layers x 16 experts x 5 split points).
+constexpr double kConfigureJobUs = 2.0;
+constexpr double kConfigureStepUs = 0.03;
+
 enum class PrefetchMode { kRouter, kRandom, kNone };
 
 class MoEpicPolicy : public Policy {
@@ -129,13 +136,18 @@ class MoEpicPolicy : public Policy {
     tokens_since_config_ = 0;
     job_pending_ = true;
     // Algorithm 1, lines 8-9, on the worker: it computes on a copy of the statistics.
-    facts_.worker->Submit([this, stats = stats_, budgets = Budgets()]() -> PolicyWorker::Apply {
-      Configuration c = Configure(stats, budgets);
-      return [this, c](Decisions*) {
-        pending_ = c;
-        job_pending_ = false;
-      };
-    });
+    const double cost_us = kConfigureJobUs + kConfigureStepUs *
+                                                 static_cast<double>(moe_layers_.size()) *
+                                                 facts_.num_experts * (chunks_ + 1);
+    facts_.worker->Submit(
+        [this, stats = stats_, budgets = Budgets()]() -> PolicyWorker::Apply {
+          Configuration c = Configure(stats, budgets);
+          return [this, c](Decisions*) {
+            pending_ = c;
+            job_pending_ = false;
+          };
+        },
+        cost_us);
   }
 
   void ComputeOrder(int layer, std::vector<ExpertKey>* experts) override {

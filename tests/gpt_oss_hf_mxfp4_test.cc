@@ -202,7 +202,7 @@ TEST(GptOssHfMxfp4, MalformedCheckpointsAreRefusedNamingTheTensor) {
   {
     HandCheckpoint h;
     h.config["quantization_config"]["quant_method"] = "fp8";
-    expect_error(h, "quantization_config.quant_method 'fp8' is not supported");
+    expect_error(h, "quantization_config.quant_method 'fp8' is not supported for gpt_oss");
   }
   {
     HandCheckpoint h;

@@ -74,6 +74,9 @@ std::optional<HfQuantization> ParseHfQuantization(const nlohmann::json& config, 
         "quantization_config (quant_method 'mxfp4') is supported for gpt_oss only, not ",
         ArchName(arch));
   if (q.quant_method == "fp8") {
+    Check(arch != Arch::kGptOss,
+          "quantization_config.quant_method 'fp8' is not supported for gpt_oss (its published "
+          "experts are MXFP4: 'mxfp4')");
     const auto fmt = it->find("fmt");
     Check(fmt == it->end() || fmt->is_null() ||
               (fmt->is_string() &&

@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           "properties": {"s": {"type": "string"}, "n": {"type": "integer"}}}}}])");
   for (ToolCallFormat format :
        {ToolCallFormat::kHermes, ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3,
-        ToolCallFormat::kDeepSeekV31, ToolCallFormat::kGlm, ToolCallFormat::kHarmony}) {
+        ToolCallFormat::kDeepSeekV31, ToolCallFormat::kGlm, ToolCallFormat::kMiniMax,
+        ToolCallFormat::kHarmony}) {
     const ParsedReply whole = ParseToolCalls(format, text, tools);
     for (const ToolCall& c : whole.calls) {
       fuzz::Expect(!c.name.empty(), "a call without a name");

@@ -920,9 +920,10 @@ json ExpectWeatherCall(const RunningServer& s, json request) {
 }
 
 // Templates in DeepSeek V3's form (calls rendered, the tool list not: the server writes it
-// into the system prompt; arguments as text) and GLM's (<arg_key> pairs): a forced call is
-// valid whole and streamed, and the loop's next turn renders the call as the template asks.
-TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
+// into the system prompt; arguments as text), GLM's (<arg_key> pairs) and MiniMax-M2's
+// (<invoke> blocks): a forced call is valid whole and streamed, and the loop's next turn
+// renders the call as the template asks.
+TEST(ServeTools, DeepSeekGlmAndMiniMaxFormsEndToEnd) {
   const std::string deepseek =
       "{% for m in messages %}{% if m.role == 'system' %}{{ m.content }}"
       "{% elif m.role == 'user' %}<｜User｜>{{ m.content }}{% elif m.role == 'assistant' %}"
@@ -940,6 +941,15 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
       "<arg_value>{{ v | tojson if v is not string else v }}</arg_value>{% endfor %}\n"
       "</tool_call>{% endfor %}{% endif %}{% endfor %}"
       "{% if add_generation_prompt %}<|assistant|>{% endif %}";
+  const std::string minimax =
+      "{% if tools %}]~b]system\n<tools>{% for t in tools %}{{ t.function | tojson }}\n"
+      "{% endfor %}</tools>[e~[\n{% endif %}{% for m in messages %}]~b]{{ m.role }}\n"
+      "{{ m.content }}{% if m.tool_calls %}{{ '\\n<minimax:tool_call>\\n' }}"
+      "{% for c in m.tool_calls %}{{ '<invoke name=\"' + c.function.name + '\">\\n' }}"
+      "{% for k, v in c.function.arguments.items() %}{{ '<parameter name=\"' + k + '\">' }}"
+      "{{ v | tojson if v is not string else v }}{{ '</parameter>\\n' }}{% endfor %}"
+      "{{ '</invoke>\\n' }}{% endfor %}{{ '</minimax:tool_call>' }}{% endif %}[e~[\n"
+      "{% endfor %}{% if add_generation_prompt %}]~b]ai\n{% endif %}";
   const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
       "description": "The weather in a city", "parameters": {"type": "object", "properties":
       {"city": {"enum": ["Oslo", "Paris"]}, "days": {"type": "integer", "minimum": 1,
@@ -952,7 +962,11 @@ TEST(ServeTools, DeepSeekAndGlmFormsEndToEnd) {
         // HF's trim_blocks drops the newline after each {% %} tag.
         {"glm", glm,
          "<tool_call>get_weather<arg_key>city</arg_key>\n<arg_value>Oslo"
-         "</arg_value><arg_key>days</arg_key>\n<arg_value>2</arg_value></tool_call>"}}) {
+         "</arg_value><arg_key>days</arg_key>\n<arg_value>2</arg_value></tool_call>"},
+        {"minimax", minimax,
+         "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Oslo"
+         "</parameter>\n<parameter "
+         "name=\"days\">2</parameter>\n</invoke>\n</minimax:tool_call>"}}) {
     SCOPED_TRACE(name);
     testing::TempDir dir;
     ServerOptions options = SmallBatches();

@@ -134,6 +134,50 @@ TEST(ToolCalls, GlmArgumentsAreKeyValuePairsTypedByTheSchema) {
                   .calls.empty());
 }
 
+// MiniMax-M2: one block holds every call of a reply, each an <invoke> of <parameter>s typed
+// as GLM's values.
+TEST(ToolCalls, MiniMaxInvokesInOneBlock) {
+  EXPECT_EQ(DetectToolCallFormat("{% if tools %}{% endif %}{%- set toolcall_begin_token = "
+                                 "'<minimax:tool_call>' -%}<invoke name=\""),
+            ToolCallFormat::kMiniMax);
+  EXPECT_FALSE(ArgumentsAsText(ToolCallFormat::kMiniMax));
+  const ordered_json tools = ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "get_weather", "parameters": {"type": "object", "properties": {
+      "city": {"type": "string"}, "zip": {"type": "string"}, "days": {"type": "integer"}}}}}])");
+  const ParsedReply r = ParseToolCalls(
+      ToolCallFormat::kMiniMax,
+      "<think>\nweather\n</think>\nLet me check.\n<minimax:tool_call>\n<invoke "
+      "name=\"get_weather\">"
+      "\n<parameter name=\"city\">Oslo</parameter>\n<parameter name=\"zip\">0150</parameter>\n"
+      "<parameter name=\"days\">3</parameter>\n</invoke>\n<invoke name=\"now\">\n</invoke>\n"
+      "</minimax:tool_call>",
+      tools);
+  EXPECT_EQ(r.content, "<think>\nweather\n</think>\nLet me check.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, R"({"city":"Oslo","zip":"0150","days":3})");
+  EXPECT_EQ(r.calls[1].name, "now");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  // A block without a call stays text; an unclosed block (max_tokens) still parses.
+  const ParsedReply bad =
+      ParseToolCalls(ToolCallFormat::kMiniMax, "a <minimax:tool_call>nope</minimax:tool_call> b");
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.content, "a <minimax:tool_call>nope</minimax:tool_call> b");
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kMiniMax,
+                           "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"n\">1"
+                           "</parameter>")
+                .calls.size(),
+            1u);
+  // An unfinished parameter is not a call.
+  EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kMiniMax,
+                             "<minimax:tool_call><invoke name=\"f\"><parameter name=\"n\">1")
+                  .calls.empty());
+  ToolCallStream st(ToolCallFormat::kMiniMax);
+  EXPECT_EQ(st.Push("Sure. <minimax:to"), "Sure. ");
+  EXPECT_EQ(st.Push("ol_call>\n<invoke name=\"now\">\n</invoke>\n</minimax:tool_call>"), "");
+  EXPECT_EQ(st.Finish().calls.size(), 1u);
+}
+
 TEST(ToolCalls, HarmonyRepliesAreChannels) {
   EXPECT_EQ(DetectToolCallFormat("{% if tools %}{% endif %}<|start|>assistant<|channel|>final"),
             ToolCallFormat::kHarmony);
@@ -225,7 +269,8 @@ TEST(ToolCalls, WrittenCallsParseBackAndMatchTheGrammar) {
     {"type": "function", "function": {"name": "now"}}])");
   for (ToolCallFormat format :
        {ToolCallFormat::kHermes, ToolCallFormat::kMistral, ToolCallFormat::kDeepSeekV3,
-        ToolCallFormat::kDeepSeekV31, ToolCallFormat::kGlm, ToolCallFormat::kHarmony}) {
+        ToolCallFormat::kDeepSeekV31, ToolCallFormat::kGlm, ToolCallFormat::kMiniMax,
+        ToolCallFormat::kHarmony}) {
     SCOPED_TRACE(static_cast<int>(format));
     const ToolCall call{"", "get_weather", R"({"city": "Oslo", "days": 2, "unit": "f"})"};
     const std::string text = WriteToolCall(format, call);

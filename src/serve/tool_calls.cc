@@ -28,6 +28,12 @@ constexpr const char* kGlmKeyOpen = "<arg_key>";
 constexpr const char* kGlmKeyClose = "</arg_key>";
 constexpr const char* kGlmValueOpen = "<arg_value>";
 constexpr const char* kGlmValueClose = "</arg_value>";
+constexpr const char* kMiniMaxOpen = "<minimax:tool_call>";
+constexpr const char* kMiniMaxClose = "</minimax:tool_call>";
+constexpr const char* kMiniMaxInvoke = "<invoke name=\"";
+constexpr const char* kMiniMaxInvokeClose = "</invoke>";
+constexpr const char* kMiniMaxParameter = "<parameter name=\"";
+constexpr const char* kMiniMaxParameterClose = "</parameter>";
 // Harmony's special tokens.
 constexpr const char* kHarmonyStart = "<|start|>";
 constexpr const char* kHarmonyChannel = "<|channel|>";
@@ -43,6 +49,8 @@ std::string OpenMarker(ToolCallFormat format) {
       return kHermesOpen;
     case ToolCallFormat::kMistral:
       return kMistralOpen;
+    case ToolCallFormat::kMiniMax:
+      return kMiniMaxOpen;
     case ToolCallFormat::kDeepSeekV3:
     case ToolCallFormat::kDeepSeekV31:
       return kDsCallsBegin;
@@ -210,6 +218,77 @@ const OJson* ParameterSchema(const OJson& tools, const std::string& name, const 
   return nullptr;
 }
 
+// Argument `v` of parameter `k` of function `name` written raw (GLM, MiniMax): a string when
+// the function's schema types it so, else JSON when it parses (`0150` stays a string).
+OJson TypedArgument(const OJson& tools, const std::string& name, const std::string& k,
+                    const std::string& v) {
+  const OJson* schema = ParameterSchema(tools, name, k);
+  OJson parsed = schema && StringTyped(*schema) ? OJson(v) : OJson::parse(v, nullptr, false);
+  return parsed.is_discarded() ? OJson(v) : std::move(parsed);
+}
+
+// A MiniMax block's body: one or more <invoke name="N"> ... </invoke>, each with
+// <parameter name="K">V</parameter> arguments. Calls that do not parse are dropped; false
+// when none does.
+bool ReadMiniMax(const OJson& tools, const std::string& body, std::vector<ToolCall>* out) {
+  const size_t before = out->size();
+  const std::string invoke = kMiniMaxInvoke, parameter = kMiniMaxParameter;
+  for (size_t at = body.find(invoke); at != std::string::npos; at = body.find(invoke, at)) {
+    const size_t name = at + invoke.size();
+    const size_t name_end = body.find("\">", name);
+    if (name_end == std::string::npos) break;
+    const size_t end = std::min(body.find(kMiniMaxInvokeClose, name_end), body.size());
+    const std::string fname = body.substr(name, name_end - name);
+    at = end;
+    if (!FunctionName(fname)) continue;
+    OJson args = OJson::object();
+    bool whole = true;
+    for (size_t p = body.find(parameter, name_end); p < end; p = body.find(parameter, p)) {
+      const size_t key = p + parameter.size();
+      const size_t key_end = body.find("\">", key);
+      const size_t value_end = body.find(kMiniMaxParameterClose, key);
+      if (key_end == std::string::npos || value_end == std::string::npos || value_end > end ||
+          key_end > value_end) {
+        whole = false;
+        break;
+      }
+      const std::string k = body.substr(key, key_end - key);
+      args[k] = TypedArgument(tools, fname, k, body.substr(key_end + 2, value_end - key_end - 2));
+      p = value_end;
+    }
+    if (!whole) continue;
+    ToolCall c;
+    c.name = fname;
+    c.arguments = args.dump(-1, ' ', false, OJson::error_handler_t::replace);
+    out->push_back(std::move(c));
+  }
+  return out->size() > before;
+}
+
+// MiniMax's blocks, each holding any number of calls; the text outside them (and a block
+// without a call) is content. An unclosed last block runs to the end.
+ParsedReply ParseMiniMax(const std::string& text, const OJson& tools) {
+  ParsedReply out;
+  std::string content;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t open = text.find(kMiniMaxOpen, at);
+    if (open == std::string::npos) break;
+    const size_t body = open + std::string(kMiniMaxOpen).size();
+    const size_t close = text.find(kMiniMaxClose, body);
+    const size_t end = close == std::string::npos ? text.size() : close;
+    const size_t next =
+        close == std::string::npos ? text.size() : close + std::string(kMiniMaxClose).size();
+    content += text.substr(at, open - at);
+    if (!ReadMiniMax(tools, text.substr(body, end - body), &out.calls))
+      content += text.substr(open, next - open);
+    at = next;
+  }
+  content += text.substr(std::min(at, text.size()));
+  out.content = Trim(content);
+  return out;
+}
+
 // A GLM call's body: NAME, then <arg_key>K</arg_key><arg_value>V</arg_value> pairs.
 bool ReadGlm(const OJson& tools, const std::string& body, ToolCall* out) {
   const size_t first = body.find(kGlmKeyOpen);
@@ -226,10 +305,7 @@ bool ReadGlm(const OJson& tools, const std::string& body, ToolCall* out) {
     const size_t value_end = body.find(kGlmValueClose, value);
     if (value_end == std::string::npos) return false;
     const std::string k = Trim(body.substr(key, key_end - key));
-    const std::string v = body.substr(value, value_end - value);
-    const OJson* schema = ParameterSchema(tools, name, k);
-    OJson parsed = schema && StringTyped(*schema) ? OJson(v) : OJson::parse(v, nullptr, false);
-    args[k] = parsed.is_discarded() ? OJson(v) : std::move(parsed);
+    args[k] = TypedArgument(tools, name, k, body.substr(value, value_end - value));
     at = value_end;
   }
   out->name = name;
@@ -283,11 +359,12 @@ ParsedReply ParseHarmonyRaw(const std::string& text, const OJson& tools) {
   return out;
 }
 
-// GLM's arguments of a function with `parameters`: each property, in the schema's order, as
-// `<arg_key>K</arg_key><arg_value>V</arg_value>` (a newline may precede each tag), required ones
-// always, the others optional. A string-typed value is raw text without '<'; any other is JSON
-// valid against the property's schema.
-E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptions& options) {
+// The arguments of a function with `parameters` written as tags (GLM, MiniMax): each
+// property, in the schema's order, as `item(key, value)`, required ones always, the others
+// optional. A string-typed value is raw text without '<'; any other is JSON valid against
+// the property's schema.
+E TaggedArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptions& options,
+                  const std::function<E(const std::string&, E)>& item) {
   if (!parameters.is_object() || !parameters.contains("properties") ||
       !parameters["properties"].is_object())
     return E::Empty();
@@ -295,7 +372,6 @@ E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptio
   if (parameters.contains("required") && parameters["required"].is_array())
     for (const auto& r : parameters["required"])
       if (r.is_string()) required.insert(r.get<std::string>());
-  const E newline = E::Repeat(E::Literal("\n"), 0, 1);
   std::vector<E> items;
   for (const auto& [key, schema] : parameters["properties"].items()) {
     E value;
@@ -310,9 +386,8 @@ E GlmArguments(GrammarBuilder& b, const OJson& parameters, const JsonSchemaOptio
     } else {
       value = JsonSchemaExpr(b, parameters, options, "/properties/" + JsonPointerToken(key));
     }
-    E item = E::Seq({newline, E::Literal(kGlmKeyOpen + key + kGlmKeyClose), newline,
-                     E::Literal(kGlmValueOpen), value, E::Literal(kGlmValueClose)});
-    items.push_back(required.contains(key) ? item : E::Repeat(item, 0, 1));
+    E tagged = item(key, value);
+    items.push_back(required.contains(key) ? tagged : E::Repeat(tagged, 0, 1));
   }
   return E::Seq(std::move(items));
 }
@@ -325,6 +400,7 @@ ToolCallFormat DetectToolCallFormat(const std::string& source) {
   if (source.find(kDsCallBegin) != std::string::npos)
     return source.find("```json") != std::string::npos ? ToolCallFormat::kDeepSeekV3
                                                        : ToolCallFormat::kDeepSeekV31;
+  if (source.find(kMiniMaxOpen) != std::string::npos) return ToolCallFormat::kMiniMax;
   if (source.find(kGlmKeyOpen) != std::string::npos) return ToolCallFormat::kGlm;
   if (source.find(kHermesOpen) != std::string::npos) return ToolCallFormat::kHermes;
   return ToolCallFormat::kNone;
@@ -364,6 +440,14 @@ std::string WriteToolCall(ToolCallFormat format, const ToolCall& call) {
                (v.is_string() ? v.get<std::string>() : v.dump()) + kGlmValueClose;
       return out + "\n" + kHermesClose;
     }
+    case ToolCallFormat::kMiniMax: {
+      std::string out = std::string(kMiniMaxOpen) + "\n" + kMiniMaxInvoke + name + "\">\n";
+      const OJson parsed = OJson::parse(args);
+      for (const auto& [k, v] : parsed.items())
+        out += kMiniMaxParameter + k + "\">" + (v.is_string() ? v.get<std::string>() : v.dump()) +
+               kMiniMaxParameterClose + "\n";
+      return out + kMiniMaxInvokeClose + "\n" + kMiniMaxClose;
+    }
     case ToolCallFormat::kNone:
       break;
   }
@@ -402,6 +486,8 @@ ParsedReply ParseToolCalls(ToolCallFormat format, const std::string& text,
     case ToolCallFormat::kDeepSeekV3:
     case ToolCallFormat::kDeepSeekV31:
       return ParseDeepSeek(format == ToolCallFormat::kDeepSeekV3, text);
+    case ToolCallFormat::kMiniMax:
+      return ParseMiniMax(text, tools);
     case ToolCallFormat::kGlm:
       return ParseBlocks(
           text, kHermesOpen, kHermesClose,
@@ -462,11 +548,28 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
         calls.push_back(E::Seq({E::Literal(std::string(kDsCallBegin) + fname + kDsSep),
                                 JsonSchemaExpr(b, parameters, options), E::Literal(kDsCallEnd)}));
         break;
-      case ToolCallFormat::kGlm:
+      case ToolCallFormat::kGlm: {
+        // <arg_key>K</arg_key><arg_value>V</arg_value>, a newline allowed before each tag.
+        const E newline = E::Repeat(E::Literal("\n"), 0, 1);
+        const E args =
+            TaggedArguments(b, parameters, options, [&](const std::string& key, E value) {
+              return E::Seq({newline, E::Literal(kGlmKeyOpen + key + kGlmKeyClose), newline,
+                             E::Literal(kGlmValueOpen), value, E::Literal(kGlmValueClose)});
+            });
         calls.push_back(
-            E::Seq({E::Literal(kHermesOpen + fname), GlmArguments(b, parameters, options),
-                    E::Repeat(E::Literal("\n"), 0, 1), E::Literal(kHermesClose)}));
+            E::Seq({E::Literal(kHermesOpen + fname), args, newline, E::Literal(kHermesClose)}));
         break;
+      }
+      case ToolCallFormat::kMiniMax: {
+        const E args =
+            TaggedArguments(b, parameters, options, [&](const std::string& key, E value) {
+              return E::Seq({E::Literal(kMiniMaxParameter + key + "\">"), value,
+                             E::Literal(std::string(kMiniMaxParameterClose) + "\n")});
+            });
+        calls.push_back(E::Seq({E::Literal(kMiniMaxInvoke + fname + "\">\n"), args,
+                                E::Literal(std::string(kMiniMaxInvokeClose) + "\n")}));
+        break;
+      }
       case ToolCallFormat::kHarmony:
         // The special tokens match whole (GrammarBuilder::AllowSpecialToken); the call ends
         // where the grammar does, at the model's <|call|> (an end-of-sequence id).
@@ -485,6 +588,8 @@ std::shared_ptr<const Grammar> ToolCallGrammar(ToolCallFormat format,
     body = E::Seq({E::Literal(std::string(kMistralOpen) + "["), body, E::Literal("]")});
   if (format == ToolCallFormat::kDeepSeekV3 || format == ToolCallFormat::kDeepSeekV31)
     body = E::Seq({E::Literal(kDsCallsBegin), body, E::Literal(kDsCallsEnd)});
+  if (format == ToolCallFormat::kMiniMax)
+    body = E::Seq({E::Literal(std::string(kMiniMaxOpen) + "\n"), body, E::Literal(kMiniMaxClose)});
   if (format == ToolCallFormat::kHarmony)
     for (const char* special : {kHarmonyChannel, kHarmonyConstrain, kHarmonyMessage})
       b.AllowSpecialToken(special);

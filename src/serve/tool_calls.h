@@ -15,6 +15,9 @@
 // - GLM-4.5 / 4.6 / 4.7: `<tool_call>N`, then per argument `<arg_key>K</arg_key><arg_value>V
 //   </arg_value>` (a string value raw, any other as JSON; a newline may precede each tag),
 //   then `</tool_call>`.
+// - MiniMax-M2 / M2.1: `<minimax:tool_call>`, then per call `<invoke name="N">` with one
+//   `<parameter name="K">V</parameter>` per argument (typed as GLM's), then `</invoke>`, then
+//   `</minimax:tool_call>`.
 // - Harmony (gpt-oss): a reply is messages, each a header (`<|channel|>C`, a recipient
 //   ` to=functions.N`, `<|constrain|>json`) and a body after `<|message|>` that ends at
 //   `<|end|>`, `<|call|>`, `<|return|>` or the next `<|start|>`. A body sent to a function is a
@@ -35,7 +38,16 @@
 
 namespace moex::serve {
 
-enum class ToolCallFormat { kNone, kHermes, kMistral, kDeepSeekV3, kDeepSeekV31, kGlm, kHarmony };
+enum class ToolCallFormat {
+  kNone,
+  kHermes,
+  kMistral,
+  kDeepSeekV3,
+  kDeepSeekV31,
+  kGlm,
+  kMiniMax,
+  kHarmony
+};
 
 // The format a chat template renders an assistant's tool calls in (from its markers); kNone
 // when it renders none that moex parses.

@@ -21,6 +21,7 @@
 #include "io/safetensors_writer.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "support/error_of.h"
 #include "support/temp_dir.h"
 
 namespace moex {
@@ -133,12 +134,7 @@ TEST(HfFp8, WeightsAreCodesTimesTheirBlocksScale) {
 }
 
 std::string LoadError(const std::string& dir) {
-  try {
-    LoadModel(dir);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(loaded)";
+  return testing::ErrorOf([&] { LoadModel(dir); });
 }
 
 // A copy of the checkpoint at `dir` in `out` whose safetensors file `edit` rewrites.

@@ -19,6 +19,7 @@
 #include "model/model_config.h"
 #include "model/random_model.h"
 #include "support/engine_runs.h"
+#include "support/error_of.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
 
@@ -40,12 +41,7 @@ nlohmann::json M2Json() {
 }
 
 std::string ErrorOf(const nlohmann::json& j) {
-  try {
-    ModelConfig::FromHfJson(j);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::ErrorOf([&] { ModelConfig::FromHfJson(j); });
 }
 
 TEST(MiniMaxM2Config, ReadsM2AsPublished) {

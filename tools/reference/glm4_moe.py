@@ -60,13 +60,19 @@ def attention(h, W, p, cfg, T):
     pos = torch.arange(T)
     q = partial_rope(q, pos, theta, rot)
     k = partial_rope(k, pos, theta, rot)
-    k = k.repeat_interleave(nh // nkv, dim=0)
-    v = v.repeat_interleave(nh // nkv, dim=0)
+    return causal_gqa(q, k, v, T) @ W[p + "o_proj.weight"].t()
+
+
+def causal_gqa(q, k, v, T):
+    # q [nh, T, hd], k and v [nkv, T, hd]: causal softmax attention, scale hd^-0.5, heads
+    # concatenated to [T, nh * hd].
+    nh, hd = q.shape[0], q.shape[-1]
+    k = k.repeat_interleave(nh // k.shape[0], dim=0)
+    v = v.repeat_interleave(nh // v.shape[0], dim=0)
     s = (q @ k.transpose(-1, -2)) * hd ** -0.5
     causal = torch.arange(T)[None, :] <= torch.arange(T)[:, None]
     s = s.masked_fill(~causal, float("-inf"))
-    o = (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(T, nh * hd)
-    return o @ W[p + "o_proj.weight"].t()
+    return (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(T, nh * hd)
 
 
 def gate(h, W, p, cfg):

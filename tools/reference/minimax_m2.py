@@ -13,7 +13,7 @@ Written from the MiniMaxM2 modeling code published with the model (eager path, e
 import torch
 
 from deepseek import rms_norm
-from glm4_moe import partial_rope
+from glm4_moe import causal_gqa, partial_rope
 
 
 def attention(h, W, p, cfg, T):
@@ -35,13 +35,7 @@ def attention(h, W, p, cfg, T):
     theta = cfg.get("rope_theta", 5000000.0)
     q = partial_rope(q, pos, theta, rot)
     k = partial_rope(k, pos, theta, rot)
-    k = k.repeat_interleave(nh // nkv, dim=0)
-    v = v.repeat_interleave(nh // nkv, dim=0)
-    s = (q @ k.transpose(-1, -2)) * hd ** -0.5
-    causal = torch.arange(T)[None, :] <= torch.arange(T)[:, None]
-    s = s.masked_fill(~causal, float("-inf"))
-    o = (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(T, nh * hd)
-    return o @ W[p + "o_proj.weight"].t()
+    return causal_gqa(q, k, v, T) @ W[p + "o_proj.weight"].t()
 
 
 def moe(h, W, p, cfg):

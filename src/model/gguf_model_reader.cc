@@ -410,10 +410,11 @@ void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
 // MiniMax-M2: llama.cpp routes by expert_gating_func (its converter writes 2, sigmoid) with
 // the exp_probs_b correction bias and renormalised weights, rotates the first
 // rope.dimension_count values of each head, and normalises q and k over their whole width.
+constexpr gguf_keys::ArchKeys kMiniMaxKeys{"minimax-m2"};
+
 void ReadMiniMaxM2(const GgufFile& f, ModelConfig& c) {
-  const int gating = ToInt(f, Key("minimax-m2", "expert_gating_func"),
-                           f.GetInt(Key("minimax-m2", "expert_gating_func"), 2));
-  Check(gating == 2, f.path(), ": minimax-m2.expert_gating_func ", gating,
+  const int gating = kMiniMaxKeys.Int(f, "expert_gating_func", 2);
+  Check(gating == 2, f.path(), ": ", kMiniMaxKeys.Key("expert_gating_func"), " ", gating,
         " is not supported (2, sigmoid)");
   c.router = RouterKind::kGroupedTopK;
   c.scoring_func = ScoringFunc::kSigmoid;
@@ -421,8 +422,7 @@ void ReadMiniMaxM2(const GgufFile& f, ModelConfig& c) {
   c.scale_normalised_weights = true;
   c.n_group = 1;
   c.topk_group = 1;
-  const int rot = ToInt(f, Key("minimax-m2", "rope.dimension_count"),
-                        f.GetInt(Key("minimax-m2", "rope.dimension_count"), c.head_dim));
+  const int rot = kMiniMaxKeys.Int(f, "rope.dimension_count", c.head_dim);
   c.rope_dim = rot == c.head_dim ? 0 : rot;
 }
 
@@ -492,7 +492,7 @@ const char* GgufArchName(Arch arch) {
     case Arch::kGptOss:
       return gguf_gpt_oss::kArch;
     case Arch::kMiniMaxM2:
-      return "minimax-m2";
+      return kMiniMaxKeys.arch;
   }
   return "?";
 }
@@ -542,7 +542,7 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.arch = Arch::kGlm4Moe;
   else if (arch_name == gguf_gpt_oss::kArch)
     c.arch = Arch::kGptOss;
-  else if (arch_name == "minimax-m2")
+  else if (arch_name == kMiniMaxKeys.arch)
     c.arch = Arch::kMiniMaxM2;
   else
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,

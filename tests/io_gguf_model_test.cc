@@ -621,6 +621,19 @@ TEST_F(GgufModelTest, LlamaRopeFreqsAreFrequencyFactors) {
   EXPECT_EQ(again.FindTensorInfo("rope_factors_long.weight"), nullptr);
   EXPECT_EQ(OpenGgufModel(Path("again.gguf")).config.longrope->long_factor, factors);
   // What they compute is checked against llama.cpp in llamacpp_archs_test (random factors).
+  // A factor of 0 (an infinite frequency) is refused naming the tensor.
+  GgufEdit zero;
+  std::vector<float> bad = factors;
+  bad[1] = 0.0f;
+  zero.vectors.emplace_back("rope_freqs.weight", bad);
+  CopyGguf(Path("m.gguf"), Path("zero.gguf"), zero);
+  try {
+    OpenGgufModel(Path("zero.gguf"));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_freqs.weight holds 0"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Every {arch}.* key is read, or accepted at llama.cpp's default or where llama.cpp does not

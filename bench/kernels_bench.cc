@@ -10,7 +10,12 @@
 // block format (q8_0 ... mxfp4, read in their blocks by kernels/quant_expert_ffn.cc), beside
 // f32 (what a dequantised copy streams) and bf16: bytes of weights read per second and the
 // fraction of the measured bandwidth, with f32 and with int8 activations side by side.
-// Usage: kernels_bench [--json] [--quick] [--quant]
+// --few-tokens: the routed-expert FFN of a pass that gives each expert 1-32 tokens (decode of
+// many sequences, the tail of a chunked prefill) in every weight format: one ExpertFfn call
+// over 64 OLMoE-1B-7B experts (8 per token), each given the same number of tokens, as
+// bench/llamacpp/mul_mat_id_bench.c times llama.cpp's three ggml_mul_mat_id on the same shapes
+// (bench/llamacpp/mul_mat_id_compare.sh runs both side by side). --type and --tokens pick one.
+// Usage: kernels_bench [--json] [--quick] [--quant | --few-tokens [--type T] [--tokens N]]
 #include <cblas.h>
 
 #include <time.h>
@@ -19,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -384,8 +390,89 @@ int QuantDecode(bool json, bool quick, int threads, const ReadBandwidth& bw) {
   return 0;
 }
 
+// One ExpertFfn call over `experts` experts (d = 2048, F = 1024) of `dtype`, each given
+// `per_expert` tokens of their own; best and median wall time of `reps` calls after a warm-up.
+struct FewTokenFfn {
+  DType dtype;
+  int per_expert;
+  double best_ms, median_ms;
+  double weight_gb;  // Bytes of weights one call reads.
+};
+
+FewTokenFfn TimeFewTokenFfn(DType dtype, int experts, int per_expert, int reps) {
+  const size_t expert_bytes = kernels::ExpertRecordBytes(dtype, kModel) * kNeurons;
+  const AlignedBuffer w = MakeMatrices(dtype, 3 * kNeurons, kModel, experts);
+  const std::vector<float> x = Random(static_cast<size_t>(experts) * per_expert * kModel, 7, 1.0f);
+  std::vector<float> y(x.size(), 0.0f);
+  std::vector<ExpertJob> jobs;
+  for (int e = 0; e < experts; ++e) {
+    const size_t row = static_cast<size_t>(e) * per_expert * kModel;
+    jobs.push_back({w.data() + e * expert_bytes, kNeurons, x.data() + row, per_expert,
+                    y.data() + row});
+  }
+  kernels::ExpertFfn(jobs, dtype, kModel);  // Warm-up.
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::ExpertFfn(jobs, dtype, kModel);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return {dtype, per_expert, ms.front(), ms[ms.size() / 2],
+          static_cast<double>(expert_bytes) * experts / 1e9};
+}
+
+int FewTokenExpertFfn(bool json, bool quick, int threads, const ReadBandwidth& bw,
+              const std::vector<DType>& types, const std::vector<int>& per_expert) {
+  constexpr int kExperts = 64;
+  const int reps = quick ? 3 : 7;
+  std::vector<FewTokenFfn> runs;
+  for (DType t : types) {
+    for (int n : per_expert) runs.push_back(TimeFewTokenFfn(t, kExperts, n, reps));
+  }
+  if (json) {
+    nlohmann::json out;
+    out["simd_target"] = kernels::SimdTargetName();
+    out["threads"] = threads;
+    out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
+    out["shape"] = {{"d_model", kModel}, {"d_ff", kNeurons}, {"experts", kExperts},
+                    {"used", kActive}};
+    for (const FewTokenFfn& r : runs) {
+      out["few_tokens"].push_back(
+          {{"type", DTypeName(r.dtype)},
+           {"tokens_per_expert", r.per_expert},
+           {"tokens", r.per_expert * kExperts / kActive},
+           {"best_ms", r.best_ms},
+           {"median_ms", r.median_ms},
+           {"weight_gb_per_s", r.weight_gb / (r.best_ms / 1e3)},
+           {"ratio_to_membw", r.weight_gb / (r.best_ms / 1e3) / bw.wall_gb_per_s},
+           {"gflops", 2.0 * r.per_expert * kExperts * 3 * kModel * kNeurons / 1e9 /
+                          (r.best_ms / 1e3)}});
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf(
+      "SIMD target %s, %d threads. One ExpertFfn call over 64 experts (d = 2048, F = 1024),\n"
+      "each given the same number of tokens; best wall time, weight GB/s (share of the\n"
+      "streaming bandwidth, %.2f GB/s) and GFLOP/s.\n\n",
+      kernels::SimdTargetName().c_str(), threads, bw.wall_gb_per_s);
+  std::printf("%-8s %6s %10s %16s %9s\n", "type", "tok/ex", "ms", "GB/s", "GFLOP/s");
+  for (const FewTokenFfn& r : runs) {
+    const double gb_s = r.weight_gb / (r.best_ms / 1e3);
+    std::printf("%-8s %6d %10.2f %8.2f (%3.0f%%) %9.1f\n", DTypeName(r.dtype), r.per_expert,
+                r.best_ms, gb_s, 100 * gb_s / bw.wall_gb_per_s,
+                2.0 * r.per_expert * kExperts * 3 * kModel * kNeurons / 1e9 / (r.best_ms / 1e3));
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
-  bool json = false, quick = false, quant = false;
+  bool json = false, quick = false, quant = false, few_tokens = false;
+  std::vector<DType> few_types = {DType::kF32, DType::kBF16, DType::kF16};
+  for (QuantFormat f : kAllQuantFormats) few_types.push_back(DTypeOf(f));
+  std::vector<int> few_per_expert = {1, 2, 4, 8, 16, 32};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
@@ -393,8 +480,26 @@ int Main(int argc, char** argv) {
       quick = true;
     } else if (std::strcmp(argv[i], "--quant") == 0) {
       quant = true;
+    } else if (std::strcmp(argv[i], "--few-tokens") == 0) {
+      few_tokens = true;
+    } else if (std::strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
+      try {
+        few_types = {ParseDType(argv[++i])};
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "kernels_bench: %s\n", e.what());
+        return 2;
+      }
+    } else if (std::strcmp(argv[i], "--tokens") == 0 && i + 1 < argc) {
+      const int n = std::atoi(argv[++i]);
+      if (n < 1 || n > 4096) {
+        std::fprintf(stderr, "kernels_bench: --tokens wants 1..4096 tokens per expert\n");
+        return 2;
+      }
+      few_per_expert = {n};
     } else {
-      std::fprintf(stderr, "usage: kernels_bench [--json] [--quick] [--quant]\n");
+      std::fprintf(stderr,
+                   "usage: kernels_bench [--json] [--quick] [--quant | --few-tokens [--type T] "
+                   "[--tokens N]]\n");
       return 2;
     }
   }
@@ -404,6 +509,7 @@ int Main(int argc, char** argv) {
 
   const ReadBandwidth bw = MeasureReadBandwidth(size_t{512} << 20, quick ? 3 : 5);
   if (quant) return QuantDecode(json, quick, threads, bw);
+  if (few_tokens) return FewTokenExpertFfn(json, quick, threads, bw, few_types, few_per_expert);
   // Weight sets of 384-512 MB per measurement: several times the LLC (105 MB here).
   // Every decode case runs in both row orders (kernels/decode_order.h), alternating, so
   // their ratio is taken side by side; the CPU's default order is restored afterwards.

@@ -78,12 +78,15 @@ const std::vector<json>& Requests() {
 
 struct Offload {
   std::string budget, policy, name;
+  double tpot_target_ms = 0;  // SchedulerOptions::tpot_target_ms.
 };
 
 class ServeBatchInvariance : public ::testing::TestWithParam<Offload> {};
 
 TEST_P(ServeBatchInvariance, ConcurrentRequestsGetTheTokensTheyGetAlone) {
-  RunningServer s(TinyModel(GetParam().budget, GetParam().policy), SmallBatches());
+  ServerOptions options = SmallBatches();
+  options.scheduler.tpot_target_ms = GetParam().tpot_target_ms;
+  RunningServer s(TinyModel(GetParam().budget, GetParam().policy), options);
   std::vector<std::vector<int32_t>> alone;
   for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
 
@@ -116,7 +119,10 @@ TEST_P(ServeBatchInvariance, ConcurrentRequestsGetTheTokensTheyGetAlone) {
 INSTANTIATE_TEST_SUITE_P(Budgets, ServeBatchInvariance,
                          ::testing::Values(Offload{"", "lru", "Resident"},
                                            Offload{"25%", "lru", "Offload25Lru"},
-                                           Offload{"10%", "nextgate+lfu", "Offload10NextGateLfu"}),
+                                           Offload{"10%", "nextgate+lfu", "Offload10NextGateLfu"},
+                                           // Prefill chunks may wait for the decodes' TPOT
+                                           // (which ones depends on timing).
+                                           Offload{"25%", "lru", "Offload25TpotTarget", 2}),
                          [](const auto& info) { return info.param.name; });
 
 // The pass-forming hook sees every candidate and may reorder them or hold some back; a
@@ -255,6 +261,7 @@ TEST(ServeServer, ModelsHealthAndMetrics) {
         "moex_requests_total{endpoint=\"completions\",status=\"404\"} 1",
         "moex_completion_tokens_total 9", "moex_prompt_tokens_total 4", "moex_preparing_requests 0",
         "moex_time_to_first_token_seconds_count 1", "moex_running_requests 0",
+        "moex_prefill_deferred_total 0",  // One request: no decode to wait for.
         "moex_offload_hits_total{layer=\"0\"}", "moex_offload_misses_total{layer=\"1\"}"})
     EXPECT_NE(m.body.find(line), std::string::npos) << line << "\n" << m.body;
 }

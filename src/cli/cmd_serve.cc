@@ -123,6 +123,11 @@ Runner AddServeCommand(CLI::App& app) {
                   "prompt tokens of one request per pass, so long prompts do not stall decodes")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--tpot-target", s.scheduler.tpot_target_ms,
+                  "ms per output token to keep running requests under: prefill chunks wait "
+                  "while a pass with them would exceed it on average (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--prefix-cache", o->prefix_cache,
                   "KV bytes kept for prompts that start like earlier ones (multi-turn chats, "
                   "shared system prompts): their prefill is copied, not computed (0: off)")

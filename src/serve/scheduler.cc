@@ -1,6 +1,7 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <limits>
 
@@ -106,8 +107,14 @@ struct Scheduler::Sequence {
 
 Scheduler::Scheduler(Transformer& transformer, const Tokenizer* tokenizer, SchedulerOptions options,
                      ServeMetrics* metrics)
-    : transformer_(transformer), tokenizer_(tokenizer), options_(options), metrics_(metrics) {
+    : transformer_(transformer),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      pacer_(std::max(0.0, options.tpot_target_ms)) {
   Check(options_.max_running >= 1, "--max-running must be at least 1");
+  Check(options_.tpot_target_ms >= 0 && std::isfinite(options_.tpot_target_ms),
+        "--tpot-target must be a number of milliseconds >= 0");
   Check(options_.max_queue >= 0, "--max-queue must be at least 0");
   Check(options_.prefill_chunk >= 1, "--prefill-chunk must be at least 1");
   Check(options_.regroup >= 0, "--regroup must be at least 0");
@@ -515,11 +522,17 @@ bool Scheduler::RunPass() {
     hook = hook_;
   }
   if (candidates.empty()) return true;  // An emptied group: on to the next.
+  // Decodes first: one token each, they are what TPOT waits on; prompts take what is left.
+  std::stable_partition(candidates.begin(), candidates.end(),
+                        [](const Candidate& c) { return c.decoding; });
   if (hook) hook(candidates);
+  const int64_t decodes = std::count_if(candidates.begin(), candidates.end(),
+                                        [](const Candidate& c) { return c.decoding; });
 
   std::vector<BatchItem> batch;
   std::vector<Sequence*> owners;
   int64_t budget = options_.max_batch_tokens;
+  int64_t decoded = 0, prefilled = 0;
   for (const Candidate& c : candidates) {
     auto it = std::find_if(running_.begin(), running_.end(),
                            [&](const auto& s) { return s->id == c.request; });
@@ -528,8 +541,14 @@ bool Scheduler::RunPass() {
     Sequence& s = **it;
     if (s.decoding()) {
       batch.push_back({s.cache.get(), std::span<const int32_t>(&s.next, 1), false, s.id});
+      ++decoded;
     } else {
       const size_t take = static_cast<size_t>(NextChunk(s));
+      if (!pacer_.AllowsPrefill(decodes, prefilled + static_cast<int64_t>(take))) {
+        if (metrics_) metrics_->CountDeferredPrefill();
+        continue;  // Waits for a pass the decodes can afford.
+      }
+      prefilled += static_cast<int64_t>(take);
       batch.push_back({s.cache.get(),
                        std::span<const int32_t>(s.job.prompt).subspan(s.prefilled, take), false,
                        s.id, static_cast<int64_t>(s.job.prompt.size())});
@@ -541,7 +560,10 @@ bool Scheduler::RunPass() {
 
   std::vector<float> logits;
   try {
+    const auto start = Clock::now();
     logits = transformer_.Forward(batch);
+    pacer_.Observe(decoded, prefilled,
+                   std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   } catch (const std::exception& e) {
     // A failed pass (an expert-store read error, say) fails the requests in it; the
     // others and the server go on.

@@ -37,6 +37,7 @@
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
+#include "serve/pass_pacer.h"
 #include "text/grammar.h"
 #include "text/grammar_matcher.h"
 #include "text/tokenizer.h"
@@ -55,6 +56,9 @@ struct SchedulerOptions {
   // start with the same tokens (0: off), in blocks of this many tokens.
   int64_t prefix_cache_bytes = int64_t{1} << 30;
   int64_t prefix_block_tokens = 1;
+  // TPOT as a priority (serve/pass_pacer.h): prefill chunks wait while they would push the
+  // running requests' mean time per output token above this many ms; 0: off.
+  double tpot_target_ms = 0;
 };
 
 class JobHandle;
@@ -196,6 +200,7 @@ class Scheduler {
   SchedulerOptions options_;
   ServeMetrics* metrics_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // Scheduler thread only; null when off.
+  PassPacer pacer_;                            // Scheduler thread only.
   // KV caches of retired requests, kept for the next ones (running and spare caches are at
   // most max_running together): a fresh cache's pages cost more to fault in and clear than
   // a short prefill (docs/serving.md).

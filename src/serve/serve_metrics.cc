@@ -101,6 +101,11 @@ void ServeMetrics::CountUnit(bool regrouped) {
   units_regrouped_ += regrouped ? 1 : 0;
 }
 
+void ServeMetrics::CountDeferredPrefill() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++deferred_prefills_;
+}
+
 void ServeMetrics::SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   prefix_ = stats;
@@ -136,6 +141,9 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
     Counter(out, "moex_regroup_units_regrouped_total",
             "regrouping units whose split the policy changed",
             static_cast<double>(units_regrouped_));
+    Counter(out, "moex_prefill_deferred_total",
+            "prefill chunks held back a pass to keep the running requests' TPOT (--tpot-target)",
+            static_cast<double>(deferred_prefills_));
     Counter(out, "moex_prefix_cache_lookups_total", "requests that looked up the prefix cache",
             static_cast<double>(prefix_.lookups));
     Counter(out, "moex_prefix_cache_hits_total", "requests that reused a cached prefix",

@@ -44,6 +44,8 @@ class ServeMetrics {
   void ObserveActivatedExperts(int64_t experts, bool decode_only);
   // A regrouping unit started; `regrouped`: the policy changed its split.
   void CountUnit(bool regrouped);
+  // A prefill chunk waited for a later pass (SchedulerOptions::tpot_target_ms).
+  void CountDeferredPrefill();
   // The prefix cache's counters now (the scheduler publishes them when they change).
   void SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_bytes);
 
@@ -68,7 +70,7 @@ class ServeMetrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;
-  uint64_t units_ = 0, units_regrouped_ = 0;
+  uint64_t units_ = 0, units_regrouped_ = 0, deferred_prefills_ = 0;
   PrefixCacheStats prefix_;
   int64_t prefix_budget_ = 0;
   Histogram ttft_, tpot_, batch_requests_, batch_tokens_, pass_experts_, decode_pass_experts_;

@@ -669,7 +669,7 @@ HWY_INLINE void Activate(const ExpertJob& job, const ExpertActivation& act, size
 
 // Gate/up in format F for neurons [a, b) of a job: h[t * ldh + i] for t < n.
 template <QuantFormat F>
-void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job,
+HWY_INLINE void GateUpBody(const Groups& geo, const ExpertActivation& act, const ExpertJob& job,
             const int8::Activations* xq, size_t a, size_t b, float* h, size_t ldh) {
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, n = static_cast<size_t>(job.n);
@@ -747,8 +747,8 @@ void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job
 // Down in format F, rows [c0, c1) of a job over all its m / G groups, in neuron order:
 // y[t, j] += dot(down row j's G weights of the group, h[t, group]), one addition per group.
 template <QuantFormat F>
-void Down(const Groups& geo, const ExpertJob& job, const float* h, const int8::Activations* hq,
-          size_t ldh, size_t m, size_t c0, size_t c1) {
+HWY_INLINE void DownBody(const Groups& geo, const ExpertJob& job, const float* h,
+                         const int8::Activations* hq, size_t ldh, size_t m, size_t c0, size_t c1) {
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, g = geo.g, n = static_cast<size_t>(job.n);
   const size_t row_blocks = g / kBlock;
@@ -868,6 +868,38 @@ using DownFn = void (*)(const Groups&, const ExpertJob&, const float*, const int
   X(kQ4_1) X(kQ5_0) X(kQ5_1) X(kQ8_0) X(kQ2_K) X(kQ3_K) X(kQ4_K) X(kQ5_K) X(kQ6_K) X(kIQ4_NL) \
       X(kIQ4_XS) X(kMXFP4)
 
+// GCC's SLP vectoriser packs the per-token activation pointers that q4_1's and iq4_xs's
+// integer tiles advance every block into vector registers, then extracts each one for its
+// load: shuffles on the port their code decoding needs. Compiled without it, their passes
+// of 8-32 tokens per expert ran 1.6-1.9x faster (kernels_bench --few-tokens, docs/kernels.md);
+// the other formats gained nothing measurable, so they keep it. It only moves integer
+// pointer arithmetic: the results are the same bits.
+template <QuantFormat F>
+constexpr bool kWithoutSlp = F == QuantFormat::kQ4_1 || F == QuantFormat::kIQ4_XS;
+
+template <QuantFormat F>
+void GateUp(const Groups& geo, const ExpertActivation& act, const ExpertJob& job,
+            const int8::Activations* xq, size_t a, size_t b, float* h, size_t ldh) {
+  GateUpBody<F>(geo, act, job, xq, a, b, h, ldh);
+}
+template <QuantFormat F>
+__attribute__((optimize("no-tree-slp-vectorize"))) void GateUpWithoutSlp(
+    const Groups& geo, const ExpertActivation& act, const ExpertJob& job,
+    const int8::Activations* xq, size_t a, size_t b, float* h, size_t ldh) {
+  GateUpBody<F>(geo, act, job, xq, a, b, h, ldh);
+}
+template <QuantFormat F>
+void Down(const Groups& geo, const ExpertJob& job, const float* h, const int8::Activations* hq,
+          size_t ldh, size_t m, size_t c0, size_t c1) {
+  DownBody<F>(geo, job, h, hq, ldh, m, c0, c1);
+}
+template <QuantFormat F>
+__attribute__((optimize("no-tree-slp-vectorize"))) void DownWithoutSlp(
+    const Groups& geo, const ExpertJob& job, const float* h, const int8::Activations* hq,
+    size_t ldh, size_t m, size_t c0, size_t c1) {
+  DownBody<F>(geo, job, h, hq, ldh, m, c0, c1);
+}
+
 // The block size of a format's int8 activations, 0 when it has no integer kernel.
 template <QuantFormat F>
 constexpr size_t Int8BlockOf() {
@@ -888,7 +920,11 @@ FormatKernels KernelsOf(QuantFormat f) {
   switch (f) {
 #define MOEX_CASE(F)   \
   case QuantFormat::F: \
-    return {&GateUp<QuantFormat::F>, &Down<QuantFormat::F>, Int8BlockOf<QuantFormat::F>()};
+    return {kWithoutSlp<QuantFormat::F> ? &GateUpWithoutSlp<QuantFormat::F>         \
+                                         : &GateUp<QuantFormat::F>,                  \
+            kWithoutSlp<QuantFormat::F> ? &DownWithoutSlp<QuantFormat::F>           \
+                                         : &Down<QuantFormat::F>,                    \
+            Int8BlockOf<QuantFormat::F>()};
     MOEX_QUANT_FORMATS(MOEX_CASE)
 #undef MOEX_CASE
   }

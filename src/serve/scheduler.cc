@@ -562,8 +562,10 @@ bool Scheduler::RunPass() {
   try {
     const auto start = Clock::now();
     logits = transformer_.Forward(batch);
-    pacer_.Observe(decoded, prefilled,
-                   std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    pacer_.Observe(decoded, prefilled, ms);
+    Log(LogLevel::kDebug, "pass: ", decoded, " decodes, ", prefilled, " prompt tokens of ",
+        batch.size() - decoded, " requests, ", ms, " ms (", running_.size(), " running)");
   } catch (const std::exception& e) {
     // A failed pass (an expert-store read error, say) fails the requests in it; the
     // others and the server go on.

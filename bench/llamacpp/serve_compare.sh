@@ -19,6 +19,7 @@
 # charged, as offload_compare.sh; needs root) with HOST_BUDGET (moex's --host-budget, e.g.
 # 25%): serving a model larger than the memory each server is given. REQUEST_TIMEOUT_S
 # (default 900) bounds each load run; a run cut by it is reported with timed_out true.
+# MOEX_ARGS: more `moex serve` options (e.g. "--tpot-target 150").
 # Prompts go to /v1/completions as text (no chat template), so both servers tokenize the
 # same text with the same vocabulary; greedy, ignore_eos, exactly MAX_TOKENS out.
 set -euo pipefail
@@ -86,7 +87,8 @@ in_group() {
 moex_budget=()
 [ -n "$host_budget" ] && moex_budget=(--host-budget "$host_budget")
 in_group moex-serve "$build/moex" serve --model "$model" --port "$port" --threads "$threads" \
-  --max-running "$max_clients" --max-queue 256 "${moex_budget[@]}" >"$work/moex.log" 2>&1 &
+  --max-running "$max_clients" --max-queue 256 "${moex_budget[@]}" ${MOEX_ARGS:-} \
+  >"$work/moex.log" 2>&1 &
 pids+=($!)
 wait_ready "$port" "${pids[-1]}" "$work/moex.log"
 # One slot per client, each with room for a cut prompt (2,000 characters) and the output.

@@ -407,8 +407,8 @@ FewTokenFfn TimeFewTokenFfn(DType dtype, int experts, int per_expert, int reps) 
   std::vector<ExpertJob> jobs;
   for (int e = 0; e < experts; ++e) {
     const size_t row = static_cast<size_t>(e) * per_expert * kModel;
-    jobs.push_back({w.data() + e * expert_bytes, kNeurons, x.data() + row, per_expert,
-                    y.data() + row});
+    jobs.push_back(
+        {w.data() + e * expert_bytes, kNeurons, x.data() + row, per_expert, y.data() + row});
   }
   kernels::ExpertFfn(jobs, dtype, kModel);  // Warm-up.
   std::vector<double> ms;
@@ -424,7 +424,7 @@ FewTokenFfn TimeFewTokenFfn(DType dtype, int experts, int per_expert, int reps) 
 }
 
 int FewTokenExpertFfn(bool json, bool quick, int threads, const ReadBandwidth& bw,
-              const std::vector<DType>& types, const std::vector<int>& per_expert) {
+                      const std::vector<DType>& types, const std::vector<int>& per_expert) {
   constexpr int kExperts = 64;
   const int reps = quick ? 3 : 7;
   std::vector<FewTokenFfn> runs;
@@ -436,8 +436,8 @@ int FewTokenExpertFfn(bool json, bool quick, int threads, const ReadBandwidth& b
     out["simd_target"] = kernels::SimdTargetName();
     out["threads"] = threads;
     out["membw_gb_per_s"] = {{"wall", bw.wall_gb_per_s}, {"cpu_time", bw.cpu_gb_per_s}};
-    out["shape"] = {{"d_model", kModel}, {"d_ff", kNeurons}, {"experts", kExperts},
-                    {"used", kActive}};
+    out["shape"] = {
+        {"d_model", kModel}, {"d_ff", kNeurons}, {"experts", kExperts}, {"used", kActive}};
     for (const FewTokenFfn& r : runs) {
       out["few_tokens"].push_back(
           {{"type", DTypeName(r.dtype)},
@@ -447,8 +447,8 @@ int FewTokenExpertFfn(bool json, bool quick, int threads, const ReadBandwidth& b
            {"median_ms", r.median_ms},
            {"weight_gb_per_s", r.weight_gb / (r.best_ms / 1e3)},
            {"ratio_to_membw", r.weight_gb / (r.best_ms / 1e3) / bw.wall_gb_per_s},
-           {"gflops", 2.0 * r.per_expert * kExperts * 3 * kModel * kNeurons / 1e9 /
-                          (r.best_ms / 1e3)}});
+           {"gflops",
+            2.0 * r.per_expert * kExperts * 3 * kModel * kNeurons / 1e9 / (r.best_ms / 1e3)}});
     }
     std::printf("%s\n", out.dump().c_str());
     return 0;

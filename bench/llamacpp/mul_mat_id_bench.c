@@ -115,8 +115,9 @@ int main(int argc, char** argv) {
 
   ggml_backend_buffer_type_t buft = ggml_backend_dev_buffer_type(dev);
   ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
-  ggml_backend_dev_get_extra_bufts_t extra_fn = (ggml_backend_dev_get_extra_bufts_t)
-      ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+  ggml_backend_dev_get_extra_bufts_t extra_fn =
+      (ggml_backend_dev_get_extra_bufts_t)ggml_backend_reg_get_proc_address(
+          reg, "ggml_backend_dev_get_extra_bufts");
   if (extra_fn != NULL) {
     for (ggml_backend_buffer_type_t* b = extra_fn(dev); b != NULL && *b != NULL; ++b) {
       if (buft_supports(dev, *b, gate, used) && buft_supports(dev, *b, down, used)) {

@@ -670,7 +670,7 @@ HWY_INLINE void Activate(const ExpertJob& job, const ExpertActivation& act, size
 // Gate/up in format F for neurons [a, b) of a job: h[t * ldh + i] for t < n.
 template <QuantFormat F>
 HWY_INLINE void GateUpBody(const Groups& geo, const ExpertActivation& act, const ExpertJob& job,
-            const int8::Activations* xq, size_t a, size_t b, float* h, size_t ldh) {
+                           const int8::Activations* xq, size_t a, size_t b, float* h, size_t ldh) {
   constexpr size_t kBlock = kBlockOf<F>;
   const size_t d = geo.d, n = static_cast<size_t>(job.n);
   if constexpr (int8::Kernel<F>::kEnabled) {
@@ -918,13 +918,12 @@ struct FormatKernels {
 };
 FormatKernels KernelsOf(QuantFormat f) {
   switch (f) {
-#define MOEX_CASE(F)   \
-  case QuantFormat::F: \
-    return {kWithoutSlp<QuantFormat::F> ? &GateUpWithoutSlp<QuantFormat::F>         \
-                                         : &GateUp<QuantFormat::F>,                  \
-            kWithoutSlp<QuantFormat::F> ? &DownWithoutSlp<QuantFormat::F>           \
-                                         : &Down<QuantFormat::F>,                    \
-            Int8BlockOf<QuantFormat::F>()};
+#define MOEX_CASE(F)                                                                               \
+  case QuantFormat::F:                                                                             \
+    return {                                                                                       \
+        kWithoutSlp<QuantFormat::F> ? &GateUpWithoutSlp<QuantFormat::F> : &GateUp<QuantFormat::F>, \
+        kWithoutSlp<QuantFormat::F> ? &DownWithoutSlp<QuantFormat::F> : &Down<QuantFormat::F>,     \
+        Int8BlockOf<QuantFormat::F>()};
     MOEX_QUANT_FORMATS(MOEX_CASE)
 #undef MOEX_CASE
   }

@@ -1,8 +1,8 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <bit>
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"

@@ -38,10 +38,10 @@
 #include "engine/sampler.h"
 #include "engine/transformer.h"
 #include "serve/pass_pacer.h"
+#include "serve/serve_metrics.h"
 #include "text/grammar.h"
 #include "text/grammar_matcher.h"
 #include "text/tokenizer.h"
-#include "serve/serve_metrics.h"
 
 namespace moex::serve {
 

@@ -1,14 +1,10 @@
 #include "tiers/host_tier.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
-#include "core/huge_pages.h"
 #include "core/logging.h"
 #include "model/expert_store_packer.h"
 #include "policy/registry.h"
@@ -78,14 +74,12 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
       std::max(4, std::min(geometry_.chunks_per_expert() + 2, 2 * options.queue_depth));
 
   const int64_t pages = geometry_.capacity_pages + staging_pages_;
-  arena_bytes_ = static_cast<size_t>(pages * geometry_.page_bytes);
-  // Anonymous mapping: pages cost memory only once touched, so RSS follows the cache.
-  void* mem = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  Check(mem != MAP_FAILED, "cannot reserve ", arena_bytes_,
-        " bytes for the host expert cache: ", std::strerror(errno));
-  arena_ = static_cast<std::byte*>(mem);
-  AdviseHugePages(arena_, arena_bytes_);  // Fewer faults filling it, fewer TLB misses reading it.
+  const size_t arena_bytes = static_cast<size_t>(pages * geometry_.page_bytes);
+  try {
+    arena_ = AlignedBuffer(arena_bytes);
+  } catch (const std::bad_alloc&) {
+    Fail("cannot reserve ", arena_bytes, " bytes for the host expert cache");
+  }
 
   auto worker = std::make_unique<policy::PolicyWorker>(options.worker);
   facts_ = MakePolicyFacts(config, geometry_, static_cast<int64_t>(store_.expert_bytes()),
@@ -115,11 +109,10 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
 
 HostTier::~HostTier() {
   fetch_.reset();  // Drains in-flight reads before the arena goes.
-  if (arena_) munmap(arena_, arena_bytes_);
 }
 
 FetchRequest HostTier::Request(const ExpertKey& key, int chunk, int32_t page, uint32_t generation,
-                               bool demand, double priority) const {
+                               bool demand, double priority) {
   FetchRequest r;
   r.key = key;
   r.chunk = chunk;
@@ -133,7 +126,7 @@ FetchRequest HostTier::Request(const ExpertKey& key, int chunk, int32_t page, ui
   r.bytes = static_cast<uint32_t>(
       AlignUp(static_cast<uint64_t>(geometry_.ChunkNeurons(chunk)) * store_.record_bytes(),
               kStoreAlignment));
-  r.dst = arena_ + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
+  r.dst = arena_.data() + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
   return r;
 }
 
@@ -226,7 +219,7 @@ uint32_t HostTier::Generation(int32_t page) const {
 }
 
 const std::byte* HostTier::PageData(int32_t page) const {
-  return arena_ + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
+  return arena_.data() + static_cast<size_t>(page) * static_cast<size_t>(geometry_.page_bytes);
 }
 
 ChunkState HostTier::State(int32_t page, uint32_t generation, std::string* error) const {

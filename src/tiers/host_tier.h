@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "io/expert_store.h"
 #include "io/weight_source.h"
 #include "model/model_config.h"
@@ -91,8 +92,9 @@ class HostTier {
  private:
   void Execute(std::vector<CacheCommand>& commands);
   bool Landed(const ExpertKey& key) const;
+  // A read of `chunk` into `page` (not const: the read will write the page).
   FetchRequest Request(const ExpertKey& key, int chunk, int32_t page, uint32_t generation,
-                       bool demand, double priority) const;
+                       bool demand, double priority);
   std::string Verify(const FetchRequest& r) const;
 
   ExpertStore store_;
@@ -101,8 +103,9 @@ class HostTier {
   CacheGeometry geometry_;
   policy::PolicyFacts facts_;
   int staging_pages_ = 0;
-  std::byte* arena_ = nullptr;
-  size_t arena_bytes_ = 0;
+  // Cache and staging pages: anonymous memory (huge pages where allowed), so RSS follows
+  // what the cache holds; owned here, so a constructor that throws later unmaps it.
+  AlignedBuffer arena_;
   std::unique_ptr<OffloadController> controller_;
   std::unique_ptr<FetchEngine> fetch_;
   StorageLink* storage_ = nullptr;  // Owned by fetch_.

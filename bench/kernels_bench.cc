@@ -391,11 +391,11 @@ int QuantDecode(bool json, bool quick, int threads, const ReadBandwidth& bw) {
 }
 
 // One ExpertFfn call over `experts` experts (d = 2048, F = 1024) of `dtype`, each given
-// `per_expert` tokens of their own; best and median wall time of `reps` calls after a warm-up.
+// `per_expert` tokens of their own; the best wall time of `reps` calls after a warm-up.
 struct FewTokenFfn {
   DType dtype;
   int per_expert;
-  double best_ms, median_ms;
+  double best_ms;
   double weight_gb;  // Bytes of weights one call reads.
 };
 
@@ -410,17 +410,8 @@ FewTokenFfn TimeFewTokenFfn(DType dtype, int experts, int per_expert, int reps) 
     jobs.push_back(
         {w.data() + e * expert_bytes, kNeurons, x.data() + row, per_expert, y.data() + row});
   }
-  kernels::ExpertFfn(jobs, dtype, kModel);  // Warm-up.
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kernels::ExpertFfn(jobs, dtype, kModel);
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return {dtype, per_expert, ms.front(), ms[ms.size() / 2],
-          static_cast<double>(expert_bytes) * experts / 1e9};
+  const Timing t = BestOf(reps, [&] { kernels::ExpertFfn(jobs, dtype, kModel); });
+  return {dtype, per_expert, t.wall * 1e3, static_cast<double>(expert_bytes) * experts / 1e9};
 }
 
 int FewTokenExpertFfn(bool json, bool quick, int threads, const ReadBandwidth& bw,
@@ -444,7 +435,6 @@ int FewTokenExpertFfn(bool json, bool quick, int threads, const ReadBandwidth& b
            {"tokens_per_expert", r.per_expert},
            {"tokens", r.per_expert * kExperts / kActive},
            {"best_ms", r.best_ms},
-           {"median_ms", r.median_ms},
            {"weight_gb_per_s", r.weight_gb / (r.best_ms / 1e3)},
            {"ratio_to_membw", r.weight_gb / (r.best_ms / 1e3) / bw.wall_gb_per_s},
            {"gflops",

@@ -115,6 +115,26 @@ TEST(CliReliability, BadThreadCountInTheEnvironmentIsNamed) {
   EXPECT_EQ(ok.err.find("MOEX_THREADS"), std::string::npos) << ok.err;
 }
 
+// MOEX_LOG names a level; another value is named and ignored (the run goes on at warn),
+// and `debug` says what the default does not (the offloaded cache's info line).
+TEST(CliReliability, BadLogLevelInTheEnvironmentIsNamed) {
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  const std::string run =
+      Moex("generate --model " + model + " --prompt-ids 1 --max-tokens 1 --host-budget 50%");
+  const auto bad = RunCommand("MOEX_LOG=loud " + run);
+  EXPECT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("ignoring MOEX_LOG=loud (expected error, warn, info or debug)"),
+            std::string::npos)
+      << bad.err;
+  const auto quiet = RunCommand("MOEX_LOG=warn " + run);
+  const auto debug = RunCommand("MOEX_LOG=debug " + run);
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(debug.exit_code, 0) << debug.err;
+  EXPECT_EQ(quiet.err.find("MOEX_LOG"), std::string::npos) << quiet.err;
+  EXPECT_EQ(quiet.err.find("host expert cache:"), std::string::npos) << quiet.err;
+  EXPECT_NE(debug.err.find("host expert cache:"), std::string::npos) << debug.err;
+}
+
 TEST(CliReliability, FullDiskLeavesNoPartialFiles) {
   testing::TempDir dir;
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);

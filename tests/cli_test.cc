@@ -192,6 +192,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"LogitsUnwritable",
                  "logits --model {model} --prompt-ids 1 --out /nonexistent/dir/x", "cannot create"},
         BadInput{"MissingSubcommand", "", "subcommand"},
+        BadInput{"NegativeTpotTarget", "serve --model {model} --tpot-target -5",
+                 "--tpot-target: Value -5 not in range"},
         // Reported by the new-user test (issue 20).
         BadInput{"HugeBudget",
                  "generate --model {model} --prompt-ids 1 --host-budget 99999999999999999999",
@@ -203,8 +205,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"UnknownCommand", "foo --model x", "unknown command 'foo'"},
         BadInput{"LlamaCppGpuLayers", "generate -m {model} --prompt-ids 1 -ngl 99",
                  "unknown option '-ngl' for `moex generate` (moex computes on the CPU"},
-        BadInput{"FirstUnknownOptionInOrder",
-                 "generate -m {model} --prompt-ids 1 --frob 1 --zap",
+        BadInput{"FirstUnknownOptionInOrder", "generate -m {model} --prompt-ids 1 --frob 1 --zap",
                  "unknown option '--frob' for `moex generate`; `moex generate --help` lists"},
         BadInput{"StrayWord", "generate -m {model} --prompt-ids 1 hello",
                  "unexpected argument 'hello' for `moex generate`"},

@@ -139,7 +139,7 @@ Scales AppliedScales(const ModelConfig& c, const GgufFile& f) {
 // A tiny random `arch` model (its matrices in `blocks`, else bf16) at dir/plain.gguf.
 ModelConfig WritePlain(Arch arch, std::optional<DType> blocks, const std::string& dir) {
   RandomModelOptions o;
-  o.config = arch == Arch::kDeepseekV2 ? RandomMlaConfig(arch, ModelSize::kTiny)
+  o.config = arch == Arch::kDeepseekV2 ? RandomModelConfig(arch, ModelSize::kTiny)
                                        : RandomModelConfig(arch, ModelSize::kTiny);
   o.format = "gguf";
   o.gguf_type = blocks;

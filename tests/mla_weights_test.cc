@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/quantize.h"
+#include "model/arch/family.h"
 #include "model/mla_weights.h"
 #include "model/model.h"
 #include "model/tensor_names.h"
@@ -97,7 +98,7 @@ class MlaWeightsTest : public ::testing::Test {
   }
 
   std::unique_ptr<Model> model_;
-  TensorNames names = DeepseekMlaTensorNames();
+  TensorNames names = DeepseekV2Family().HfTensorNames();
   int64_t H = 0, nope = 0, v = 0, lat = 0;
   std::string kv_b_name;
   std::vector<float> kv_b;

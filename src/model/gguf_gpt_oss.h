@@ -1,6 +1,6 @@
 // llama.cpp's "gpt-oss" GGUF architecture on both sides of the GGUF adapter
-// (gguf_model_reader.cc, gguf_model_writer.cc): its keys and the tensors whose names have
-// no one-to-one HF stem.
+// (gguf_model_reader.cc, gguf_model_writer.cc, whose keys arch/gpt_oss.cc reads and
+// writes): its keys and the tensors whose names have no one-to-one HF stem.
 //
 // Keys (llama.cpp's meaning): attention.sliding_window (required; llama.cpp makes every
 // even layer a sliding one, set_swa_pattern(2), which is HF's default layer_types),
@@ -16,22 +16,10 @@
 // tensors' .bias (gate and up already de-interleaved, as TensorNames' per-layer biases).
 #pragma once
 
-#include "io/gguf_file.h"
-#include "io/gguf_writer.h"
-#include "model/model_config.h"
-
 namespace moex::gguf_gpt_oss {
 
 inline constexpr const char* kArch = "gpt-oss";
 inline constexpr const char* kHfSinks = "self_attn.sinks";  // Under model.layers.{i}.
 inline constexpr const char* kGgufSinks = "attn_sinks";     // Under blk.{i}., + ".weight".
-
-// Completes `c` (arch kGptOss, generic keys read) from the gpt-oss keys of `f`. Throws
-// Error naming a missing or unsupported key.
-void ReadConfig(const GgufFile& f, ModelConfig& c);
-
-// Writes the gpt-oss keys (after the generic ones). Throws Error for a layer pattern
-// llama.cpp cannot express (anything but alternating from sliding).
-void WriteConfig(const ModelConfig& c, GgufWriter& w);
 
 }  // namespace moex::gguf_gpt_oss

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "model/arch/family.h"
 #include "model/gguf_arch_keys.h"
 
 namespace moex::llamacpp_keys {
@@ -47,40 +48,6 @@ constexpr auto kEveryArch = std::to_array<std::string_view>({
     "rope.dimension_count_swa",
     "classifier.output_labels",
 });
-
-struct ArchReads {
-  std::string_view arch;
-  std::vector<std::string_view> keys;  // load_arch_hparams of src/models/<arch>.cpp.
-};
-
-const ArchReads kArchReads[] = {
-    {"llama", {"vocab_size", "attention.layer_norm_rms_epsilon"}},
-    {"olmoe", {"attention.layer_norm_rms_epsilon"}},
-    {"phimoe", {"attention.layer_norm_rms_epsilon"}},
-    {"qwen2moe",
-     {"expert_feed_forward_length", "expert_shared_feed_forward_length",
-      "attention.layer_norm_rms_epsilon"}},
-    {"qwen3moe", {"expert_feed_forward_length", "attention.layer_norm_rms_epsilon"}},
-    {"deepseek",
-     {"attention.layer_norm_rms_epsilon", "leading_dense_block_count", "expert_feed_forward_length",
-      "expert_shared_count", "expert_weights_scale"}},
-    {"deepseek2",
-     {"vocab_size", "attention.layer_norm_rms_epsilon", "leading_dense_block_count",
-      "attention.q_lora_rank", "attention.kv_lora_rank", "attention.key_length_mla",
-      "attention.value_length_mla", "expert_feed_forward_length", "expert_shared_count",
-      "expert_weights_scale", "expert_weights_norm", "expert_gating_func",
-      "rope.scaling.yarn_log_multiplier", "attention.temperature_scale",
-      "attention.temperature_length"}},
-    {"glm4moe",
-     {"expert_feed_forward_length", "attention.layer_norm_rms_epsilon", "rope.dimension_sections",
-      "expert_shared_count", "leading_dense_block_count", "expert_weights_scale",
-      "expert_weights_norm", "expert_gating_func"}},
-    {"minimax-m2",
-     {"attention.layer_norm_rms_epsilon", "expert_feed_forward_length", "expert_gating_func"}},
-    {"gpt-oss",
-     {"attention.layer_norm_rms_epsilon", "expert_feed_forward_length", "attention.sliding_window",
-      "attention.sliding_window_pattern", "rope.freq_base_swa"}},
-};
 
 // llama_hparams' defaults other than zero, false or empty, as its writer stores them.
 struct Default {
@@ -154,9 +121,10 @@ std::optional<double> ScalarOrAlias(const GgufFile& f, const std::string& arch,
 
 bool Reads(std::string_view arch, std::string_view key) {
   if (std::find(kEveryArch.begin(), kEveryArch.end(), key) != kEveryArch.end()) return true;
-  for (const ArchReads& a : kArchReads)
-    if (a.arch == arch) return std::find(a.keys.begin(), a.keys.end(), key) != a.keys.end();
-  return true;  // An architecture not listed: assume llama.cpp reads everything.
+  const Family* family = FindGgufFamily(arch);
+  if (family == nullptr) return true;  // Not a family moex knows: assume it reads everything.
+  const std::vector<std::string_view> keys = family->LlamaCppArchKeys();
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
 bool RopeScalingIsNone(const GgufFile& f, std::string_view arch) {

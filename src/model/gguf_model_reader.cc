@@ -19,9 +19,9 @@
 #include "core/name_list.h"
 #include "core/quant_format.h"
 #include "io/gguf_format.h"
+#include "model/arch/family.h"
 #include "model/gguf_arch_keys.h"
 #include "model/gguf_deepseek2.h"
-#include "model/gguf_glm4moe.h"
 #include "model/gguf_gpt_oss.h"
 #include "model/gguf_llamacpp_keys.h"
 #include "model/gguf_tensor_map.h"
@@ -344,87 +344,8 @@ constexpr int kMaxExperts = 4096;
 constexpr int kMaxLayers = 1024;
 constexpr int64_t kMaxLayerExperts = 1 << 18;
 
-// A count that llama.cpp may store per layer; moex needs it uniform.
-int64_t UniformInt(const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {
-  const GgufValue* v = f.Find(key);
-  if (v == nullptr) {
-    Check(fallback.has_value(), f.path(), ": missing GGUF key '", key, "'");
-    return *fallback;
-  }
-  if (!v->is_array()) return f.GetInt(key);
-  const std::vector<int64_t> values = f.GetIntArray(key);
-  Check(!values.empty() &&
-            std::all_of(values.begin(), values.end(), [&](int64_t x) { return x == values[0]; }),
-        f.path(), ": GGUF key '", key, "' varies per layer, which moex does not support");
-  return values[0];
-}
-
 using gguf_keys::ToInt;
-
-// A 1-D F32 tensor of `n` values (LongRoPE factors).
-std::vector<float> F32Vector(const GgufFile& f, const std::string& name, int64_t n) {
-  const TensorView* t = f.FindTensor(name);
-  Check(t != nullptr, f.path(), ": missing tensor ", name);
-  Check(t->dtype == DType::kF32 && t->shape == std::vector<int64_t>{n}, f.path(), ": tensor ", name,
-        " must be F32 of shape [", n, "], is ", DTypeName(t->dtype), " ", ShapeString(t->shape));
-  std::vector<float> out(static_cast<size_t>(n));
-  std::memcpy(out.data(), t->data, out.size() * sizeof(float));
-  return out;
-}
-
-// Phi-3.5-MoE: LayerNorm and sparsemixer are implied by the architecture. llama.cpp has no
-// key for the router jitter (it routes phimoe by softmax top-2) nor for HF's short/long
-// mscale; moex writes its own keys for both and otherwise uses PhimoeConfig's jitter
-// default and llama.cpp's attn_factor (HF's LongRoPE factor when mscales are absent).
-void ReadPhiMoe(const GgufFile& f, ModelConfig& c) {
-  c.norm = NormKind::kLayerNorm;
-  c.router = RouterKind::kSparseMixer;
-  c.norm_topk_prob = false;
-  c.router_jitter_noise = f.GetFloat("phimoe.router_jitter_noise", 0.01);
-  c.sliding_window =
-      ToInt(f, "phimoe.attention.sliding_window", f.GetInt("phimoe.attention.sliding_window", 0));
-  const bool has_long = f.FindTensorInfo("rope_factors_long.weight") != nullptr;
-  const bool has_short = f.FindTensorInfo("rope_factors_short.weight") != nullptr;
-  if (!has_long && !has_short) return;
-  Check(has_long && has_short, f.path(),
-        ": LongRoPE needs both rope_factors_long.weight and rope_factors_short.weight");
-  LongRope lr;
-  const int64_t half = c.head_dim / 2;
-  lr.long_factor = F32Vector(f, "rope_factors_long.weight", half);
-  lr.short_factor = F32Vector(f, "rope_factors_short.weight", half);
-  lr.original_max_position_embeddings =
-      ToInt(f, "phimoe.rope.scaling.original_context_length",
-            f.GetInt("phimoe.rope.scaling.original_context_length"));
-  const double factor =
-      static_cast<double>(c.max_position_embeddings) / lr.original_max_position_embeddings;
-  const double attn = f.GetFloat(
-      "phimoe.rope.scaling.attn_factor",
-      factor <= 1.0
-          ? 1.0
-          : std::sqrt(1.0 + std::log(factor) / std::log(lr.original_max_position_embeddings)));
-  lr.short_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.short_mscale", attn));
-  lr.long_mscale = static_cast<float>(f.GetFloat("phimoe.rope.scaling.long_mscale", attn));
-  c.longrope = std::move(lr);
-}
-
-// MiniMax-M2: llama.cpp routes by expert_gating_func (its converter writes 2, sigmoid) with
-// the exp_probs_b correction bias and renormalised weights, rotates the first
-// rope.dimension_count values of each head, and normalises q and k over their whole width.
-constexpr gguf_keys::ArchKeys kMiniMaxKeys{"minimax-m2"};
-
-void ReadMiniMaxM2(const GgufFile& f, ModelConfig& c) {
-  const int gating = kMiniMaxKeys.Int(f, "expert_gating_func", 2);
-  Check(gating == 2, f.path(), ": ", kMiniMaxKeys.Key("expert_gating_func"), " ", gating,
-        " is not supported (2, sigmoid)");
-  c.router = RouterKind::kGroupedTopK;
-  c.scoring_func = ScoringFunc::kSigmoid;
-  c.topk_method = TopKMethod::kNoauxTc;
-  c.scale_normalised_weights = true;
-  c.n_group = 1;
-  c.topk_group = 1;
-  const int rot = kMiniMaxKeys.Int(f, "rope.dimension_count", c.head_dim);
-  c.rope_dim = rot == c.head_dim ? 0 : rot;
-}
+using gguf_keys::UniformInt;
 
 // llama.cpp computes with the {arch}.* keys it reads for the architecture
 // (llamacpp_keys::Reads). Those moex does not implement are accepted only at their neutral
@@ -471,83 +392,30 @@ void CheckUnreadKeys(const GgufFile& f, const ModelConfig& c, const std::string&
 }  // namespace
 
 const char* GgufArchName(Arch arch) {
-  switch (arch) {
-    case Arch::kMixtral:
-      return "llama";
-    case Arch::kPhiMoe:
-      return "phimoe";
-    case Arch::kQwen2Moe:
-      return "qwen2moe";
-    case Arch::kQwen3Moe:
-      return "qwen3moe";
-    case Arch::kOlmoe:
-      return "olmoe";
-    case Arch::kDeepseekMoe:
-      return "deepseek";
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3:
-      return "deepseek2";
-    case Arch::kGlm4Moe:
-      return "glm4moe";
-    case Arch::kGptOss:
-      return gguf_gpt_oss::kArch;
-    case Arch::kMiniMaxM2:
-      return kMiniMaxKeys.arch;
-  }
-  return "?";
+  return FamilyOf(arch).names().gguf;
 }
 
 bool GgufPermutesQK(Arch arch) {
-  return arch == Arch::kMixtral || arch == Arch::kDeepseekMoe;
+  return FamilyOf(arch).GgufPermutesQK();
 }
 
 std::optional<bool> LlamaCppFixedTopKNorm(Arch arch) {
-  switch (arch) {
-    case Arch::kMixtral:
-    case Arch::kQwen3Moe:
-    case Arch::kMiniMaxM2:
-      return true;
-    case Arch::kOlmoe:
-    case Arch::kQwen2Moe:
-    case Arch::kDeepseekMoe:
-      return false;
-    case Arch::kPhiMoe:  // Sparsemixer (ReadPhiMoe), gpt-oss: softmax of the top-k logits.
-    case Arch::kGptOss:
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3:
-    case Arch::kGlm4Moe:
-      return std::nullopt;
-  }
-  return std::nullopt;
+  return FamilyOf(arch).LlamaCppFixedTopKNorm();
 }
 
 ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   const std::string arch_name = f.GetString("general.architecture");
-  ModelConfig c;
-  if (arch_name == "llama")
-    c.arch = Arch::kMixtral;
-  else if (arch_name == "phimoe")
-    c.arch = Arch::kPhiMoe;
-  else if (arch_name == "qwen2moe")
-    c.arch = Arch::kQwen2Moe;
-  else if (arch_name == "qwen3moe")
-    c.arch = Arch::kQwen3Moe;
-  else if (arch_name == "olmoe")
-    c.arch = Arch::kOlmoe;
-  else if (arch_name == "deepseek")
-    c.arch = Arch::kDeepseekMoe;
-  else if (arch_name == "deepseek2")
-    c.arch = Arch::kDeepseekV2;  // Or V3: gguf_deepseek2::ReadConfig tells them apart.
-  else if (arch_name == "glm4moe")
-    c.arch = Arch::kGlm4Moe;
-  else if (arch_name == gguf_gpt_oss::kArch)
-    c.arch = Arch::kGptOss;
-  else if (arch_name == kMiniMaxKeys.arch)
-    c.arch = Arch::kMiniMaxM2;
-  else
+  const Family* family = FindGgufFamily(arch_name);
+  if (family == nullptr) {
+    std::vector<std::string> supported;
+    for (const Family* fam : Families())
+      if (std::find(supported.begin(), supported.end(), fam->names().gguf) == supported.end())
+        supported.emplace_back(fam->names().gguf);
     Fail(f.path(), ": unsupported GGUF architecture '", arch_name,
-         "' (supported: llama (Mixtral), phimoe, qwen2moe, qwen3moe, olmoe, deepseek, "
-         "deepseek2, glm4moe, gpt-oss, minimax-m2)");
+         "' (supported: ", NameList(supported, supported.size()), ")");
+  }
+  ModelConfig c;
+  c.arch = family->arch();
   const char* a = arch_name.c_str();
   auto get = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     const std::string k = Key(a, key);
@@ -591,24 +459,12 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
 
   const int ff = get("feed_forward_length", 0);
   const int expert_ff = get("expert_feed_forward_length", 0);
-  switch (c.arch) {
-    case Arch::kMixtral:
-    case Arch::kPhiMoe:
-    case Arch::kOlmoe:
-    case Arch::kGptOss:  // Both keys hold the expert size (gpt-oss has no dense FFN).
-    case Arch::kMiniMaxM2:
-      // llama.cpp sizes these experts by feed_forward_length.
-      c.moe_intermediate_size = expert_ff > 0 ? expert_ff : ff;
-      break;
-    case Arch::kQwen2Moe:
-    case Arch::kQwen3Moe:
-    case Arch::kDeepseekMoe:
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3:
-    case Arch::kGlm4Moe:
-      c.moe_intermediate_size = expert_ff;
-      c.intermediate_size = ff;
-      break;
+  if (family->GgufFeedForwardIsExpert()) {
+    // llama.cpp sizes these experts by feed_forward_length.
+    c.moe_intermediate_size = expert_ff > 0 ? expert_ff : ff;
+  } else {
+    c.moe_intermediate_size = expert_ff;
+    c.intermediate_size = ff;
   }
   if (c.moe_intermediate_size == 0) {
     // Fall back to the expert tensors' shape: [experts, F, hidden].
@@ -620,30 +476,15 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     c.moe_intermediate_size = ToInt(f, "ffn_gate_exps", exps->ne[1]);
   }
 
-  // deepseek2 and glm4moe read expert_weights_norm (their ReadConfig); phimoe and gpt-oss
-  // set it (ReadPhiMoe, gguf_gpt_oss::ReadConfig).
-  c.norm_topk_prob = LlamaCppFixedTopKNorm(c.arch).value_or(false);
-  // llama.cpp reads expert_weights_scale only for deepseek, deepseek2 and glm4moe (their
-  // ReadConfig), where 0 means "not set"; for the others it is ignored (CheckUnreadKeys).
-  // (deepseek2 files: kDeepseekV2 until gguf_deepseek2::ReadConfig tells V2 from V3.)
-  if (c.arch == Arch::kDeepseekMoe || c.arch == Arch::kDeepseekV2) {
-    const double weights_scale = f.GetFloat(Key(a, "expert_weights_scale"), 0.0);
-    c.routed_scaling_factor = weights_scale == 0.0 ? 1.0f : static_cast<float>(weights_scale);
-  }
-  if (c.arch == Arch::kDeepseekV2) gguf_deepseek2::ReadConfig(f, c);
-  if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::ReadConfig(f, c);
-  if (c.arch == Arch::kQwen2Moe) {
-    c.shared_expert_intermediate_size = get("expert_shared_feed_forward_length", 0);
-    if (c.shared_expert_intermediate_size == 0) {
-      if (const GgufTensorInfo* t = f.FindTensorInfo("blk.0.ffn_gate_shexp.weight"))
-        c.shared_expert_intermediate_size = ToInt(f, t->name, t->ne.size() == 2 ? t->ne[1] : 0);
-    }
-    c.shared_expert_gate = c.shared_expert_intermediate_size > 0;
-  }
-  if (c.arch == Arch::kDeepseekMoe) {
-    c.shared_expert_intermediate_size = get("expert_shared_count", 0) * c.moe_intermediate_size;
-    c.first_k_dense_replace = get("leading_dense_block_count", 0);
-  }
+  // Families whose llama.cpp graph reads expert_weights_norm read it (their
+  // ReadGgufConfig); expert_weights_scale is read only where llama.cpp reads it.
+  c.norm_topk_prob = family->LlamaCppFixedTopKNorm().value_or(false);
+  // What the tensors say for every family.
+  c.tie_word_embeddings = f.FindTensorInfo("output.weight") == nullptr;
+  c.attention_bias = f.FindTensorInfo("blk.0.attn_q.bias") != nullptr;
+  c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
+  c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
+  family->ReadGgufConfig(f, c);
   // MoE layer pattern (Qwen's decoder_sparse_step has no llama.cpp key): from the tensors.
   std::vector<bool> moe(c.num_layers);
   bool any_router = false;
@@ -661,33 +502,6 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
         break;
       }
     }
-  }
-
-  c.tie_word_embeddings = f.FindTensorInfo("output.weight") == nullptr;
-  c.attention_bias = c.arch == Arch::kQwen2Moe || f.FindTensorInfo("blk.0.attn_q.bias") != nullptr;
-  c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
-  c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
-  if (c.arch == Arch::kPhiMoe) ReadPhiMoe(f, c);
-  if (c.arch == Arch::kMiniMaxM2) ReadMiniMaxM2(f, c);
-  if (c.arch == Arch::kMixtral && f.FindTensorInfo("rope_freqs.weight") != nullptr) {
-    // llama.cpp divides each RoPE frequency by these factors (Llama 3's scaling, stored as
-    // a tensor): LongRoPE with one set of factors and no attention scaling.
-    LongRope lr;
-    lr.long_factor = F32Vector(f, "rope_freqs.weight", c.head_dim / 2);
-    for (const float x : lr.long_factor)
-      Check(std::isfinite(x) && x != 0, f.path(), ": rope_freqs.weight holds ", x,
-            " (a frequency factor must be finite and not 0)");
-    lr.short_factor = lr.long_factor;
-    lr.original_max_position_embeddings = c.max_position_embeddings;
-    c.longrope = std::move(lr);
-  }
-  if (c.arch == Arch::kGptOss) gguf_gpt_oss::ReadConfig(f, c);
-  if (c.arch == Arch::kMiniMaxM2) {  // Whole-width q/k norms, when the file has them.
-    c.qk_norm = f.FindTensorInfo("blk.0.attn_q_norm.weight") != nullptr;
-    c.qk_norm_per_head = false;
-  } else if (c.arch != Arch::kGlm4Moe) {  // glm4moe: from its tensors (gguf_glm4moe).
-    c.qk_norm = c.arch == Arch::kOlmoe || c.arch == Arch::kQwen3Moe;
-    c.qk_norm_per_head = c.arch == Arch::kQwen3Moe;
   }
 
   CheckUnreadKeys(f, c, arch_name);

@@ -11,9 +11,9 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "io/gguf_writer.h"
+#include "model/arch/family.h"
 #include "model/gguf_arch_keys.h"
 #include "model/gguf_deepseek2.h"
-#include "model/gguf_glm4moe.h"
 #include "model/gguf_gpt_oss.h"
 #include "model/gguf_tensor_map.h"
 #include "model/tensor_names.h"
@@ -130,9 +130,8 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   u32("context_length", c.max_position_embeddings);
   u32("embedding_length", c.hidden_size);
   u32("block_count", c.num_layers);
-  const bool dense_ff = c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe ||
-                        c.arch == Arch::kDeepseekMoe || c.mla.has_value() ||
-                        c.arch == Arch::kGlm4Moe;
+  const Family& family = FamilyOf(c.arch);
+  const bool dense_ff = !family.GgufFeedForwardIsExpert();
   // For these, feed_forward_length is the dense FFN size (0 = none); for the others,
   // llama.cpp sizes the experts by it.
   if (!dense_ff) u32("feed_forward_length", c.moe_intermediate_size);
@@ -157,38 +156,7 @@ void SetArchMetadata(const ModelConfig& c, GgufWriter& w) {
   } else {
     w.Set(Key(a, "expert_weights_norm"), GgufValue::Bool(c.norm_topk_prob));
   }
-  if (c.arch == Arch::kQwen2Moe && c.shared_expert_intermediate_size > 0)
-    u32("expert_shared_feed_forward_length", c.shared_expert_intermediate_size);
-  if (c.arch == Arch::kPhiMoe) {
-    // llama.cpp's Phi-3 keys, plus moex's own for what llama.cpp does not carry.
-    w.Set(Key(a, "router_jitter_noise"), GgufValue::F64(c.router_jitter_noise));
-    if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
-    if (c.longrope) {
-      const LongRope& lr = *c.longrope;
-      u32("rope.scaling.original_context_length", lr.original_max_position_embeddings);
-      const double factor =
-          static_cast<double>(c.max_position_embeddings) / lr.original_max_position_embeddings;
-      f32("rope.scaling.attn_factor",
-          factor <= 1.0
-              ? 1.0f
-              : static_cast<float>(std::sqrt(
-                    1.0 + std::log(factor) / std::log(lr.original_max_position_embeddings))));
-      f32("rope.scaling.short_mscale", lr.short_mscale);
-      f32("rope.scaling.long_mscale", lr.long_mscale);
-    }
-  }
-  if (c.arch == Arch::kDeepseekMoe) {
-    u32("leading_dense_block_count", c.first_k_dense_replace);
-    u32("expert_shared_count", c.shared_expert_intermediate_size / c.moe_intermediate_size);
-    f32("expert_weights_scale", c.routed_scaling_factor);
-  }
-  if (c.mla) gguf_deepseek2::WriteConfig(c, w);
-  if (c.arch == Arch::kGlm4Moe) gguf_glm4moe::WriteConfig(c, w);
-  if (c.arch == Arch::kGptOss) gguf_gpt_oss::WriteConfig(c, w);
-  if (c.arch == Arch::kMiniMaxM2) {  // ReadMiniMaxM2's keys.
-    u32("expert_gating_func", 2);
-    u32("rope.dimension_count", c.RotaryDim());
-  }
+  family.WriteGgufConfig(c, w);
 }
 
 uint32_t FileType(DType dtype) {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/quantize.h"
+#include "model/arch/family.h"
 
 namespace moex::gguf_map {
 
@@ -25,49 +26,9 @@ const NamePair kCommonLayerNames[] = {
 ArchNames NamesFor(Arch arch) {
   ArchNames n;
   n.layer.assign(std::begin(kCommonLayerNames), std::end(kCommonLayerNames));
-  if (arch == Arch::kGptOss) {
-    // llama.cpp's gpt-oss names: post_attention_norm rather than ffn_norm, the router, and
-    // the routed experts' per-layer biases as the _exps tensors' .bias.
-    for (NamePair& p : n.layer)
-      if (p.gguf == "ffn_norm") p.gguf = "post_attention_norm";
-    n.layer.push_back({"mlp.router", "ffn_gate_inp"});
-    n.layer.push_back({"mlp.experts.gate_proj", "ffn_gate_exps"});
-    n.layer.push_back({"mlp.experts.up_proj", "ffn_up_exps"});
-    n.layer.push_back({"mlp.experts.down_proj", "ffn_down_exps"});
-    n.expert_prefix = "mlp.experts.";
-    n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
-  } else if (arch == Arch::kMixtral || arch == Arch::kPhiMoe || arch == Arch::kMiniMaxM2) {
-    n.layer.push_back({"block_sparse_moe.gate", "ffn_gate_inp"});
-    n.expert_prefix = "block_sparse_moe.experts.";
-    n.expert_mats = {"w1", "w3", "w2"};
-  } else {
-    n.layer.push_back({"mlp.gate", "ffn_gate_inp"});
-    n.expert_prefix = "mlp.experts.";
-    n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
-  }
-  const bool mla = arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3;
-  const bool glm = arch == Arch::kGlm4Moe;
-  const char* shared = arch == Arch::kQwen2Moe                    ? "mlp.shared_expert."
-                       : arch == Arch::kDeepseekMoe || mla || glm ? "mlp.shared_experts."
-                                                                  : nullptr;
-  if (glm) {  // llama.cpp names GLM's FFN input norm attn_post_norm.
-    for (NamePair& p : n.layer)
-      if (p.hf == "post_attention_layernorm") p.gguf = "post_attention_norm";
-  }
-  if (mla) {  // llama.cpp's deepseek2 names; kv_b_proj's split form is gguf_deepseek2's.
-    n.layer.push_back({"self_attn.q_a_proj", "attn_q_a"});
-    n.layer.push_back({"self_attn.q_a_layernorm", "attn_q_a_norm"});
-    n.layer.push_back({"self_attn.q_b_proj", "attn_q_b"});
-    n.layer.push_back({"self_attn.kv_a_proj_with_mqa", "attn_kv_a_mqa"});
-    n.layer.push_back({"self_attn.kv_a_layernorm", "attn_kv_a_norm"});
-    n.layer.push_back({"self_attn.kv_b_proj", "attn_kv_b"});  // Older files: unsplit.
-  }
-  if (shared != nullptr) {
-    n.layer.push_back({std::string(shared) + "gate_proj", "ffn_gate_shexp"});
-    n.layer.push_back({std::string(shared) + "up_proj", "ffn_up_shexp"});
-    n.layer.push_back({std::string(shared) + "down_proj", "ffn_down_shexp"});
-  }
-  if (arch == Arch::kQwen2Moe) n.layer.push_back({"mlp.shared_expert_gate", "ffn_gate_inp_shexp"});
+  n.expert_prefix = "mlp.experts.";
+  n.expert_mats = {"gate_proj", "up_proj", "down_proj"};
+  FamilyOf(arch).GgufTensorNames(n);
   return n;
 }
 

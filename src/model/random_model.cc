@@ -14,6 +14,7 @@
 #include "core/quant_format.h"
 #include "io/gguf_file.h"
 #include "io/safetensors_writer.h"
+#include "model/arch/family.h"
 #include "model/gguf_model.h"
 #include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
@@ -131,14 +132,6 @@ ByteFill RandomMxfp4Fill(DType dtype, uint64_t tensor_seed, Distribution dist,
   };
 }
 
-ModelConfig Base(Arch arch) {
-  ModelConfig c;
-  c.arch = arch;
-  c.rms_norm_eps = 1e-5f;
-  c.max_position_embeddings = 4096;
-  return c;
-}
-
 void WriteJson(const std::filesystem::path& path, const nlohmann::json& j) {
   std::ofstream out(path);
   out << j.dump(2) << "\n";
@@ -226,7 +219,7 @@ LongRope MakeLongRope(int head_dim, int max_position_embeddings, int original) {
 }
 
 ModelConfig WithLongRope(ModelConfig c, int original) {
-  if (c.arch != Arch::kPhiMoe) return c;
+  if (!FamilyOf(c.arch).features().longrope) return c;
   c.longrope = MakeLongRope(c.head_dim, c.max_position_embeddings, original);
   // The published shape: long_mscale as Phi-3.5-MoE-instruct's config.json.
   if (c.hidden_size == 4096 && c.max_position_embeddings == 131072 && original == 4096)
@@ -243,93 +236,12 @@ ModelSize ParseModelSize(const std::string& name) {
 }
 
 ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
-  if (arch == Arch::kDeepseekV2 || arch == Arch::kDeepseekV3) return RandomMlaConfig(arch, size);
-  if (arch == Arch::kGptOss) return RandomGptOssConfig(size);
-  ModelConfig c = Base(arch);
-  switch (arch) {
-    case Arch::kOlmoe:  // OLMoE-1B-7B-0924.
-      c.vocab_size = 50304; c.hidden_size = 2048; c.num_layers = 16; c.num_heads = 16;
-      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 64; c.num_experts_per_tok = 8;
-      c.moe_intermediate_size = 1024; c.rope_theta = 10000; c.qk_norm = true;
-      c.eos_token_ids = {50279};
-      break;
-    case Arch::kMixtral:  // Mixtral-8x7B-v0.1.
-      c.vocab_size = 32000; c.hidden_size = 4096; c.num_layers = 32; c.num_heads = 32;
-      c.num_kv_heads = 8; c.head_dim = 128; c.num_experts = 8; c.num_experts_per_tok = 2;
-      c.moe_intermediate_size = 14336; c.rope_theta = 1e6f; c.norm_topk_prob = true;
-      c.bos_token_id = 1; c.eos_token_ids = {2}; c.max_position_embeddings = 32768;
-      break;
-    case Arch::kQwen2Moe:  // Qwen1.5-MoE-A2.7B.
-      c.vocab_size = 151936; c.hidden_size = 2048; c.num_layers = 24; c.num_heads = 16;
-      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 60; c.num_experts_per_tok = 4;
-      c.moe_intermediate_size = 1408; c.shared_expert_intermediate_size = 5632;
-      c.shared_expert_gate = true; c.intermediate_size = 5632; c.attention_bias = true;
-      c.rope_theta = 1e6f; c.rms_norm_eps = 1e-6f; c.eos_token_ids = {151643};
-      c.max_position_embeddings = 8192;
-      break;
-    case Arch::kQwen3Moe:  // Qwen3-30B-A3B.
-      c.vocab_size = 151936; c.hidden_size = 2048; c.num_layers = 48; c.num_heads = 32;
-      c.num_kv_heads = 4; c.head_dim = 128; c.num_experts = 128; c.num_experts_per_tok = 8;
-      c.moe_intermediate_size = 768; c.intermediate_size = 6144; c.norm_topk_prob = true;
-      c.qk_norm = true; c.qk_norm_per_head = true; c.rope_theta = 1e6f; c.rms_norm_eps = 1e-6f;
-      c.eos_token_ids = {151645}; c.max_position_embeddings = 40960;
-      break;
-    case Arch::kDeepseekMoe:  // deepseek-moe-16b-base.
-      c.vocab_size = 102400; c.hidden_size = 2048; c.num_layers = 28; c.num_heads = 16;
-      c.num_kv_heads = 16; c.head_dim = 128; c.num_experts = 64; c.num_experts_per_tok = 6;
-      c.moe_intermediate_size = 1408; c.shared_expert_intermediate_size = 2 * 1408;
-      c.intermediate_size = 10944; c.first_k_dense_replace = 1; c.rope_theta = 10000;
-      c.rms_norm_eps = 1e-6f; c.bos_token_id = 100000; c.eos_token_ids = {100001};
-      break;
-    case Arch::kPhiMoe:  // Phi-3.5-MoE-instruct (its LongRoPE factors are not reproduced).
-      c.vocab_size = 32064; c.hidden_size = 4096; c.num_layers = 32; c.num_heads = 32;
-      c.num_kv_heads = 8; c.head_dim = 128; c.num_experts = 16; c.num_experts_per_tok = 2;
-      c.moe_intermediate_size = 6400; c.rope_theta = 10000; c.rms_norm_eps = 1e-5f;
-      c.norm = NormKind::kLayerNorm; c.router = RouterKind::kSparseMixer;
-      c.router_jitter_noise = 0.01; c.attention_bias = true; c.attention_out_bias = true;
-      c.lm_head_bias = true; c.max_position_embeddings = 131072; c.bos_token_id = 1;
-      c.eos_token_ids = {32000};
-      break;
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3:
-    case Arch::kGptOss:
-      break;  // RandomMlaConfig, RandomGptOssConfig.
-    case Arch::kGlm4Moe:  // GLM-4.5-Air (its config.json; GLM-4.5 adds qk norm and 2.5 scale).
-      c.vocab_size = 151552; c.hidden_size = 4096; c.num_layers = 46; c.num_heads = 96;
-      c.num_kv_heads = 8; c.head_dim = 128; c.rope_dim = 64; c.num_experts = 128;
-      c.num_experts_per_tok = 8; c.moe_intermediate_size = 1408;
-      c.shared_expert_intermediate_size = 1408; c.intermediate_size = 10944;
-      c.first_k_dense_replace = 1; c.attention_bias = true; c.rope_theta = 1e6f;
-      c.rms_norm_eps = 1e-5f; c.router = RouterKind::kGroupedTopK;
-      c.scoring_func = ScoringFunc::kSigmoid; c.topk_method = TopKMethod::kNoauxTc;
-      c.norm_topk_prob = true; c.routed_scaling_factor = 1.0f;
-      c.max_position_embeddings = 131072; c.num_nextn_predict_layers = 1;
-      c.eos_token_ids = {151329, 151336, 151338};
-      break;
-    case Arch::kMiniMaxM2:  // MiniMax-M2 (230B-A10B; its published checkpoint is FP8).
-      c.vocab_size = 200064;
-      c.hidden_size = 3072;
-      c.num_layers = 62;
-      c.num_heads = 48;
-      c.num_kv_heads = 8;
-      c.head_dim = 128;
-      c.rope_dim = 64;
-      c.num_experts = 256;
-      c.num_experts_per_tok = 8;
-      c.moe_intermediate_size = 1536;
-      c.rope_theta = 5e6f;
-      c.rms_norm_eps = 1e-6f;
-      c.router = RouterKind::kGroupedTopK;
-      c.scoring_func = ScoringFunc::kSigmoid;
-      c.topk_method = TopKMethod::kNoauxTc;
-      c.norm_topk_prob = true;
-      c.scale_normalised_weights = true;
-      c.qk_norm = true;
-      c.max_position_embeddings = 196608;
-      c.eos_token_ids = {200020};
-      break;
-  }
+  return FamilyOf(arch).RandomConfig(size);
+}
+
+ModelConfig ShrinkToSize(ModelConfig c, ModelSize size) {
   if (size == ModelSize::kFull) return WithLongRope(c, 4096);
+  const int published_moe_intermediate = c.moe_intermediate_size;
 
   // Smaller shapes keep the topology (norms, biases, shared/dense layers, GQA ratio) and
   // the routing fan-out, and shrink widths and depth.
@@ -348,8 +260,8 @@ ModelConfig RandomModelConfig(Arch arch, ModelSize size) {
   }
   c.num_kv_heads = std::max(1, c.num_heads / gqa);
   if (c.shared_expert_intermediate_size > 0)
-    c.shared_expert_intermediate_size = c.shared_expert_intermediate_size * c.moe_intermediate_size /
-                                        RandomModelConfig(arch, ModelSize::kFull).moe_intermediate_size;
+    c.shared_expert_intermediate_size =
+        c.shared_expert_intermediate_size * c.moe_intermediate_size / published_moe_intermediate;
   if (c.intermediate_size > 0) c.intermediate_size = 4 * c.moe_intermediate_size;
   if (c.first_k_dense_replace > 0) c.first_k_dense_replace = 1;
   if (c.rope_dim > 0) c.rope_dim = c.head_dim / 2;  // GLM's and MiniMax-M2's half.

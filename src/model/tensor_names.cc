@@ -1,5 +1,7 @@
 #include "model/tensor_names.h"
 
+#include "model/arch/family.h"
+
 namespace moex {
 
 std::string TensorNames::Expert(int layer, int expert, ExpertMatrix which) const {
@@ -13,34 +15,7 @@ std::string TensorNames::Expert(int layer, int expert, ExpertMatrix which) const
 }
 
 TensorNames TensorNamesFor(const ModelConfig& config) {
-  switch (config.arch) {
-    case Arch::kMixtral: {
-      // llama.cpp's llama graph applies the experts' scales; its phimoe graph does not.
-      TensorNames n = MixtralTensorNames();
-      n.expert_gate_scale = "block_sparse_moe.experts.w1.scale";
-      n.expert_up_scale = "block_sparse_moe.experts.w3.scale";
-      n.expert_down_scale = "block_sparse_moe.experts.w2.scale";
-      return n;
-    }
-    case Arch::kPhiMoe: return MixtralTensorNames();
-    case Arch::kQwen3Moe: {
-      TensorNames n = QwenMoeTensorNames();  // As Mixtral: qwen3moe applies them.
-      n.expert_gate_scale = "mlp.experts.gate_proj.scale";
-      n.expert_up_scale = "mlp.experts.up_proj.scale";
-      n.expert_down_scale = "mlp.experts.down_proj.scale";
-      return n;
-    }
-    case Arch::kQwen2Moe: return QwenMoeTensorNames();
-    case Arch::kOlmoe: return OlmoeTensorNames();
-    case Arch::kDeepseekMoe: return DeepseekMoeTensorNames();
-    case Arch::kDeepseekV2:
-    case Arch::kDeepseekV3: return DeepseekMlaTensorNames();
-    case Arch::kGlm4Moe: return Glm4MoeTensorNames();
-    case Arch::kGptOss: return GptOssTensorNames();
-    case Arch::kMiniMaxM2:
-      return MiniMaxM2TensorNames();
-  }
-  return TensorNames{};
+  return FamilyOf(config.arch).HfTensorNames();
 }
 
 }  // namespace moex

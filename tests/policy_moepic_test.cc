@@ -1,4 +1,4 @@
-// MoEpic (src/policy/moepic*.{h,cc}): hand-computed LCP priorities and eviction order, the
+// MoEpic (src/policy/moepic/): hand-computed LCP priorities and eviction order, the
 // configurator's statistics, sub-problem and budget allocation on hand-solved instances, the
 // split cache's per-layer budgets under a real OffloadController, and split experts that
 // compute exactly the resident result.
@@ -13,8 +13,8 @@
 #include "core/error.h"
 #include "engine/moe_executor.h"
 #include "model/model.h"
-#include "policy/moepic_configurator.h"
-#include "policy/moepic_lcp.h"
+#include "policy/moepic/moepic_configurator.h"
+#include "policy/moepic/moepic_lcp.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"

@@ -12,7 +12,7 @@
 #include "policy/policy.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
-#include "policy/promoe_predictor.h"
+#include "policy/promoe/promoe_predictor.h"
 #include "policy/registry.h"
 #include "support/policy_events.h"
 #include "tiers/cache_plan.h"

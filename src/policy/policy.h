@@ -63,7 +63,7 @@ class Policy {
   // number of consecutive passes (`groups`) they may be split into; *group arrives holding
   // the scheduler's own split (admission order, balanced). A policy that predicts routing
   // may set (*group)[i] in [0, groups) for candidate i so that each pass activates fewer
-  // experts (policy/token_regrouping.h clusters predicted paths), and return true.
+  // experts (policy/common/token_regrouping.h clusters predicted paths), and return true.
   // Regrouping changes only when a request runs, never what it computes. Default: false
   // (the scheduler keeps its split).
   virtual bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,

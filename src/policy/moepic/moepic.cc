@@ -50,9 +50,9 @@ constexpr double kConfigureStepUs = 0.03;
 
 enum class PrefetchMode { kRouter, kRandom, kNone };
 
-class MoEpicPolicy : public Policy {
+class MoepicPolicy : public Policy {
  public:
-  MoEpicPolicy(const PolicyFacts& f, const Params& p)
+  MoepicPolicy(const PolicyFacts& f, const Params& p)
       : facts_(f),
         priorities_(f.num_layers, f.num_experts, ExpertPriorities::ParseKind(p.String("evict")),
                     p.Real("rho"), p.Real("omega"), f.seed),
@@ -495,7 +495,7 @@ class MoEpicPolicy : public Policy {
   uint64_t rng_;
 };
 
-std::vector<ParamSpec> MoEpicParams() {
+std::vector<ParamSpec> MoepicParams() {
   using T = ParamType;
   const double inf = std::numeric_limits<double>::infinity();
   return {
@@ -567,12 +567,12 @@ MOEX_REGISTER_POLICY({
            "bottoms by next-layer gate speculation, per-layer budgets and splits from the "
            "exposed-latency configurator",
     .source = "MoEpic (Yan et al.) §3.1-3.4, Algorithm 1",
-    .params = MoEpicParams(),
+    .params = MoepicParams(),
     .trace_needs = kNeedsRouterWeights | kNeedsHidden,
     .test_specs = {"moepic:tau=8,load_ms=2,expert_ms=0.5,attn_ms=0.2,head_ms=0.3",
                    "moepic:theta=1,prefetch=none,evict=lfu", "moepic:theta=0"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<MoEpicPolicy>(f, p);
+      return std::make_unique<MoepicPolicy>(f, p);
     },
 });
 

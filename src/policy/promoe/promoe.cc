@@ -50,9 +50,9 @@ struct SampleReservoir {
   int64_t seen = 0;
 };
 
-class ProMoEPolicy : public Policy {
+class PromoePolicy : public Policy {
  public:
-  ProMoEPolicy(const PolicyFacts& f, const Params& p)
+  PromoePolicy(const PolicyFacts& f, const Params& p)
       : facts_(f),
         params_(p),
         kind_(ParseKind(p.String("predictor"))),
@@ -489,7 +489,7 @@ class ProMoEPolicy : public Policy {
   std::set<int> gated_;                            // Layers whose gate came this pass.
 };
 
-std::vector<ParamSpec> ProMoEParams() {
+std::vector<ParamSpec> PromoeParams() {
   using T = ParamType;
   const double inf = std::numeric_limits<double>::infinity();
   return {
@@ -558,12 +558,12 @@ MOEX_REGISTER_POLICY({
     .doc = "learned per-layer predictors from an earlier layer's gate input, stride "
            "prefetching, early preemption at each gate, per-layer LRU caches",
     .source = "ProMoE (Song et al.) §4.2-4.3, §5.1-5.4",
-    .params = ProMoEParams(),
+    .params = PromoeParams(),
     .trace_needs = kNeedsHidden,
     .test_specs = {"promoe:predictor=skip", "promoe:predictor=token,preempt=all",
                    "promoe:predictor=skip,distance=1,layer_cache=0"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<ProMoEPolicy>(f, p);
+      return std::make_unique<PromoePolicy>(f, p);
     },
 });
 

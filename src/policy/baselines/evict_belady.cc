@@ -18,7 +18,7 @@ class BeladyEvictor : public Policy {
     Check(ctx.future != nullptr,
           "policy belady needs the future demand, which only `moex sim` has (it replays a "
           "recorded trace); the engine cannot run it");
-    const size_t keys = static_cast<size_t>(ctx.num_layers) * experts_;
+    const size_t keys = static_cast<size_t>(ctx.num_layers) * static_cast<size_t>(experts_);
     uses_.resize(keys);
     next_.assign(keys, 0);
     const auto& gates = ctx.future->gates;
@@ -55,10 +55,8 @@ class BeladyEvictor : public Policy {
   }
 
  private:
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * experts_ + static_cast<size_t>(k.expert);
-  }
-  size_t experts_;
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, experts_); }
+  int experts_;
   bool bypass_;
   std::vector<std::vector<int64_t>> uses_;  // Per expert: gate indices that route to it.
   std::vector<size_t> next_;                // Per expert: first use not yet passed.

@@ -58,10 +58,7 @@ class CycleLruEvictor : public Policy {
   }
 
  private:
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(experts_) +
-           static_cast<size_t>(k.expert);
-  }
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, experts_); }
   int experts_;
   GateCycle cycle_;
   std::vector<int64_t> gates_seen_;  // Per decoder layer: its gates so far.

@@ -27,10 +27,8 @@ class LfuEvictor : public Policy {
   }
 
  private:
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * experts_ + static_cast<size_t>(k.expert);
-  }
-  size_t experts_;
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, experts_); }
+  int experts_;
   std::vector<uint64_t> count_;
   std::vector<uint64_t> last_;
   uint64_t clock_ = 0;

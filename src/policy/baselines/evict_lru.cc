@@ -16,10 +16,8 @@ class LruEvictor : public Policy {
   double EvictScore(const ExpertKey& k) override { return static_cast<double>(last_[Index(k)]); }
 
  private:
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * experts_ + static_cast<size_t>(k.expert);
-  }
-  size_t experts_;
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, experts_); }
+  int experts_;
   std::vector<uint64_t> last_;
   uint64_t clock_ = 0;
 };

@@ -35,10 +35,7 @@ struct ScheduledFetch {
 std::vector<ScheduledFetch> MinSchedule(const FutureDemand& future, int num_layers, int num_experts,
                                         int64_t capacity) {
   const size_t keys = static_cast<size_t>(num_layers) * static_cast<size_t>(num_experts);
-  auto index = [num_experts](const ExpertKey& k) {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(num_experts) +
-           static_cast<size_t>(k.expert);
-  };
+  auto index = [num_experts](const ExpertKey& k) { return KeyIndex(k, num_experts); };
   std::vector<std::vector<int64_t>> uses(keys);
   const auto& gates = future.gates;
   for (size_t g = 0; g < gates.size(); ++g)

@@ -83,10 +83,7 @@ class ExpertFlowPolicy : public Policy {
   int MoeIndex(int layer) const {
     return layer >= 0 && layer < facts_.num_layers ? moe_index_[static_cast<size_t>(layer)] : -1;
   }
-  size_t Key(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(facts_.num_experts) +
-           static_cast<size_t>(k.expert);
-  }
+  size_t Key(const ExpertKey& k) const { return KeyIndex(k, facts_.num_experts); }
   // A pass's prediction arrived: the plan starts from what the pass has done so far.
   void StartPlan(const std::vector<RoutingPath>& tokens, Decisions* out);
   // PLEC: prefetch the window of the pool not yet asked for in this pass.

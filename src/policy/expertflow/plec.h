@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "policy/events.h"
+
 namespace moex::policy {
 
 class PlecPlan {
@@ -53,9 +55,7 @@ class PlecPlan {
   bool Predicted(int layer, int32_t expert) const;
 
  private:
-  size_t Key(int layer, int32_t expert) const {
-    return static_cast<size_t>(layer) * static_cast<size_t>(experts_) + static_cast<size_t>(expert);
-  }
+  size_t Key(int layer, int32_t expert) const { return KeyIndex({layer, expert}, experts_); }
   int layers_ = 0, experts_ = 0;
   bool active_ = false;
   std::vector<std::vector<int32_t>> predicted_;  // [layer] strongest first.

@@ -86,8 +86,7 @@ int FmoePolicy::Ordinal(int layer) const {
 }
 
 size_t FmoePolicy::Index(const ExpertKey& k) const {
-  return static_cast<size_t>(k.layer) * static_cast<size_t>(facts_.num_experts) +
-         static_cast<size_t>(k.expert);
+  return KeyIndex(k, facts_.num_experts);
 }
 
 void FmoePolicy::OnRequestBegin(const RequestBeginEvent& e, Decisions*) {

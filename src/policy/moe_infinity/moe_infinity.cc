@@ -317,15 +317,12 @@ void MoeInfinityPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions*) {
 }
 
 void MoeInfinityPolicy::OnTouch(const ExpertKey& k, bool) {
-  last_touch_[static_cast<size_t>(k.layer) * static_cast<size_t>(facts_.num_experts) +
-              static_cast<size_t>(k.expert)] = ++clock_;
+  last_touch_[KeyIndex(k, facts_.num_experts)] = ++clock_;
 }
 
 double MoeInfinityPolicy::EvictScore(const ExpertKey& k) {
   if (auto it = protected_.find(k); it != protected_.end()) return kProtectedScore + it->second;
-  const double touch = static_cast<double>(
-      last_touch_[static_cast<size_t>(k.layer) * static_cast<size_t>(facts_.num_experts) +
-                  static_cast<size_t>(k.expert)]);
+  const double touch = static_cast<double>(last_touch_[KeyIndex(k, facts_.num_experts)]);
   const int ord = Ordinal(k.layer);
   if (opt_.cache == "lru" || opt_.cache == "none" || ord < 0) return touch;
   // Recency only breaks ties (below any difference of counts).

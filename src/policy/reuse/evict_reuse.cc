@@ -115,10 +115,7 @@ class ReuseEvictor : public Policy {
   }
 
  private:
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(facts_.num_experts) +
-           static_cast<size_t>(k.expert);
-  }
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, facts_.num_experts); }
   double Tie(uint64_t touch) const { return 1e-12 * static_cast<double>(touch); }
   // -(predicted gates until next use), for a candidate of the cache.
   double Score(const ExpertKey& k, bool use_prefetch) const {

@@ -84,10 +84,7 @@ class ReuseEstimator {
     uint16_t cell = 0;
     float predicted = 0;
   };
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(experts_) +
-           static_cast<size_t>(k.expert);
-  }
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, experts_); }
   int CellOf(size_t index, When when) const;
   double Lookup(int cell, double fallback) const;
   void Learn(int cell, double label, double predicted);

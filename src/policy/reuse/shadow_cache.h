@@ -29,10 +29,7 @@ class ShadowCache {
   int64_t size() const { return static_cast<int64_t>(members_.size()); }
 
  private:
-  size_t Index(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(experts_) +
-           static_cast<size_t>(k.expert);
-  }
+  size_t Index(const ExpertKey& k) const { return KeyIndex(k, experts_); }
   int experts_;
   int64_t capacity_;
   std::vector<char> in_;  // Per expert.

@@ -41,13 +41,8 @@ ExpertFlowPolicy::ExpertFlowPolicy(const PolicyFacts& f, const Params& p)
   training_.learning_rate = p.Real("lr");
   training_.weight_decay = p.Real("wd");
   training_.seed = static_cast<uint64_t>(p.Int("seed"));
-  moe_index_.assign(static_cast<size_t>(f.num_layers), -1);
-  for (int l = 0; l < f.num_layers; ++l)
-    if (f.IsMoeLayer(l)) {
-      moe_index_[static_cast<size_t>(l)] = static_cast<int>(moe_layers_.size());
-      moe_layers_.push_back(l);
-    }
-  const int L = static_cast<int>(moe_layers_.size()), E = f.num_experts;
+  moe_ = MoeLayers(f);
+  const int L = moe_.count(), E = f.num_experts;
   plan_ = PlecPlan(L, E);
   frequency_.assign(static_cast<size_t>(L) * static_cast<size_t>(E), 0);
   const size_t keys = static_cast<size_t>(f.num_layers) * static_cast<size_t>(E);
@@ -68,7 +63,7 @@ bool ExpertFlowPolicy::CanPredict() const {
 }
 
 RoutingPath ExpertFlowPolicy::FrequencyPath() const {
-  const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+  const int L = moe_.count(), E = facts_.num_experts;
   std::vector<float> scores(frequency_.size());
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>(frequency_[i]);
   return TopKPath(scores.data(), L, E, topk_);
@@ -78,7 +73,7 @@ std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const std::vector<RequestC
                                                       const std::vector<int32_t>& tokens,
                                                       const RoutingPath* frequent,
                                                       std::vector<float>* logits_out) const {
-  const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+  const int L = moe_.count(), E = facts_.num_experts;
   std::vector<RoutingPath> paths;
   if (kind_ == Kind::kFrequency) {
     paths.assign(tokens.size(), frequent ? *frequent : FrequencyPath());
@@ -108,7 +103,7 @@ ExpertFlowPolicy::RequestState& ExpertFlowPolicy::State(int64_t request) {
 }
 
 RoutingPath ExpertFlowPolicy::PredictPassPath(const PassCandidate& c) const {
-  const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+  const int L = moe_.count(), E = facts_.num_experts;
   RoutingPath path(L, E);
   if (!CanPredict() || c.tokens == nullptr || c.n_tokens <= 0) return path;
   auto it = requests_.find(c.request);
@@ -162,7 +157,7 @@ void ExpertFlowPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions*) {
 }
 
 void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
-  const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+  const int L = moe_.count(), E = facts_.num_experts;
   if (learning_) {
     pass_rows_.clear();
     int64_t at = 0;
@@ -237,8 +232,9 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
         std::vector<RoutingPath> paths = TokenPaths(contexts, tokens, &frequent, &logits);
         // For the report, the scored tokens' paths under both binarisations too.
         std::vector<std::pair<RoutingPath, RoutingPath>> both;
-        const size_t width = moe_layers_.size() * static_cast<size_t>(facts_.num_experts);
-        const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+        const size_t width =
+            static_cast<size_t>(moe_.count()) * static_cast<size_t>(facts_.num_experts);
+        const int L = moe_.count(), E = facts_.num_experts;
         for (const auto& [row, index] : scored)
           if (!logits.empty())
             both.push_back({TopKPath(logits.data() + row * width, L, E, topk_),
@@ -261,7 +257,7 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
 }
 
 void ExpertFlowPolicy::StartPlan(const std::vector<RoutingPath>& tokens, Decisions* out) {
-  const int L = static_cast<int>(moe_layers_.size()), E = facts_.num_experts;
+  const int L = moe_.count(), E = facts_.num_experts;
   // Per layer the predicted experts, those most tokens picked first (ties: lower id).
   std::vector<std::vector<int32_t>> predicted(static_cast<size_t>(L));
   std::vector<int32_t> votes(static_cast<size_t>(E));
@@ -286,7 +282,7 @@ void ExpertFlowPolicy::StartPlan(const std::vector<RoutingPath>& tokens, Decisio
 
 void ExpertFlowPolicy::Fill(Decisions* out) {
   for (const PlecPlan::Slot& s : plan_.Window(facts_.capacity_experts)) {
-    const ExpertKey k{moe_layers_[static_cast<size_t>(s.layer)], s.expert};
+    const ExpertKey k{moe_.Layer(s.layer), s.expert};
     if (issued_[Key(k)]) continue;
     issued_[Key(k)] = 1;
     Prefetch p;
@@ -301,7 +297,7 @@ void ExpertFlowPolicy::Fill(Decisions* out) {
 void ExpertFlowPolicy::ComputeOrder(int layer, std::vector<ExpertKey>* experts) {
   // Called before the gate's misses are inserted: from now on the layer's mis-prefetches
   // are the first victims (§3.2's correction).
-  const int m = MoeIndex(layer);
+  const int m = moe_.Ordinal(layer);
   if (m < 0) return;
   std::vector<int32_t> routed;
   for (const ExpertKey& k : *experts) routed.push_back(k.expert);
@@ -311,7 +307,7 @@ void ExpertFlowPolicy::ComputeOrder(int layer, std::vector<ExpertKey>* experts) 
 }
 
 void ExpertFlowPolicy::OnGate(const GateEvent& e, Decisions* out) {
-  const int m = MoeIndex(e.layer);
+  const int m = moe_.Ordinal(e.layer);
   if (m < 0) return;
   if (learning_) {
     Learn(e);
@@ -344,7 +340,7 @@ void ExpertFlowPolicy::OnGate(const GateEvent& e, Decisions* out) {
 }
 
 void ExpertFlowPolicy::OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {
-  if (learning_ || e.layer < 0 || MoeIndex(e.layer) != gated_ || gated_ < 0) return;
+  if (learning_ || e.layer < 0 || moe_.Ordinal(e.layer) != gated_ || gated_ < 0) return;
   if (!std::binary_search(routed_now_.begin(), routed_now_.end(), e.expert)) return;
   // The layer is finished when its last routed expert is: its slots go to the next layers
   // (in whatever order the experts finished, the same moment).
@@ -369,7 +365,7 @@ void ExpertFlowPolicy::OnTouch(const ExpertKey& k, bool) {
 }
 
 double ExpertFlowPolicy::EvictScore(const ExpertKey& k) {
-  const int m = MoeIndex(k.layer);
+  const int m = moe_.Ordinal(k.layer);
   if (m < 0) return static_cast<double>(last_use_[Key(k)]);
   return plan_.Score(m, k.expert, last_use_[Key(k)]);
 }
@@ -383,7 +379,7 @@ void ExpertFlowPolicy::OnLearnBegin() {
 }
 
 void ExpertFlowPolicy::Learn(const GateEvent& e) {
-  const int m = MoeIndex(e.layer), E = facts_.num_experts;
+  const int m = moe_.Ordinal(e.layer), E = facts_.num_experts;
   for (int64_t i = 0; i < e.n_tokens; ++i)
     for (int j = 0; j < e.top_k; ++j) {
       const int32_t id = e.ids[i * e.top_k + j];
@@ -429,8 +425,8 @@ void ExpertFlowPolicy::OnLearnEnd() {
         kMaxVocab, " share one embedding row");
     max_id = kMaxVocab;
   }
-  RoutingPathPredictor p(max_id + 2, dim_, hidden_, static_cast<int>(moe_layers_.size()),
-                         facts_.num_experts, training_.seed);
+  RoutingPathPredictor p(max_id + 2, dim_, hidden_, moe_.count(), facts_.num_experts,
+                         training_.seed);
   Progress progress("expertflow: training the routing-path predictor", 100);
   train_loss_ = p.Train(sequences, training_, [&](int64_t done, int64_t total) {
     progress.Update(total ? done * 100 / total : 100);
@@ -463,9 +459,9 @@ void ExpertFlowPolicy::LoadState(StateReader& in) {
   Check(trained <= 1, in.origin(), ": ExpertFlow state is corrupt");
   if (trained) {
     p.Load(in);
-    Check(p.layers() == static_cast<int>(moe_layers_.size()) && p.experts() == facts_.num_experts,
-          in.origin(), ": ExpertFlow predictor of ", p.layers(), " x ", p.experts(),
-          " for a model of ", moe_layers_.size(), " MoE layers x ", facts_.num_experts, " experts");
+    Check(p.layers() == moe_.count() && p.experts() == facts_.num_experts, in.origin(),
+          ": ExpertFlow predictor of ", p.layers(), " x ", p.experts(), " for a model of ",
+          moe_.count(), " MoE layers x ", facts_.num_experts, " experts");
   }
   const double train_loss = in.F64(), validation_loss = in.F64();
   const int64_t train_tokens = in.I64(), validation_tokens = in.I64();

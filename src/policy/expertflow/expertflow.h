@@ -15,6 +15,7 @@
 #include "policy/expertflow/expertflow_predictor.h"
 #include "policy/expertflow/plec.h"
 #include "policy/expertflow/routing_path_accuracy.h"
+#include "policy/moe_layers.h"
 #include "policy/policy.h"
 #include "policy/registry.h"
 
@@ -80,9 +81,6 @@ class ExpertFlowPolicy : public Policy {
   RoutingPath FrequencyPath() const;
   RequestContext FreshContext(const int32_t* prompt, int64_t n) const;
   RequestState& State(int64_t request);
-  int MoeIndex(int layer) const {
-    return layer >= 0 && layer < facts_.num_layers ? moe_index_[static_cast<size_t>(layer)] : -1;
-  }
   size_t Key(const ExpertKey& k) const { return KeyIndex(k, facts_.num_experts); }
   // A pass's prediction arrived: the plan starts from what the pass has done so far.
   void StartPlan(const std::vector<RoutingPath>& tokens, Decisions* out);
@@ -103,8 +101,7 @@ class ExpertFlowPolicy : public Policy {
   bool cancel_;
   double worker_gflops_;
   PathTraining training_;
-  std::vector<int> moe_layers_;  // Decoder layer of each MoE index.
-  std::vector<int> moe_index_;   // [num_layers] MoE index or -1.
+  MoeLayers moe_;
   RoutingPathPredictor predictor_;
   double train_loss_ = 0, validation_loss_ = 0;
   int64_t train_tokens_ = 0, validation_tokens_ = 0;

@@ -57,20 +57,15 @@ FmoePolicy::FmoePolicy(const PolicyFacts& facts, FmoeOptions options)
         opt_.semantic, "' (iteration or prompt)");
   Check(opt_.store >= 1 && opt_.distance >= 1 && opt_.delta <= 1,
         "policy fmoe: parameters out of range");
-  ordinal_.assign(static_cast<size_t>(facts_.num_layers), -1);
-  for (int l = 0; l < facts_.num_layers; ++l)
-    if (facts_.IsMoeLayer(l)) {
-      ordinal_[static_cast<size_t>(l)] = moe_layers_++;
-      decoder_layer_.push_back(l);
-    }
-  Check(moe_layers_ > 0 && facts_.num_experts > 0, "policy fmoe needs a MoE model");
-  const int d = std::min(opt_.distance, moe_layers_);
-  guide_.assign(static_cast<size_t>(moe_layers_) * facts_.num_experts,
+  moe_ = MoeLayers(facts_);
+  Check(moe_.count() > 0 && facts_.num_experts > 0, "policy fmoe needs a MoE model");
+  const int d = std::min(opt_.distance, moe_.count());
+  guide_.assign(static_cast<size_t>(moe_.count()) * facts_.num_experts,
                 1.0f / static_cast<float>(facts_.num_experts));
   freq_.assign(static_cast<size_t>(facts_.num_layers) * facts_.num_experts, 0);
   protected_score_.assign(freq_.size(), -1);
   matching_ = std::make_shared<Matching>(Matching{
-      ExpertMapStore(moe_layers_, facts_.num_experts, opt_.store, d, opt_.dedup), -1, {}, {}});
+      ExpertMapStore(moe_.count(), facts_.num_experts, opt_.store, d, opt_.dedup), -1, {}, {}});
 }
 
 FmoePolicy::~FmoePolicy() = default;
@@ -78,11 +73,6 @@ FmoePolicy::~FmoePolicy() = default;
 void FmoePolicy::ClearProtected() {
   for (const auto& entry : protected_) protected_score_[Index(entry.first)] = -1;
   protected_.clear();
-}
-
-int FmoePolicy::Ordinal(int layer) const {
-  if (layer < 0 || layer >= facts_.num_layers) return -1;
-  return ordinal_[static_cast<size_t>(layer)];
 }
 
 size_t FmoePolicy::Index(const ExpertKey& k) const {
@@ -106,7 +96,7 @@ void FmoePolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
   Check(e.n_requests == 0 || (e.pooled != nullptr && e.d > 0),
         "policy fmoe needs each request's pooled input embedding, which this event stream does "
         "not carry (record traces with --pooled)");
-  const size_t cells = static_cast<size_t>(moe_layers_) * facts_.num_experts;
+  const size_t cells = static_cast<size_t>(moe_.count()) * facts_.num_experts;
   for (int64_t r = 0; r < e.n_requests; ++r) {
     Check(e.token_counts[r] >= 0, "policy fmoe: request ", e.requests[r], " has ",
           e.token_counts[r], " tokens in a pass");
@@ -126,7 +116,7 @@ void FmoePolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
 void FmoePolicy::SubmitSemantic() {
   std::vector<std::vector<float>> sems;
   for (const Segment& s : pass_) sems.push_back(s.sem);
-  const int d = std::min(opt_.distance, moe_layers_);
+  const int d = std::min(opt_.distance, moe_.count());
   // search=semantic guides every layer from this match: keep whole maps.
   const bool whole = opt_.search == "semantic";
   const int J = facts_.num_experts;
@@ -161,8 +151,8 @@ void FmoePolicy::SubmitSemantic() {
           // search=semantic: this match guides every layer; those whose turn came while
           // the worker searched (layers up to the latest gate's + d) are prefetched now.
           semantic_maps_ = guides;
-          const int d_now = std::min(opt_.distance, moe_layers_);
-          for (int t = current_ + 1; t <= current_ + d_now && t < moe_layers_; ++t)
+          const int d_now = std::min(opt_.distance, moe_.count());
+          for (int t = current_ + 1; t <= current_ + d_now && t < moe_.count(); ++t)
             PrefetchSemanticTarget(t, out);
         };
       },
@@ -181,7 +171,7 @@ void FmoePolicy::PrefetchSemanticTarget(int target, Decisions* out) {
 }
 
 void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
-  const int ord = Ordinal(e.layer);
+  const int ord = moe_.Ordinal(e.layer);
   if (ord < 0) return;
   const int J = facts_.num_experts;
   Check(e.num_experts == J && e.n_tokens >= 0 && e.top_k >= 0 &&
@@ -233,8 +223,8 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
       out->reprioritize.push_back({key, priority});
     }
   }
-  const int target = ord + std::min(opt_.distance, moe_layers_);
-  if (target >= moe_layers_) return;
+  const int target = ord + std::min(opt_.distance, moe_.count());
+  if (target >= moe_.count()) return;
   if (opt_.search == "semantic")
     PrefetchSemanticTarget(target, out);
   else
@@ -247,7 +237,7 @@ void FmoePolicy::SubmitTrajectory(int ordinal) {
   for (const Segment& s : pass_)
     rows.emplace_back(s.map.begin() + static_cast<ptrdiff_t>(ordinal) * J,
                       s.map.begin() + static_cast<ptrdiff_t>(ordinal + 1) * J);
-  const int target = ordinal + std::min(opt_.distance, moe_layers_);
+  const int target = ordinal + std::min(opt_.distance, moe_.count());
   const double cost_us = fmoe_cost::kJobUs + fmoe_cost::kMacUs * static_cast<double>(store_size_) *
                                                  static_cast<double>(rows.size()) * J;
   facts_.worker->Submit(
@@ -316,7 +306,7 @@ void FmoePolicy::ApplyGuides(const std::vector<Guide>& guides, Decisions* out) {
     if (rows_reset.insert(g.ordinal).second) std::copy(g.probs.begin(), g.probs.end(), row);
     for (int j = 0; j < J; ++j) row[j] = std::max(row[j], g.probs[static_cast<size_t>(j)]);
     for (int32_t j : experts) {
-      const ExpertKey key{decoder_layer_[static_cast<size_t>(g.ordinal)], j};
+      const ExpertKey key{moe_.Layer(g.ordinal), j};
       const double p = g.probs[static_cast<size_t>(j)];
       const double priority = fmoe::PrefetchPriority(p, g.ordinal - current_);
       Protected& c = chosen[key];
@@ -349,7 +339,7 @@ void FmoePolicy::ApplyGuides(const std::vector<Guide>& guides, Decisions* out) {
 void FmoePolicy::OnIterationEnd(Decisions*) {
   // §3.2 step 5: the pass's complete maps join the store (on the worker, which owns it).
   std::vector<std::pair<std::vector<float>, std::vector<float>>> entries;
-  if (gates_seen_ == moe_layers_)
+  if (gates_seen_ == moe_.count())
     for (Segment& s : pass_)
       if (s.tokens > 0) entries.emplace_back(std::move(s.sem), std::move(s.map));
   if (!entries.empty()) {
@@ -395,7 +385,7 @@ double FmoePolicy::EvictScore(const ExpertKey& k) {
 }
 
 double FmoePolicy::GuideProbability(const ExpertKey& k) const {
-  const int ord = Ordinal(k.layer);
+  const int ord = moe_.Ordinal(k.layer);
   if (ord < 0) return 1;
   return guide_[static_cast<size_t>(ord) * facts_.num_experts + static_cast<size_t>(k.expert)];
 }

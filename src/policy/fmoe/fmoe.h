@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "policy/fmoe/expert_map_store.h"
+#include "policy/moe_layers.h"
 #include "policy/policy.h"
 
 namespace moex::policy {
@@ -98,7 +99,6 @@ class FmoePolicy : public Policy {
   };
   struct Matching;  // What the worker's jobs own.
 
-  int Ordinal(int layer) const;
   void ClearProtected();
   size_t Index(const ExpertKey& k) const;
   void SubmitSemantic();
@@ -110,9 +110,7 @@ class FmoePolicy : public Policy {
 
   PolicyFacts facts_;
   FmoeOptions opt_;
-  int moe_layers_ = 0;
-  std::vector<int> ordinal_;        // Decoder layer -> MoE ordinal (-1: dense).
-  std::vector<int> decoder_layer_;  // MoE ordinal -> decoder layer.
+  MoeLayers moe_;
   bool learning_ = false;
 
   std::vector<Segment> pass_;  // Requests of the pass in progress, in token order.

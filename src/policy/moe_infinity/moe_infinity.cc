@@ -56,35 +56,25 @@ MoeInfinityPolicy::MoeInfinityPolicy(const PolicyFacts& facts, MoeInfinityOption
   Check(opt_.eamc >= 1 && opt_.matches >= 1 && opt_.lookahead >= 0 && opt_.boost >= 0 &&
             opt_.slots >= 0 && opt_.slots <= 1,
         "policy moe-infinity: parameters out of range");
-  ordinal_.assign(static_cast<size_t>(facts_.num_layers), -1);
-  for (int l = 0; l < facts_.num_layers; ++l)
-    if (facts_.IsMoeLayer(l)) {
-      ordinal_[static_cast<size_t>(l)] = moe_layers_++;
-      decoder_layer_.push_back(l);
-    }
-  Check(moe_layers_ > 0 && facts_.num_experts > 0, "policy moe-infinity needs a MoE model");
-  model_eam_ = ExpertActivationMatrix(moe_layers_, facts_.num_experts);
+  moe_ = MoeLayers(facts_);
+  Check(moe_.count() > 0 && facts_.num_experts > 0, "policy moe-infinity needs a MoE model");
+  model_eam_ = ExpertActivationMatrix(moe_.count(), facts_.num_experts);
   cache_counts_ = model_eam_;
   last_touch_.assign(
       static_cast<size_t>(facts_.num_layers) * static_cast<size_t>(facts_.num_experts), 0);
   matching_ = std::make_shared<Matching>(
-      Matching{EamCollection(moe_layers_, facts_.num_experts, opt_.eamc),
-               EamCollection(moe_layers_, facts_.num_experts, opt_.eamc), EamcMatcher{}});
+      Matching{EamCollection(moe_.count(), facts_.num_experts, opt_.eamc),
+               EamCollection(moe_.count(), facts_.num_experts, opt_.eamc), EamcMatcher{}});
 }
 
 MoeInfinityPolicy::~MoeInfinityPolicy() = default;
-
-int MoeInfinityPolicy::Ordinal(int layer) const {
-  if (layer < 0 || layer >= facts_.num_layers) return -1;
-  return ordinal_[static_cast<size_t>(layer)];
-}
 
 MoeInfinityPolicy::RequestTrace& MoeInfinityPolicy::Trace(int64_t request, int64_t prompt_len) {
   auto it = requests_.find(request);
   if (it != requests_.end()) return it->second;
   RequestTrace t;
   t.prompt_len = prompt_len;
-  t.prefill = ExpertActivationMatrix(moe_layers_, facts_.num_experts);
+  t.prefill = ExpertActivationMatrix(moe_.count(), facts_.num_experts);
   t.decode = t.prefill;
   t.iteration = t.prefill;
   return requests_.emplace(request, std::move(t)).first->second;
@@ -120,7 +110,7 @@ void MoeInfinityPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions
 }
 
 void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
-  const int ord = Ordinal(e.layer);
+  const int ord = moe_.Ordinal(e.layer);
   if (ord < 0) return;
   Check(e.num_experts == facts_.num_experts && e.n_tokens >= 0 && e.top_k >= 0 &&
             (e.ids != nullptr || e.n_tokens * e.top_k == 0),
@@ -172,8 +162,8 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
 double MoeInfinityPolicy::QueryCostUs(int ordinal, int nonzero, Phase phase) const {
   const double entries =
       opt_.tracing == "request" ? eamc_size_[phase == Phase::kPrefill ? 0 : 1] : 0;
-  const int future = opt_.lookahead > 0 ? std::min(opt_.lookahead, moe_layers_ - 1 - ordinal)
-                                        : moe_layers_ - 1 - ordinal;
+  const int future = opt_.lookahead > 0 ? std::min(opt_.lookahead, moe_.count() - 1 - ordinal)
+                                        : moe_.count() - 1 - ordinal;
   return cost::kJobUs + cost::kCellEntryUs * nonzero * entries + cost::kEntryUs * entries +
          cost::kFutureCellUs * future * facts_.num_experts;
 }
@@ -211,7 +201,7 @@ void MoeInfinityPolicy::SubmitPrefetch(int ordinal, std::vector<float> row, int 
     // Model-level counts (BrainStorm), or every expert alike (dependency prefetching).
     ExpertActivationMatrix prior = model_eam_;
     if (opt_.tracing == "none")
-      for (int i = 0; i < moe_layers_; ++i)
+      for (int i = 0; i < moe_.count(); ++i)
         for (int j = 0; j < facts_.num_experts; ++j) prior.Add(i, j, 1);
     job = [this, pass, ordinal, prior = std::move(prior), lookahead, proximity,
            slots_free]() -> PolicyWorker::Apply {
@@ -239,7 +229,7 @@ void MoeInfinityPolicy::ApplyPrefetch(int64_t pass, int slots_free,
   std::map<ExpertKey, double> top, rest;
   std::vector<std::pair<ExpertKey, double>> order;
   for (const PrefetchCandidate& c : live) {
-    const ExpertKey key{decoder_layer_[static_cast<size_t>(c.layer)], c.expert};
+    const ExpertKey key{moe_.Layer(c.layer), c.expert};
     if (static_cast<int>(top.size()) < slots_free) {
       top[key] = c.priority;
       order.emplace_back(key, c.priority);
@@ -303,7 +293,7 @@ void MoeInfinityPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions*) {
   if (!has_prefill && !has_decode) return;
   for (int p = 0; p < 2; ++p)
     if (p == 0 ? has_prefill : has_decode) eamc_size_[p] = std::min(eamc_size_[p] + 1, opt_.eamc);
-  const double cells = static_cast<double>(moe_layers_) * facts_.num_experts;
+  const double cells = static_cast<double>(moe_.count()) * facts_.num_experts;
   const double cost_us =
       cost::kJobUs + 2 * (cost::kCellEntryUs * cells * opt_.eamc + cells * 0.001);
   facts_.worker->Submit(
@@ -323,12 +313,12 @@ void MoeInfinityPolicy::OnTouch(const ExpertKey& k, bool) {
 double MoeInfinityPolicy::EvictScore(const ExpertKey& k) {
   if (auto it = protected_.find(k); it != protected_.end()) return kProtectedScore + it->second;
   const double touch = static_cast<double>(last_touch_[KeyIndex(k, facts_.num_experts)]);
-  const int ord = Ordinal(k.layer);
+  const int ord = moe_.Ordinal(k.layer);
   if (opt_.cache == "lru" || opt_.cache == "none" || ord < 0) return touch;
   // Recency only breaks ties (below any difference of counts).
   const double recency = 1e-6 * touch / static_cast<double>(clock_ + 1);
   if (opt_.cache == "model") return model_eam_.at(ord, k.expert) + recency;
-  return CachePriority(cache_counts_.at(ord, k.expert), ord, moe_layers_, opt_.boost) + recency;
+  return CachePriority(cache_counts_.at(ord, k.expert), ord, moe_.count(), opt_.boost) + recency;
 }
 
 void MoeInfinityPolicy::OnLearnBegin() {

@@ -28,6 +28,7 @@
 #include "policy/moe_infinity/eam_collection.h"
 #include "policy/moe_infinity/expert_activation_matrix.h"
 #include "policy/moe_infinity/moe_infinity_priority.h"
+#include "policy/moe_layers.h"
 #include "policy/policy.h"
 
 namespace moex::policy {
@@ -97,7 +98,6 @@ class MoeInfinityPolicy : public Policy {
   };
   struct Matching;  // What the worker's jobs own.
 
-  int Ordinal(int layer) const;
   RequestTrace& Trace(int64_t request, int64_t prompt_len);
   void SubmitPrefetch(int ordinal, std::vector<float> row, int slots_free);
   void ApplyPrefetch(int64_t pass, int slots_free, const std::vector<PrefetchCandidate>& ranked,
@@ -106,9 +106,7 @@ class MoeInfinityPolicy : public Policy {
 
   PolicyFacts facts_;
   MoeInfinityOptions opt_;
-  int moe_layers_ = 0;
-  std::vector<int> ordinal_;        // Decoder layer -> MoE ordinal (-1: dense).
-  std::vector<int> decoder_layer_;  // MoE ordinal -> decoder layer.
+  MoeLayers moe_;
   bool learning_ = false;
 
   std::map<int64_t, RequestTrace> requests_;

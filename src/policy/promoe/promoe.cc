@@ -27,6 +27,7 @@
 #include "core/logging.h"
 #include "core/progress.h"
 #include "policy/common/router_prediction.h"
+#include "policy/moe_layers.h"
 #include "policy/policy_worker.h"
 #include "policy/promoe/promoe_predictor.h"
 #include "policy/registry.h"
@@ -73,12 +74,11 @@ class PromoePolicy : public Policy {
     training_.batch = static_cast<int>(p.Int("batch"));
     training_.learning_rate = p.Real("lr");
     training_.seed = static_cast<uint64_t>(p.Int("seed"));
-    for (int l = 0; l < f.num_layers; ++l)
-      if (f.IsMoeLayer(l)) moe_layers_.push_back(l);
+    moe_ = MoeLayers(f);
     source_of_.assign(static_cast<size_t>(f.num_layers), -1);
     target_of_.assign(static_cast<size_t>(f.num_layers), -1);
-    for (size_t i = 0; i + static_cast<size_t>(distance_) < moe_layers_.size(); ++i) {
-      const int src = moe_layers_[i], dst = moe_layers_[i + static_cast<size_t>(distance_)];
+    for (size_t i = 0; i + static_cast<size_t>(distance_) < moe_.layers().size(); ++i) {
+      const int src = moe_.layers()[i], dst = moe_.layers()[i + static_cast<size_t>(distance_)];
       source_of_[static_cast<size_t>(dst)] = src;
       target_of_[static_cast<size_t>(src)] = dst;
     }
@@ -127,7 +127,7 @@ class PromoePolicy : public Policy {
     }
     // Token-based prediction is iteration-wise (Fig. 7a): every layer, before the pass.
     if (prefetch_ && kind_ == PredictorKind::kToken && !pass_tokens_.empty())
-      for (int layer : moe_layers_) Issue(layer, TokenPrediction(layer), out);
+      for (int layer : moe_.layers()) Issue(layer, TokenPrediction(layer), out);
   }
 
   void OnGate(const GateEvent& e, Decisions* out) override {
@@ -214,7 +214,7 @@ class PromoePolicy : public Policy {
     }
     const uint64_t n = in.U64();
     token_counts_.clear();
-    const size_t row = moe_layers_.size() * static_cast<size_t>(facts_.num_experts);
+    const size_t row = moe_.layers().size() * static_cast<size_t>(facts_.num_experts);
     for (uint64_t i = 0; i < n; ++i) {
       const int64_t t = in.I64();
       std::vector<uint32_t> c(row);
@@ -273,9 +273,9 @@ class PromoePolicy : public Policy {
   // Equal per-layer shares of the cache, as ProMoE's per-layer LRU caches (§5.4).
   std::vector<int64_t> LayerBudgets() const {
     std::vector<int64_t> b(static_cast<size_t>(facts_.num_layers), 0);
-    if (moe_layers_.empty()) return b;
-    const int64_t pages = facts_.capacity_pages / static_cast<int64_t>(moe_layers_.size());
-    for (int l : moe_layers_) b[static_cast<size_t>(l)] = pages * facts_.page_bytes;
+    if (moe_.layers().empty()) return b;
+    const int64_t pages = facts_.capacity_pages / static_cast<int64_t>(moe_.layers().size());
+    for (int l : moe_.layers()) b[static_cast<size_t>(l)] = pages * facts_.page_bytes;
     return b;
   }
 
@@ -374,14 +374,12 @@ class PromoePolicy : public Policy {
     return ByMass(picked, mass);
   }
 
-  size_t MoeIndex(int layer) const {
-    return static_cast<size_t>(std::lower_bound(moe_layers_.begin(), moe_layers_.end(), layer) -
-                               moe_layers_.begin());
-  }
+  // The row of a MoE layer (a gate's, or one of moe_.layers()) in the token table.
+  size_t MoeIndex(int layer) const { return static_cast<size_t>(moe_.Ordinal(layer)); }
 
   void CountTokens(const GateEvent& e) {
     if (static_cast<int64_t>(pass_tokens_.size()) != e.n_tokens) return;
-    const size_t row = moe_layers_.size() * static_cast<size_t>(facts_.num_experts);
+    const size_t row = moe_.layers().size() * static_cast<size_t>(facts_.num_experts);
     const size_t base = MoeIndex(e.layer) * static_cast<size_t>(facts_.num_experts);
     for (int64_t i = 0; i < e.n_tokens; ++i) {
       std::vector<uint32_t>& c = token_counts_[pass_tokens_[static_cast<size_t>(i)]];
@@ -470,7 +468,7 @@ class PromoePolicy : public Policy {
   int hidden_width_ = 0;
   MlpTraining training_;
   std::mt19937_64 rng_;
-  std::vector<int> moe_layers_;
+  MoeLayers moe_;
   std::vector<int> source_of_, target_of_;      // Per layer: the MoE layer `distance` before/after.
   std::vector<ExpertPredictorMlp> predictors_;  // Per target layer.
   std::vector<LayerScore> scores_;

@@ -40,8 +40,14 @@ class BeladyEvictor : public Policy {
   }
   void OnGate(const GateEvent&, Decisions*) override { ++cursor_; }
   // A learning replay is another stream: its gates are not this replay's.
-  void OnLearnBegin() override { saved_cursor_ = cursor_; }
-  void OnLearnEnd() override { cursor_ = saved_cursor_; }
+  void OnLearnBegin() override {
+    Policy::OnLearnBegin();
+    saved_cursor_ = cursor_;
+  }
+  void OnLearnEnd() override {
+    Policy::OnLearnEnd();
+    cursor_ = saved_cursor_;
+  }
 
   // Called during gate number `cursor_` (before its OnGate): that gate's experts are pinned,
   // so every candidate's next use is at or after it. Farther next use = lower score.

@@ -26,6 +26,7 @@ class CycleLruEvictor : public Policy {
 
   // A learning replay is another run: its ages are not this one's.
   void OnLearnEnd() override {
+    Policy::OnLearnEnd();
     std::fill(gates_seen_.begin(), gates_seen_.end(), 0);
     std::fill(last_.begin(), last_.end(), -1);
     std::fill(prefetched_.begin(), prefetched_.end(), 0);

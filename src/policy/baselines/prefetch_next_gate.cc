@@ -17,12 +17,8 @@ class NextGatePrefetcher : public Policy {
   explicit NextGatePrefetcher(const PolicyFacts& f) : facts_(f), routers_(f, "nextgate") {}
   std::string name() const override { return "nextgate"; }
 
-  // Nothing to learn: skip the router products while a past trace is replayed.
-  void OnLearnBegin() override { learning_ = true; }
-  void OnLearnEnd() override { learning_ = false; }
-
   void OnGate(const GateEvent& e, Decisions* out) override {
-    if (learning_) return;
+    if (learning()) return;  // Nothing to learn: skip the router products of a past trace.
     // Early preemption: drop this layer's predictions that the real gate did not pick.
     auto it = predicted_.find(e.layer);
     if (it != predicted_.end()) {
@@ -48,7 +44,6 @@ class NextGatePrefetcher : public Policy {
 
  private:
   PolicyFacts facts_;
-  bool learning_ = false;
   RouterTable routers_;
   std::map<int, std::vector<int32_t>> predicted_;
 };

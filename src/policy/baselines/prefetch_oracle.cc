@@ -100,22 +100,20 @@ class OraclePrefetcher : public Policy {
   std::string name() const override { return "oracle"; }
 
   void OnIterationBegin(const IterationBeginEvent&, Decisions* out) override {
-    if (!learning_) Issue(out);
+    if (!learning()) Issue(out);
   }
   // After gate `served_` - 1's demand: its experts are pinned until each is computed, so a
   // fetch whose victim was last used there waits for that victim's OnExpertDone.
   void OnGate(const GateEvent&, Decisions* out) override {
-    if (learning_) return;
+    if (learning()) return;
     ++served_;
     Issue(out);
   }
   void OnExpertDone(const ExpertDoneEvent& e, Decisions* out) override {
-    if (learning_) return;
+    if (learning()) return;
     done_.push_back({e.layer, e.expert});
     Issue(out);
   }
-  void OnLearnBegin() override { learning_ = true; }
-  void OnLearnEnd() override { learning_ = false; }
 
  private:
   // Issues, in the order MIN needs them, the scheduled fetches whose victim is dead: last
@@ -155,7 +153,6 @@ class OraclePrefetcher : public Policy {
   std::vector<ExpertKey> done_;       // Experts of the gate in compute computed so far.
   int64_t done_gate_ = -1;            // The gate `done_` belongs to.
   std::vector<int64_t> outstanding_;  // Needed-at gates of issued fetches (lookahead only).
-  bool learning_ = false;
 };
 
 MOEX_REGISTER_POLICY({

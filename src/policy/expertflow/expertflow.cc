@@ -140,7 +140,7 @@ bool ExpertFlowPolicy::RegroupPasses(const std::vector<PassCandidate>& candidate
 // ---- Events ----------------------------------------------------------------------------
 
 void ExpertFlowPolicy::OnRequestBegin(const RequestBeginEvent& e, Decisions*) {
-  if (learning_) {
+  if (learning()) {
     sequence_of_[e.request] = sequences_.size();
     PathSequence s;
     if (e.prompt) s.prompt.assign(e.prompt, e.prompt + e.prompt_len);
@@ -151,14 +151,14 @@ void ExpertFlowPolicy::OnRequestBegin(const RequestBeginEvent& e, Decisions*) {
 }
 
 void ExpertFlowPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions*) {
-  if (learning_) return;
+  if (learning()) return;
   requests_.erase(e.request);
   previous_truth_.erase(e.request);
 }
 
 void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
   const int L = moe_.count(), E = facts_.num_experts;
-  if (learning_) {
+  if (learning()) {
     pass_rows_.clear();
     int64_t at = 0;
     for (int64_t r = 0; r < e.n_requests; ++r) {
@@ -309,7 +309,7 @@ void ExpertFlowPolicy::ComputeOrder(int layer, std::vector<ExpertKey>* experts) 
 void ExpertFlowPolicy::OnGate(const GateEvent& e, Decisions* out) {
   const int m = moe_.Ordinal(e.layer);
   if (m < 0) return;
-  if (learning_) {
+  if (learning()) {
     Learn(e);
     return;
   }
@@ -340,7 +340,7 @@ void ExpertFlowPolicy::OnGate(const GateEvent& e, Decisions* out) {
 }
 
 void ExpertFlowPolicy::OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {
-  if (learning_ || e.layer < 0 || moe_.Ordinal(e.layer) != gated_ || gated_ < 0) return;
+  if (learning() || e.layer < 0 || moe_.Ordinal(e.layer) != gated_ || gated_ < 0) return;
   if (!std::binary_search(routed_now_.begin(), routed_now_.end(), e.expert)) return;
   // The layer is finished when its last routed expert is: its slots go to the next layers
   // (in whatever order the experts finished, the same moment).
@@ -351,7 +351,7 @@ void ExpertFlowPolicy::OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {
 }
 
 void ExpertFlowPolicy::OnIterationEnd(Decisions*) {
-  if (learning_) return;
+  if (learning()) return;
   plan_.EndPass();
   std::fill(issued_.begin(), issued_.end(), 0);
   for (const auto& [row, index] : pass_scored_)
@@ -373,7 +373,7 @@ double ExpertFlowPolicy::EvictScore(const ExpertKey& k) {
 // ---- Learning --------------------------------------------------------------------------
 
 void ExpertFlowPolicy::OnLearnBegin() {
-  learning_ = true;
+  Policy::OnLearnBegin();
   sequences_.clear();
   sequence_of_.clear();
 }
@@ -393,7 +393,7 @@ void ExpertFlowPolicy::Learn(const GateEvent& e) {
 }
 
 void ExpertFlowPolicy::OnLearnEnd() {
-  learning_ = false;
+  Policy::OnLearnEnd();
   std::vector<PathSequence> sequences = std::move(sequences_);
   sequences_.clear();
   sequence_of_.clear();

@@ -108,7 +108,6 @@ class ExpertFlowPolicy : public Policy {
   std::vector<int64_t> frequency_;  // [moe index × expert] routed tokens, learning and serving.
 
   // Learning.
-  bool learning_ = false;
   std::vector<PathSequence> sequences_;
   std::unordered_map<int64_t, size_t> sequence_of_;   // request -> index in sequences_
   std::vector<std::pair<size_t, size_t>> pass_rows_;  // Gate row -> (sequence, token).

@@ -63,11 +63,8 @@ class PathRegrouper : public Policy {
   }
   std::string name() const override { return "regroup"; }
 
-  void OnLearnBegin() override { learning_ = true; }
-  void OnLearnEnd() override { learning_ = false; }
-
   void OnRequestBegin(const RequestBeginEvent& e, Decisions*) override {
-    if (learning_) return;
+    if (learning()) return;
     Request& r = requests_[e.request];
     r.prompt = PromptHash(e.prompt, e.prompt_len);
     r.chunk = r.last = RoutingPath(layers_, experts_);  // No pass yet: an empty path.
@@ -77,7 +74,7 @@ class PathRegrouper : public Policy {
   void OnIterationBegin(const IterationBeginEvent& e, Decisions*) override {
     owner_.clear();
     last_token_.clear();
-    if (learning_) return;
+    if (learning()) return;
     for (int64_t i = 0; i < e.n_requests; ++i) {
       Request& r = requests_[e.requests[i]];
       r.chunk = r.last = RoutingPath(layers_, experts_);
@@ -90,7 +87,7 @@ class PathRegrouper : public Policy {
   }
 
   void OnGate(const GateEvent& e, Decisions*) override {
-    if (learning_ || e.n_tokens != static_cast<int64_t>(owner_.size())) return;
+    if (learning() || e.n_tokens != static_cast<int64_t>(owner_.size())) return;
     size_t next_last = 0;
     for (int64_t t = 0; t < e.n_tokens; ++t) {
       Request& r = requests_[owner_[static_cast<size_t>(t)]];
@@ -106,7 +103,7 @@ class PathRegrouper : public Policy {
   }
 
   void OnIterationEnd(Decisions*) override {
-    if (learning_) return;
+    if (learning()) return;
     std::vector<int64_t> seen;
     for (int64_t id : owner_) {
       if (!seen.empty() && seen.back() == id) continue;
@@ -221,7 +218,6 @@ class PathRegrouper : public Policy {
   int layers_, experts_;
   RoutingPath every_expert_;  // Every expert of every MoE layer.
   RegroupOptions options_;
-  bool learning_ = false;
   std::map<int64_t, Request> requests_;
   std::vector<int64_t> owner_;       // The request of each token of the current pass.
   std::vector<int64_t> last_token_;  // Index of each request's last token in the pass.

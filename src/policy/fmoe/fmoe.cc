@@ -110,7 +110,7 @@ void FmoePolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
     }
     pass_.push_back(std::move(s));
   }
-  if (!learning_ && opt_.search != "trajectory" && !pass_.empty()) SubmitSemantic();
+  if (!learning() && opt_.search != "trajectory" && !pass_.empty()) SubmitSemantic();
 }
 
 void FmoePolicy::SubmitSemantic() {
@@ -142,7 +142,7 @@ void FmoePolicy::SubmitSemantic() {
         }
         const double us = ElapsedUs(start);
         return [this, pass, guides = std::move(guides), us, whole](Decisions* out) {
-          if (pass != pass_seq_ || !in_pass_ || learning_) return;  // Its pass is over.
+          if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
           CountSearches(guides, us, true);
           if (!whole) {
             ApplyGuides(guides, out);
@@ -207,13 +207,13 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
       ++it;
       continue;
     }
-    if (opt_.cancel && !learning_ && it->first.layer == e.layer &&
+    if (opt_.cancel && !learning() && it->first.layer == e.layer &&
         !routed.contains(it->first.expert))
       out->cancel.push_back(it->first);
     protected_score_[Index(it->first)] = -1;
     it = protected_.erase(it);
   }
-  if (learning_) return;
+  if (learning()) return;
   // PRI^prefetch = p / (l − l_now): l_now moved, so queued prefetches change order.
   for (auto& [key, p] : protected_) {
     const double priority = fmoe::PrefetchPriority(p.p, p.ordinal - ord);
@@ -269,7 +269,7 @@ void FmoePolicy::SubmitTrajectory(int ordinal) {
         }
         const double us = ElapsedUs(start);
         return [this, pass, guides = std::move(guides), us](Decisions* out) {
-          if (pass != pass_seq_ || !in_pass_ || learning_) return;  // Its pass is over.
+          if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
           CountSearches(guides, us, false);
           ApplyGuides(guides, out);
         };
@@ -350,7 +350,7 @@ void FmoePolicy::OnIterationEnd(Decisions*) {
     store_size_ = std::min(store_size_ + static_cast<int>(entries.size()), opt_.store);
     facts_.worker->Submit(
         [this, m = matching_, entries = std::move(entries),
-         learning = learning_]() -> PolicyWorker::Apply {
+         learning = learning()]() -> PolicyWorker::Apply {
           const auto start = std::chrono::steady_clock::now();
           for (const auto& [sem, map] : entries) m->store.Insert(sem, map);
           const double us = ElapsedUs(start);
@@ -362,7 +362,7 @@ void FmoePolicy::OnIterationEnd(Decisions*) {
         },
         cost_us);
   }
-  if (!learning_) ++served_passes_;
+  if (!learning()) ++served_passes_;
   pass_.clear();
   ClearProtected();
   semantic_maps_.clear();
@@ -394,12 +394,8 @@ int64_t FmoePolicy::Frequency(const ExpertKey& k) const {
   return freq_[Index(k)];
 }
 
-void FmoePolicy::OnLearnBegin() {
-  learning_ = true;
-}
-
 void FmoePolicy::OnLearnEnd() {
-  learning_ = false;
+  Policy::OnLearnEnd();
   prompt_sem_.clear();  // Requests a learning trace left open are not the ones served next.
   pass_.clear();
   ClearProtected();

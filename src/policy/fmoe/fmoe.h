@@ -63,7 +63,6 @@ class FmoePolicy : public Policy {
   void OnTouch(const ExpertKey& expert, bool demand) override;
   double EvictScore(const ExpertKey& expert) override;
 
-  void OnLearnBegin() override;
   void OnLearnEnd() override;
   void SaveState(StateWriter& out) const override;
   void LoadState(StateReader& in) override;
@@ -111,7 +110,6 @@ class FmoePolicy : public Policy {
   PolicyFacts facts_;
   FmoeOptions opt_;
   MoeLayers moe_;
-  bool learning_ = false;
 
   std::vector<Segment> pass_;  // Requests of the pass in progress, in token order.
   bool in_pass_ = false;

@@ -146,12 +146,12 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
       ++it;
       continue;
     }
-    if (opt_.cancel && !learning_ && !routed.contains(it->first.expert))
+    if (opt_.cancel && !learning() && !routed.contains(it->first.expert))
       out->cancel.push_back(it->first);
     it = protected_.erase(it);
   }
 
-  if (learning_ || !opt_.prefetch) return;
+  if (learning() || !opt_.prefetch) return;
   const int64_t slots =
       static_cast<int64_t>(std::floor(opt_.slots * static_cast<double>(facts_.capacity_experts)));
   SubmitPrefetch(
@@ -218,7 +218,7 @@ void MoeInfinityPolicy::SubmitPrefetch(int ordinal, std::vector<float> row, int 
 void MoeInfinityPolicy::ApplyPrefetch(int64_t pass, int slots_free,
                                       const std::vector<PrefetchCandidate>& ranked,
                                       Decisions* out) {
-  if (pass != pass_seq_ || !in_pass_ || learning_) return;  // Its pass is over.
+  if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
   // Layers at or before the latest gate are past (the worker may answer late): rank the
   // rest again, since the job ranked only its top K.
   std::vector<PrefetchCandidate> live;
@@ -263,7 +263,7 @@ void MoeInfinityPolicy::ApplyPrefetch(int64_t pass, int slots_free,
 void MoeInfinityPolicy::OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {
   const ExpertKey key{e.layer, e.expert};
   protected_.erase(key);  // Reset case i.
-  if (opt_.cache == "none" && !learning_) out->retain.push_back({key, {0, 0}});
+  if (opt_.cache == "none" && !learning()) out->retain.push_back({key, {0, 0}});
 }
 
 void MoeInfinityPolicy::OnIterationEnd(Decisions*) {
@@ -321,12 +321,8 @@ double MoeInfinityPolicy::EvictScore(const ExpertKey& k) {
   return CachePriority(cache_counts_.at(ord, k.expert), ord, moe_.count(), opt_.boost) + recency;
 }
 
-void MoeInfinityPolicy::OnLearnBegin() {
-  learning_ = true;
-}
-
 void MoeInfinityPolicy::OnLearnEnd() {
-  learning_ = false;
+  Policy::OnLearnEnd();
   requests_.clear();  // Requests a learning trace left open are not the ones served next.
   pass_.clear();
   protected_.clear();

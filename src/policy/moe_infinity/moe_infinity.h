@@ -72,7 +72,6 @@ class MoeInfinityPolicy : public Policy {
   void OnTouch(const ExpertKey& expert, bool demand) override;
   double EvictScore(const ExpertKey& expert) override;
 
-  void OnLearnBegin() override;
   void OnLearnEnd() override;
   void SaveState(StateWriter& out) const override;
   void LoadState(StateReader& in) override;
@@ -107,7 +106,6 @@ class MoeInfinityPolicy : public Policy {
   PolicyFacts facts_;
   MoeInfinityOptions opt_;
   MoeLayers moe_;
-  bool learning_ = false;
 
   std::map<int64_t, RequestTrace> requests_;
   std::vector<Segment> pass_;  // Requests of the pass in progress, in token order.

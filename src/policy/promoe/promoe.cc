@@ -94,12 +94,12 @@ class PromoePolicy : public Policy {
   }
 
   void OnLearnBegin() override {
-    learning_ = true;
+    Policy::OnLearnBegin();
     for (SampleReservoir& r : reservoirs_) r = {};
   }
 
   void OnLearnEnd() override {
-    learning_ = false;
+    Policy::OnLearnEnd();
     pass_hidden_.clear();
     if (kind_ != PredictorKind::kLearned) return;
     int64_t total = 0;
@@ -120,7 +120,7 @@ class PromoePolicy : public Policy {
     pass_hidden_.clear();
     predicted_.clear();
     gated_.clear();
-    if (learning_) return;
+    if (learning()) return;
     if (per_layer_cache_ && !budgets_sent_) {
       out->layer_budgets = LayerBudgets();
       budgets_sent_ = true;
@@ -132,7 +132,7 @@ class PromoePolicy : public Policy {
 
   void OnGate(const GateEvent& e, Decisions* out) override {
     const size_t L = static_cast<size_t>(e.layer);
-    if (learning_) {
+    if (learning()) {
       Learn(e);
       return;
     }
@@ -476,7 +476,6 @@ class PromoePolicy : public Policy {
   std::optional<RouterTable> routers_;
   std::unordered_map<int32_t, std::vector<uint32_t>> token_counts_;  // [moe layer, expert]
 
-  bool learning_ = false;
   bool budgets_sent_ = false;
   bool warned_untrained_ = false;
   uint64_t pass_ = 0;

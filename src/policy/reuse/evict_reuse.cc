@@ -58,9 +58,8 @@ class ReuseEvictor : public Policy {
   bool evicts() const override { return true; }
   bool decides_admission() const override { return o_.admission; }
 
-  void OnLearnBegin() override { learning_ = true; }
   void OnLearnEnd() override {
-    learning_ = false;
+    Policy::OnLearnEnd();
     estimator_.ResetRun();  // Keep what was learned, not the learning run's ages.
     cycle_.EndPass();
   }
@@ -69,7 +68,7 @@ class ReuseEvictor : public Policy {
   void OnIterationEnd(Decisions*) override { cycle_.EndPass(); }
 
   void OnGate(const GateEvent& e, Decisions*) override {
-    if (!learning_ && o_.guard) Guard(e);
+    if (!learning() && o_.guard) Guard(e);
     estimator_.ObserveGate(e.layer, e.ids, e.n_tokens * e.top_k);
     for (int x = 0; x < facts_.num_experts; ++x) prefetched_[Index({e.layer, x})] = 0;
     PredictNextGate(e);
@@ -184,7 +183,6 @@ class ReuseEvictor : public Policy {
   GateCycle cycle_;
   ReuseEstimator estimator_;
   std::optional<RouterTable> routers_;
-  bool learning_ = false;
   bool saw_hidden_ = false;
   std::set<std::string> missing_;
   uint64_t clock_ = 0;

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/eam_collection.h"
-#include "policy/expert_activation_matrix.h"
-#include "policy/moe_infinity_priority.h"
+#include "policy/moe_infinity/eam_collection.h"
+#include "policy/moe_infinity/expert_activation_matrix.h"
+#include "policy/moe_infinity/moe_infinity_priority.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 # ExpertFlow's evidence (issue 17) on EVALUATION.md's traces, after bench/policy_eval.sh has
 # recorded and split them into OUT_DIR/traces:
 #  1. the routing-path predictor's batch-level accuracy (Eq. 7, defined in
-#     src/policy/routing_path_accuracy.h) on each set's held-out 30 %, learning from its
+#     src/policy/expertflow/routing_path_accuracy.h) on each set's held-out 30 %, learning from its
 #     first 70 % (and GSM8K / MT-Bench learning from ShareGPT), for batches of 1, 8, 16, 32
 #     requests, beside the most-frequent-experts and previous-token predictors;
 #     (a case bench/policy_eval.sh already replayed with expertflow is read from its

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "policy/expert_map_store.h"
+#include "policy/fmoe/expert_map_store.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "policy/token_regrouping.h"
+#include "policy/common/token_regrouping.h"
 
 namespace {
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks that every file under src/ includes only its own layer and the layers below it
-# (docs/design.md, "Layers of the code"). Run by ctest as `layers`; prints each upward
-# include and exits 1 if there is one.
+# (docs/design.md, "Layers of the code"), and that inside src/policy one paper's folder (or
+# baselines/) never includes another's: a folder includes the top of policy/, policy/common/
+# and itself; common/ the top and itself; the top only itself. Run by ctest as `layers`;
+# prints each bad include and exits 1 if there is one.
 set -euo pipefail
 src=${1:-"$(dirname "$0")/../src"}
 
@@ -14,6 +16,12 @@ rank() {
     if [ "${order[$i]}" = "$1" ]; then echo "$i"; return; fi
   done
   echo -1
+}
+
+# The folder of a path under policy/: "" for the top, else its first subfolder.
+policy_folder() {
+  local rest=${1#policy/}
+  case "$rest" in */*) echo "${rest%%/*}" ;; *) echo "" ;; esac
 }
 
 bad=0
@@ -34,7 +42,17 @@ while IFS= read -r file; do
       echo "check-layers: $rel ($layer) includes $inc from the higher layer $target"
       bad=1
     fi
+    if [ "$layer" = policy ] && [ "$target" = policy ]; then
+      from=$(policy_folder "$rel")
+      to=$(policy_folder "$inc")
+      if [ -n "$to" ] && [ "$to" != "$from" ] && { [ "$to" != common ] || [ -z "$from" ]; }; then
+        echo "check-layers: $rel (policy/$from) includes $inc from the folder policy/$to"
+        bad=1
+      fi
+    fi
   done < <(sed -n 's/^#include "\([a-z_]*\/[^"]*\)".*/\1/p' "$file")
 done < <(find "$src" -name '*.h' -o -name '*.cc' | sort)
-if [ "$bad" -eq 0 ]; then echo "check-layers: every include points down (${order[*]})"; fi
+if [ "$bad" -eq 0 ]; then
+  echo "check-layers: every include points down (${order[*]}); no policy folder includes another's"
+fi
 exit "$bad"

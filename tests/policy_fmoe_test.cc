@@ -1,4 +1,4 @@
-// fMoE (src/policy/fmoe.h): the paper's formulas and the policy's mechanisms, hand-computed.
+// fMoE (src/policy/fmoe/fmoe.h): the paper's formulas and the policy's mechanisms, hand-computed.
 // Sections and equations refer to the paper (../shared/papers/fmoe.txt). The registry's
 // conformance tests cover the rest (lossless, simulator = engine, determinism, state).
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "policy/expert_map_store.h"
-#include "policy/fmoe.h"
-#include "policy/fmoe_selection.h"
+#include "policy/fmoe/expert_map_store.h"
+#include "policy/fmoe/fmoe.h"
+#include "policy/fmoe/fmoe_selection.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"

@@ -1,5 +1,5 @@
-// MoE-Infinity (src/policy/moe_infinity.h): the paper's worked examples and the policy's
-// mechanisms, hand-computed. Figures and sections refer to the paper
+// MoE-Infinity (src/policy/moe_infinity/moe_infinity.h): the paper's worked examples and the
+// policy's mechanisms, hand-computed. Figures and sections refer to the paper
 // (../shared/papers/moe-infinity.txt). The registry's conformance tests cover the rest
 // (lossless, simulator = engine, determinism, state).
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "policy/eam_collection.h"
-#include "policy/expert_activation_matrix.h"
-#include "policy/moe_infinity.h"
-#include "policy/moe_infinity_priority.h"
+#include "policy/moe_infinity/eam_collection.h"
+#include "policy/moe_infinity/expert_activation_matrix.h"
+#include "policy/moe_infinity/moe_infinity.h"
+#include "policy/moe_infinity/moe_infinity_priority.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"

@@ -1,4 +1,4 @@
-// MoEpic (src/policy/moepic*.{h,cc}): hand-computed LCP priorities and eviction order, the
+// MoEpic (src/policy/moepic/): hand-computed LCP priorities and eviction order, the
 // configurator's statistics, sub-problem and budget allocation on hand-solved instances, the
 // split cache's per-layer budgets under a real OffloadController, and split experts that
 // compute exactly the resident result.
@@ -13,8 +13,8 @@
 #include "core/error.h"
 #include "engine/moe_executor.h"
 #include "model/model.h"
-#include "policy/moepic_configurator.h"
-#include "policy/moepic_lcp.h"
+#include "policy/moepic/moepic_configurator.h"
+#include "policy/moepic/moepic_lcp.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
@@ -31,7 +31,7 @@ using policy::LayerStatistics;
 
 // Eq. (4) with the paper's defaults: ρ = 0.25, ω = 128, so the priority halves every 64
 // idle tokens.
-TEST(MoEpicLcp, PriorityFollowsEquationFour) {
+TEST(MoepicLcp, PriorityFollowsEquationFour) {
   EXPECT_DOUBLE_EQ(policy::LcpPriority(8, 0, 0.25, 128), 8);
   EXPECT_DOUBLE_EQ(policy::LcpPriority(8, 64, 0.25, 128), 4);
   EXPECT_DOUBLE_EQ(policy::LcpPriority(8, 128, 0.25, 128), 2);
@@ -45,7 +45,7 @@ TEST(MoEpicLcp, PriorityFollowsEquationFour) {
 //   gate 3 routes {2}:   μ = (2,1,1), ν = (1,2,0)
 //   gate 4 routes {0}:   μ = (3,1,1), ν = (0,3,1)
 // LCP: 3, 0.5^1.5 = 0.354, 0.5^0.5 = 0.707 -> expert 1 is evicted first.
-TEST(MoEpicLcp, HandComputedCountersAndEvictionOrder) {
+TEST(MoepicLcp, HandComputedCountersAndEvictionOrder) {
   ExpertPriorities lcp(1, 3, ExpertPriorities::Kind::kLcp, 0.5, 2, 0);
   const std::vector<std::vector<int32_t>> gates = {{0, 1}, {0}, {2}, {0}};
   for (const auto& g : gates) lcp.Observe(0, g.data(), static_cast<int64_t>(g.size()), 1);
@@ -72,7 +72,7 @@ TEST(MoEpicLcp, HandComputedCountersAndEvictionOrder) {
   EXPECT_EQ(lru.Ranking(0), (std::vector<int32_t>{0, 2, 1}));
 }
 
-TEST(MoEpicLcp, PrefillTokensCountOncePerToken) {
+TEST(MoepicLcp, PrefillTokensCountOncePerToken) {
   // One pass of 5 tokens: expert 0 picked by 3 of them, expert 1 by 2, expert 2 by none.
   ExpertPriorities lcp(1, 3, ExpertPriorities::Kind::kLcp, 0.25, 128, 0);
   const std::vector<int32_t> ids = {0, 1, 0, 0, 1};
@@ -82,7 +82,7 @@ TEST(MoEpicLcp, PrefillTokensCountOncePerToken) {
   EXPECT_EQ(lcp.nu(0, 2), 5);
 }
 
-TEST(MoEpicLcp, BadInputsAreClearErrors) {
+TEST(MoepicLcp, BadInputsAreClearErrors) {
   EXPECT_THROW(ExpertPriorities(1, 3, ExpertPriorities::Kind::kLcp, 1.0, 128, 0), Error);
   EXPECT_THROW(ExpertPriorities(1, 3, ExpertPriorities::Kind::kLcp, 0.25, 0, 0), Error);
   EXPECT_THROW(ExpertPriorities::ParseKind("mru"), Error);
@@ -102,7 +102,7 @@ LayerStatistics TwoGateStatistics() {
   return s;
 }
 
-TEST(MoEpicConfigurator, StatisticsByHand) {
+TEST(MoepicConfigurator, StatisticsByHand) {
   const LayerStatistics s = TwoGateStatistics();
   EXPECT_EQ(s.K(), 2);
   // Activated experts sat at priority ranks 0, 2, 0, 2.
@@ -139,7 +139,7 @@ policy::ConfiguratorInputs SmallInputs() {
 //                   does not fit -> m = 1.25
 //  C ≥ 3: θ under one chunk; no cache: y=1 fits exactly -> m = P(1) = 1.
 // Best C = 1, θ = 1, m = 1.5; exposed = (2-1.5)·1 - 1.5·0.25 = 0.125 ms.
-TEST(MoEpicConfigurator, SubProblemHandSolved) {
+TEST(MoepicConfigurator, SubProblemHandSolved) {
   const LayerStatistics s = TwoGateStatistics();
   const policy::LayerChoice c = policy::SolveLayer(s, 1.0, 1.0, SmallInputs());
   EXPECT_EQ(c.cache_size, 1);
@@ -169,7 +169,7 @@ TEST(MoEpicConfigurator, SubProblemHandSolved) {
 //  iteration 1: +0.5 profits A by 1 (exposed 1 -> 0), B by 0.5; taking 0.5 from B costs 0
 //               -> V = (1, 0), total exposed 2 -> 1: accepted;
 //  iteration 2: B has nothing left to give -> stop. Answer V = (1, 0), θ_A = 1, C_A = 1.
-TEST(MoEpicConfigurator, BudgetAllocationHandSolved) {
+TEST(MoepicConfigurator, BudgetAllocationHandSolved) {
   LayerStatistics a(2), b(2);
   for (int i = 0; i < 10; ++i) a.Observe({0, 1}, {0}, {});
   for (int i = 0; i < 5; ++i) {
@@ -197,7 +197,7 @@ TEST(MoEpicConfigurator, BudgetAllocationHandSolved) {
 }
 
 // Eq. (7): layer 2's window is what layer 1's MoE leaves after its loads, plus attention.
-TEST(MoEpicConfigurator, WindowsChainAcrossLayers) {
+TEST(MoepicConfigurator, WindowsChainAcrossLayers) {
   LayerStatistics a(2);
   for (int i = 0; i < 4; ++i) a.Observe({0, 1}, {0}, {});
   policy::ConfiguratorInputs in;
@@ -214,7 +214,7 @@ TEST(MoEpicConfigurator, WindowsChainAcrossLayers) {
   EXPECT_DOUBLE_EQ(c.layers[1].exposed_ms, 1.0);  // Nothing cached, nothing prefetched.
 }
 
-TEST(MoEpicConfigurator, BadInputsAreClearErrors) {
+TEST(MoepicConfigurator, BadInputsAreClearErrors) {
   LayerStatistics s(2);
   EXPECT_THROW(s.Observe({0}, {0}, {}), Error);     // Ranks of the wrong size.
   EXPECT_THROW(s.Observe({0, 1}, {2}, {}), Error);  // Unknown expert.
@@ -328,7 +328,7 @@ struct Harness {
 // them, θ_i·F each, so within its budget V_i (the first layer may also hold the next
 // pass's prefetches, within the buffer). The configurator runs (τ = 16 tokens) and moves
 // budget between layers without ever breaking this.
-TEST(MoEpicPolicy, LayersStayWithinTheirBudgets) {
+TEST(MoepicPolicy, LayersStayWithinTheirBudgets) {
   const int chunks = Harness::kNeurons / Harness::kChunk;
   Harness h("moepic:tau=16,load_ms=1,expert_ms=0.1,attn_ms=0.05,head_ms=0.1,zeta=0.05", 40);
   std::mt19937 rng(3);
@@ -369,7 +369,7 @@ TEST(MoEpicPolicy, LayersStayWithinTheirBudgets) {
 // What a run learned (statistics, priorities) is saved with --policy-state; loaded under
 // another budget, the configurator re-runs for that budget (a budget sweep learns once and
 // loads the state at every budget); under the same budget the tuned configuration stays.
-TEST(MoEpicPolicy, LoadedStateIsReconfiguredForTheBudget) {
+TEST(MoepicPolicy, LoadedStateIsReconfiguredForTheBudget) {
   const int chunks = Harness::kNeurons / Harness::kChunk;
   const std::string spec = "moepic:tau=16,load_ms=1,expert_ms=0.1,attn_ms=0.05,head_ms=0.1";
   Harness small(spec, 40);
@@ -405,7 +405,7 @@ TEST(MoEpicPolicy, LoadedStateIsReconfiguredForTheBudget) {
 }
 
 // Cache Only (θ = 1, no prefetch): whole experts, nothing prefetched, the uniform split.
-TEST(MoEpicPolicy, CacheOnlyAblationCachesWholeExperts) {
+TEST(MoepicPolicy, CacheOnlyAblationCachesWholeExperts) {
   Harness h("moepic:theta=1,prefetch=none,budgets=uniform", 24);
   std::mt19937 rng(5);
   for (int64_t it = 0; it < 50; ++it) h.Pass(it, rng);
@@ -423,7 +423,7 @@ TEST(MoEpicPolicy, CacheOnlyAblationCachesWholeExperts) {
   EXPECT_EQ(partial, 0);
 }
 
-TEST(MoEpicPolicy, BadSpecsAreClearErrors) {
+TEST(MoepicPolicy, BadSpecsAreClearErrors) {
   EXPECT_THROW(Harness("moepic:theta=2", 24), Error);
   EXPECT_THROW(Harness("moepic:evict=mru", 24), Error);
   EXPECT_THROW(Harness("moepic:rho=1", 24), Error);
@@ -432,7 +432,7 @@ TEST(MoEpicPolicy, BadSpecsAreClearErrors) {
 
 // A split expert computes exactly the resident result: tops of 1, 2 and 3 chunks of 4
 // stay cached while the bottoms stream, and the logits are bit-identical.
-TEST(MoEpicPolicy, SplitExpertsComputeTheResidentResult) {
+TEST(MoepicPolicy, SplitExpertsComputeTheResidentResult) {
   auto model = LoadModel(testing::ChunkedTinyModelPath(Arch::kOlmoe));
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};
   ResidentMoeExecutor resident(*model);

@@ -12,7 +12,7 @@
 #include "policy/policy.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
-#include "policy/promoe_predictor.h"
+#include "policy/promoe/promoe_predictor.h"
 #include "policy/registry.h"
 #include "support/policy_events.h"
 #include "tiers/cache_plan.h"
@@ -56,13 +56,13 @@ PlantedData Planted(int64_t n, int d, int e, int k, uint64_t seed, bool shuffle_
   return p;
 }
 
-TEST(ProMoEPredictor, TopKIndicesOrdersByScoreThenIndex) {
+TEST(PromoePredictor, TopKIndicesOrdersByScoreThenIndex) {
   const float s[] = {0.5f, 2.0f, 0.5f, 1.0f};
   EXPECT_EQ(TopKIndices(s, 4, 3), (std::vector<int32_t>{1, 3, 0}));
   EXPECT_EQ(TopKIndices(s, 4, 9).size(), 4u);
 }
 
-TEST(ProMoEPredictor, LearnsAPlantedRuleAndNotShuffledRouting) {
+TEST(PromoePredictor, LearnsAPlantedRuleAndNotShuffledRouting) {
   const int d = 16, e = 8, k = 2;
   MlpTraining t;
   t.epochs = 30;
@@ -82,7 +82,7 @@ TEST(ProMoEPredictor, LearnsAPlantedRuleAndNotShuffledRouting) {
   EXPECT_GT(acc, 0.1);
 }
 
-TEST(ProMoEPredictor, TrainingIsDeterministicAndStateRoundTrips) {
+TEST(PromoePredictor, TrainingIsDeterministicAndStateRoundTrips) {
   const PlantedData data = Planted(400, 8, 6, 2, 5, false);
   MlpTraining t;
   t.epochs = 3;
@@ -156,7 +156,7 @@ void LearnRule(Policy& p, int passes) {
   p.OnLearnEnd();
 }
 
-TEST(ProMoEPolicy, StrideTargetIsTwoLayersAheadAndEarlyPreemptionClearsThatLayer) {
+TEST(PromoePolicy, StrideTargetIsTwoLayersAheadAndEarlyPreemptionClearsThatLayer) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   auto p = MakePolicy("promoe:epochs=40,lr=0.01,layer_cache=0", Facts(&worker));
   LearnRule(*p, 400);
@@ -193,7 +193,7 @@ TEST(ProMoEPolicy, StrideTargetIsTwoLayersAheadAndEarlyPreemptionClearsThatLayer
   EXPECT_EQ(d.cancel, (std::vector<ExpertKey>{{2, 5}}));
 }
 
-TEST(ProMoEPolicy, GlobalPreemptionClearsEveryLayersSpeculation) {
+TEST(PromoePolicy, GlobalPreemptionClearsEveryLayersSpeculation) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   auto p = MakePolicy("promoe:predictor=token,preempt=all,layer_cache=0", Facts(&worker));
   // Token 7 went to {4, 5} at every layer in the learning trace.
@@ -219,7 +219,7 @@ TEST(ProMoEPolicy, GlobalPreemptionClearsEveryLayersSpeculation) {
             (std::vector<ExpertKey>{{0, 5}, {1, 4}, {1, 5}, {2, 4}, {2, 5}, {3, 4}, {3, 5}}));
 }
 
-TEST(ProMoEPolicy, PerLayerCachesSplitTheBudgetEqually) {
+TEST(PromoePolicy, PerLayerCachesSplitTheBudgetEqually) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   PolicyFacts f = Facts(&worker);
   auto p = MakePolicy("promoe:predictor=token", f);
@@ -232,7 +232,7 @@ TEST(ProMoEPolicy, PerLayerCachesSplitTheBudgetEqually) {
   EXPECT_TRUE(d.layer_budgets.empty());  // Once.
 }
 
-TEST(ProMoEPolicy, StateCarriesThePredictorAndRefusesAnotherModel) {
+TEST(PromoePolicy, StateCarriesThePredictorAndRefusesAnotherModel) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   const PolicyFacts f = Facts(&worker);
   auto p = MakePolicy("promoe:epochs=2", f);
@@ -253,7 +253,7 @@ TEST(ProMoEPolicy, StateCarriesThePredictorAndRefusesAnotherModel) {
       Error);
 }
 
-TEST(ProMoEPolicy, BadSpecsAreClearErrors) {
+TEST(PromoePolicy, BadSpecsAreClearErrors) {
   PolicyWorker worker(PolicyWorker::Mode::kSync);
   EXPECT_THROW(MakePolicy("promoe:predictor=oracle", Facts(&worker)), Error);
   EXPECT_THROW(MakePolicy("promoe:distance=0", Facts(&worker)), Error);

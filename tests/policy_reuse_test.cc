@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "policy/gate_cycle.h"
+#include "policy/common/gate_cycle.h"
 #include "policy/policy.h"
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
-#include "policy/reuse_estimator.h"
-#include "policy/shadow_cache.h"
+#include "policy/reuse/reuse_estimator.h"
+#include "policy/reuse/shadow_cache.h"
 #include "support/policy_events.h"
 #include "tiers/cache_plan.h"
 #include "tiers/offload_controller.h"

@@ -1,4 +1,4 @@
-// The next-gate predictor (policy/router_prediction.h) under DeepSeek-V3's grouped gate and
+// The next-gate predictor (policy/common/router_prediction.h) under DeepSeek-V3's grouped gate and
 // gpt-oss's biased router: given a layer's own gate input it must pick exactly the experts
 // the engine routes to, correction bias, group limit and router bias included.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "engine/router.h"
 #include "model/tensor_names.h"
-#include "policy/router_prediction.h"
+#include "policy/common/router_prediction.h"
 #include "tiers/cache_plan.h"
 #include "trace/trace_reader.h"
 

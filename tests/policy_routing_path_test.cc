@@ -1,4 +1,4 @@
-#include "policy/routing_path.h"
+#include "policy/common/routing_path.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Token regrouping (ExpertFlow §3.3): Eq. 5 on hand-computed splits, Fig. 4's two batches,
 // balanced sizes, the safeguard and determinism.
-#include "policy/token_regrouping.h"
+#include "policy/common/token_regrouping.h"
 
 #include <gtest/gtest.h>
 

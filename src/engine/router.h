@@ -7,7 +7,7 @@
 //  * grouped top-k (DeepSeek-V2/V3's MoEGate), see RouteGrouped.
 // Softmax top-k and sparsemixer select the experts with the k largest logits; the grouped
 // gate chooses through model/grouped_gate.h, which the predicting policies
-// (policy/router_prediction.cc) apply too.
+// (policy/common/router_prediction.cc) apply too.
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,7 @@ void ComposedPolicy::ForEachPart(Decisions* out, Fn event) {
   for (Part& p : parts_) {
     const size_t from = out->prefetch.size();
     event(*p.policy);
-    if (learning_) continue;
+    if (learning()) continue;
     for (size_t i = from; i < out->prefetch.size(); ++i)
       evictor().OnTouch(out->prefetch[i].expert, false);
   }
@@ -39,7 +39,7 @@ void ComposedPolicy::OnGate(const GateEvent& e, Decisions* out) {
   Policy& ev = evictor();
   const size_t from = out->prefetch.size();
   ev.OnGate(e, out);
-  if (!learning_) {
+  if (!learning()) {
     std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
     for (int32_t id : routed) ev.OnTouch({e.layer, id}, true);
     for (size_t i = from; i < out->prefetch.size(); ++i) ev.OnTouch(out->prefetch[i].expert, false);
@@ -47,7 +47,7 @@ void ComposedPolicy::OnGate(const GateEvent& e, Decisions* out) {
   for (size_t i = 0; i + 1 < parts_.size(); ++i) {
     const size_t before = out->prefetch.size();
     parts_[i].policy->OnGate(e, out);
-    if (learning_) continue;
+    if (learning()) continue;
     for (size_t j = before; j < out->prefetch.size(); ++j)
       ev.OnTouch(out->prefetch[j].expert, false);
   }
@@ -78,13 +78,13 @@ bool ComposedPolicy::RegroupPasses(const std::vector<PassCandidate>& candidates,
 }
 
 void ComposedPolicy::OnLearnBegin() {
-  learning_ = true;
+  Policy::OnLearnBegin();
   for (Part& p : parts_) p.policy->OnLearnBegin();
 }
 
 void ComposedPolicy::OnLearnEnd() {
   for (Part& p : parts_) p.policy->OnLearnEnd();
-  learning_ = false;
+  Policy::OnLearnEnd();
 }
 
 // Each part's state as a named, length-prefixed blob, so a part reads exactly its own.

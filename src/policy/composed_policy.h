@@ -59,7 +59,6 @@ class ComposedPolicy : public Policy {
 
   std::vector<Part> parts_;
   std::string name_;
-  bool learning_ = false;
 };
 
 }  // namespace moex::policy

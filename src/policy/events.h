@@ -4,6 +4,7 @@
 #pragma once
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,13 @@ struct ExpertKey {
   int32_t expert = 0;
   auto operator<=>(const ExpertKey&) const = default;
 };
+
+// An expert's slot in a per-expert table, layer after layer (layers x num_experts slots):
+// the one key policies index their tables by (over every decoder layer, PolicyFacts).
+inline size_t KeyIndex(const ExpertKey& k, int num_experts) {
+  return static_cast<size_t>(k.layer) * static_cast<size_t>(num_experts) +
+         static_cast<size_t>(k.expert);
+}
 
 // Neurons [begin, end) of an expert; end < 0 means "to the last neuron".
 struct NeuronRange {

@@ -63,7 +63,7 @@ class Policy {
   // number of consecutive passes (`groups`) they may be split into; *group arrives holding
   // the scheduler's own split (admission order, balanced). A policy that predicts routing
   // may set (*group)[i] in [0, groups) for candidate i so that each pass activates fewer
-  // experts (policy/token_regrouping.h clusters predicted paths), and return true.
+  // experts (policy/common/token_regrouping.h clusters predicted paths), and return true.
   // Regrouping changes only when a request runs, never what it computes. Default: false
   // (the scheduler keeps its split).
   virtual bool RegroupPasses(const std::vector<PassCandidate>& candidates, int groups,
@@ -72,9 +72,12 @@ class Policy {
   }
 
   // Learning from past traces (--learn-from): between these calls the events come from a
-  // recorded trace, with no cache behind them, and decisions are discarded.
-  virtual void OnLearnBegin() {}
-  virtual void OnLearnEnd() {}
+  // recorded trace, with no cache behind them, and decisions are discarded. They keep
+  // learning(), so an override calls them (Policy::OnLearnBegin first, OnLearnEnd first).
+  virtual void OnLearnBegin() { learning_ = true; }
+  virtual void OnLearnEnd() { learning_ = false; }
+  // Between OnLearnBegin and OnLearnEnd.
+  bool learning() const { return learning_; }
 
   // What the policy learned, for --policy-state. Policies without state write nothing.
   virtual void SaveState(StateWriter& out) const {}
@@ -83,6 +86,9 @@ class Policy {
   // What the policy wants shown in a run's report (`policy_report`, e.g. MoEpic's per-layer
   // budgets and splits): fields added to the object `report`. Default: nothing.
   virtual void ReportJson(nlohmann::json* report) const {}
+
+ private:
+  bool learning_ = false;
 };
 
 }  // namespace moex::policy

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/kv_cache.h"
-#include "policy/token_regrouping.h"
+#include "policy/common/token_regrouping.h"
 #include "text/tokenizer_stream.h"
 #include "serve/api_error.h"
 #include "serve/stop_text.h"

@@ -4,7 +4,7 @@
     expertflow_eval_table.py RES_DIR [POLICY_EVAL_RESULTS_DIR]
 
 Accuracy: per case, the batch-level Jaccard (Eq. 7 as defined in
-src/policy/routing_path_accuracy.h), precision and recall of the learned predictor at
+src/policy/expertflow/routing_path_accuracy.h), precision and recall of the learned predictor at
 batches of 1, 8, 16 and 32 requests, beside the most-frequent-experts and previous-token
 predictors, and the T5-style reference when its JSON is there; cases come from RES_DIR's
 accuracy-CASE.json and from bench/policy_eval.sh's CASE-rtx4090.json (expertflow at 25 %). Ablation: per profile, each

@@ -5,7 +5,7 @@ decoder the generated tokens (causal, cross-attending to the prompt); L separate
 MLP heads of E logits read every position (the encoder's for prompt tokens, the decoder's
 for generated ones). Trained as the paper: per-layer BCE, AdamW lr 1e-3, weight decay 0.01,
 cosine schedule, batch 16 (requests); --lr and --epochs change the first and the length. Scored like `expertflow`'s report
-(src/policy/routing_path_accuracy.cc): each decode token's top-k path per layer, batches of
+(src/policy/expertflow/routing_path_accuracy.cc): each decode token's top-k path per layer, batches of
 B requests at the same decode step, per-layer Jaccard |P∩T|/|P∪T|, precision, recall.
 
   /usr/bin/python3 tools/expertflow/t5_predictor.py LEARN.trace TEST.trace [--epochs N] [--json OUT]

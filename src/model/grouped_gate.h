@@ -1,8 +1,8 @@
 // The expert choice of DeepSeek-V2/V3's gate (RouterKind::kGroupedTopK; GLM-4.5 uses V3's)
 // for one token, as HF's MoEGate makes it in eval mode. The engine's router
 // (engine/router.cc) and the policies that predict a later layer's experts from its router
-// (policy/router_prediction.cc) both choose through this, so a predictor given a layer's own
-// gate input picks exactly the experts the engine routes to.
+// (policy/common/router_prediction.cc) both choose through this, so a predictor given a
+// layer's own gate input picks exactly the experts the engine routes to.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,14 @@
 // Heavy policy work off the forward pass (docs/design.md, "Policies"): matching against a
-// collection of past requests, predictor inference. A policy submits a Job that computes on
-// a snapshot it captured by value and returns an Apply step; the driver runs the Apply
-// steps of finished jobs, in submission order, on its own thread at the next event, where
-// they may update the policy and emit decisions. The forward pass never waits for a job.
+// collection of past requests, predictor inference. A policy submits a job that computes on
+// a snapshot taken by value and returns an Apply step; the driver runs the Apply steps of
+// finished jobs, in submission order, on its own thread at the next event, where they may
+// update the policy and emit decisions. The forward pass never waits for a job.
+//
+// The snapshot form of Submit makes that contract a type: the computation is a function of
+// the snapshot alone (a captureless lambda or a function, so it cannot reach the policy
+// through `this`), and only the apply step, which runs on the driver's thread, sees the
+// policy. The Job form is the older, unchecked one: its lambda must capture by value what it
+// reads and must not read the policy's mutable state.
 //
 // Modes:
 //  - kSync: the job runs inside Submit; its Apply runs at the next poll (deterministic;
@@ -20,6 +26,8 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include "core/mutex.h"
 #include "policy/events.h"
@@ -40,6 +48,11 @@ class PolicyWorker {
   Mode mode() const { return mode_; }
   // `modelled_us`: the job's cost for the simulator (< 0: use its measured time).
   void Submit(Job job, double modelled_us = -1) EXCLUDES(mutex_);
+  // The checked form: runs compute(snapshot) as the job, then apply(result, decisions) as its
+  // Apply step. `compute` must convert to Result (*)(const Snapshot&): a function, or a
+  // lambda that captures nothing. Snapshot and Result must be copyable.
+  template <class Snapshot, class Compute, class ApplyFn>
+  void Submit(Snapshot snapshot, Compute compute, ApplyFn apply, double modelled_us = -1);
   // kModelled: the simulated clock (µs) that decides when a job's Apply is released.
   void set_clock(std::function<double()> now_us) { clock_ = std::move(now_us); }
   // Runs the Apply steps that are ready, oldest first, stopping at the first job that is
@@ -85,5 +98,21 @@ class PolicyWorker {
   double busy_until_us_ = 0;  // kModelled: jobs run one after another on one worker.
   std::thread thread_;
 };
+
+template <class Snapshot, class Compute, class ApplyFn>
+void PolicyWorker::Submit(Snapshot snapshot, Compute compute, ApplyFn apply, double modelled_us) {
+  using Result = std::invoke_result_t<Compute&, const Snapshot&>;
+  static_assert(std::is_convertible_v<Compute, Result (*)(const Snapshot&)>,
+                "a policy job computes on its snapshot alone: pass a function, or a lambda "
+                "that captures nothing (capturing `this` would read the policy off its thread)");
+  static_assert(std::is_invocable_v<ApplyFn&, const Result&, Decisions*>,
+                "the apply step is called as apply(const Result&, Decisions*)");
+  Result (*const fn)(const Snapshot&) = compute;
+  Submit(
+      [snapshot = std::move(snapshot), fn, apply = std::move(apply)]() -> Apply {
+        return [result = fn(snapshot), apply](Decisions* out) { apply(result, out); };
+      },
+      modelled_us);
+}
 
 }  // namespace moex::policy

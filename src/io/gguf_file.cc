@@ -165,8 +165,9 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     const uint64_t key_at = in.pos();
     std::string key = in.String("metadata key");
-    Check(IsPrintableText(key), f, ": GGUF key ", i, " (at byte ", key_at,
-          ") is not printable text: \"", Printable(key), "\" (a corrupt file?)");
+    if (!IsPrintableText(key))  // Printable() only on failure.
+      Fail(f, ": GGUF key ", i, " (at byte ", key_at, ") is not printable text: \"", Printable(key),
+           "\" (a corrupt file?)");
     const uint32_t type = in.U32("metadata type");
     GgufValue value = ReadValue(in, type, key, f);
     Check(key_index_.emplace(key, metadata_.size()).second, f, ": duplicate GGUF key '", key, "'");
@@ -186,8 +187,9 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
     GgufTensorInfo info;
     const uint64_t name_at = in.pos();
     info.name = in.String("tensor name");
-    Check(IsPrintableText(info.name), f, ": GGUF tensor ", i, "'s name (at byte ", name_at,
-          ") is not printable text: \"", Printable(info.name), "\" (a corrupt file?)");
+    if (!IsPrintableText(info.name))
+      Fail(f, ": GGUF tensor ", i, "'s name (at byte ", name_at, ") is not printable text: \"",
+           Printable(info.name), "\" (a corrupt file?)");
     const uint32_t n_dims = in.U32("tensor dimension count");
     Check(n_dims >= 1 && n_dims <= kGgufMaxDims, f, ": tensor '", info.name, "' has ", n_dims,
           " dimensions (1 to ", kGgufMaxDims, " allowed)");

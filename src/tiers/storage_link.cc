@@ -8,6 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/dcheck.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -40,7 +41,7 @@ StorageLink::StorageLink(const std::string& path, int queue_depth, bool try_dire
 }
 
 void StorageLink::SetOnComplete(OnComplete fn) {
-  Check(!reaper_.joinable(), "storage link: the completion callback is set once");
+  MOEX_DCHECK(!reaper_.joinable(), "storage link: the completion callback is set once");
   on_complete_ = std::move(fn);
   reaper_ = std::thread([this] { ReapLoop(); });
 }

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "core/dcheck.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -41,7 +40,7 @@ StorageLink::StorageLink(const std::string& path, int queue_depth, bool try_dire
 }
 
 void StorageLink::SetOnComplete(OnComplete fn) {
-  MOEX_DCHECK(!reaper_.joinable(), "storage link: the completion callback is set once");
+  Check(!reaper_.joinable(), "storage link: the completion callback is set once");
   on_complete_ = std::move(fn);
   reaper_ = std::thread([this] { ReapLoop(); });
 }

@@ -15,8 +15,9 @@ build_packages=("${run_packages[@]}" libgtest-dev libgmock-dev libbenchmark-dev)
 # Python is used only by tools/ (training, PyTorch reference logits in tests).
 python_packages=(python3 python3-numpy python3-torch libopenblas0-pthread)
 # The server's tests: promtool checks /metrics, Chromium loads the web page, Node runs the
-# official openai client (tests/serve_clients). A Node.js already installed is kept.
-test_packages=(prometheus chromium jq tmux)
+# official openai client (tests/serve_clients); clang checks the locking rules
+# (scripts/check-thread-safety.sh). A Node.js already installed is kept.
+test_packages=(prometheus chromium jq tmux clang)
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   test_packages+=(nodejs npm)
 fi

@@ -1,5 +1,8 @@
 // Errors: every failure a user can cause (bad file, bad argument, I/O error) is reported as a
 // moex::Error with a message that names the thing at fault. The CLI prints it and exits 1.
+// Check streams its parts only on failure, so pass the pieces, not a string built from them
+// (write `if (!ok) Fail(..., ShapeString(s))` when a piece costs something to compute).
+// Invariants of the code itself, which no input can break, are MOEX_DCHECK (core/dcheck.h).
 #pragma once
 
 #include <sstream>

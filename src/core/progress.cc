@@ -3,23 +3,24 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <mutex>
 #include <utility>
+
+#include "core/mutex.h"
 
 namespace moex {
 
 namespace {
-std::mutex g_latest_mutex;
-ProgressReport g_latest;  // GUARDED_BY(g_latest_mutex)
+Mutex g_latest_mutex;
+ProgressReport g_latest GUARDED_BY(g_latest_mutex);
 }  // namespace
 
 void PublishProgress(const std::string& what, int64_t done, int64_t total) {
-  const std::lock_guard lock(g_latest_mutex);
+  const MutexLock lock(&g_latest_mutex);
   g_latest = {what, done, total};
 }
 
 ProgressReport LatestProgress() {
-  const std::lock_guard lock(g_latest_mutex);
+  const MutexLock lock(&g_latest_mutex);
   return g_latest;
 }
 

@@ -68,10 +68,10 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stop_.store(true);
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
@@ -107,7 +107,7 @@ void ThreadPool::RunChunks(int worker) {
 }
 
 void ThreadPool::Run(size_t n, size_t chunk, const RangeFn& fn) {
-  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  MutexLock run_lock(&run_mutex_);
   job_ = &fn;
   job_n_ = n;
   job_chunk_ = chunk;
@@ -119,17 +119,17 @@ void ThreadPool::Run(size_t n, size_t chunk, const RangeFn& fn) {
   // it and notify, or it sees the new generation before it blocks.
   generation_.fetch_add(1);
   if (sleepers_.load() > 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    wake_.notify_all();
+    MutexLock lock(&mutex_);
+    wake_.NotifyAll();
   }
   RunChunks(0);
   // Every chunk is claimed; wait only for the workers that joined.
   entered_.fetch_or(kClosed);
   const auto done = [this] { return entered_.load() == kClosed; };
   if (!SpinUntil(done)) {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     caller_sleeps_.store(true);
-    done_.wait(lock, done);
+    done_.Wait(lock, done);
     caller_sleeps_.store(false);
   }
   job_ = nullptr;
@@ -143,9 +143,9 @@ void ThreadPool::WorkerLoop(int index) {
   };
   for (;;) {
     if (!SpinUntil(ready)) {
-      std::unique_lock<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       sleepers_.fetch_add(1);
-      wake_.wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
+      wake_.Wait(lock, [&] { return generation_.load() != seen || stop_.load(); });
       sleepers_.fetch_sub(1);
     }
     if (stop_.load()) return;
@@ -154,8 +154,8 @@ void ThreadPool::WorkerLoop(int index) {
     // the caller does not return while we are counted.
     if ((entered_.fetch_add(1) & kClosed) == 0) RunChunks(index);
     if (entered_.fetch_sub(1) == kClosed + 1 && caller_sleeps_.load()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_.notify_one();
+      MutexLock lock(&mutex_);
+      done_.NotifyOne();
     }
   }
 }

@@ -10,13 +10,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/mutex.h"
 
 namespace moex {
 
@@ -48,15 +48,16 @@ class ThreadPool {
   static void SetGlobalThreads(int threads);
 
  private:
-  void Run(size_t n, size_t chunk, const RangeFn& fn);
+  void Run(size_t n, size_t chunk, const RangeFn& fn) EXCLUDES(run_mutex_, mutex_);
   void RunChunks(int worker);
-  void WorkerLoop(int index);
+  void WorkerLoop(int index) EXCLUDES(mutex_);
 
   // High bit of entered_: the current region is closed to late joiners.
   static constexpr uint32_t kClosed = 1u << 31;
 
   std::vector<std::thread> workers_;
-  // The current region; written before entered_ opens it.
+  // The current region; written under run_mutex_ before entered_ opens it. Not GUARDED_BY:
+  // the workers read it without the lock, ordered by entered_.
   const RangeFn* job_ = nullptr;
   size_t job_n_ = 0;
   size_t job_chunk_ = 0;
@@ -69,10 +70,11 @@ class ThreadPool {
   // variables, so the fast path never takes the mutex.
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> caller_sleeps_{false};
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  std::mutex run_mutex_;  // One region at a time.
+  // Only for the sleeping fallbacks: the state the waits test is atomic.
+  Mutex mutex_;
+  CondVar wake_;
+  CondVar done_;
+  Mutex run_mutex_;  // One region at a time.
 };
 
 }  // namespace moex

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <mutex>
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/mutex.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "engine/layer_runner.h"
@@ -124,7 +124,7 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
     // The copies run on every core: the load is bound by committing the fresh memory and
     // by reading the mapped file, not by one thread's memcpy. A refused expert (a
     // non-finite scale) is raised here, on the calling thread.
-    std::mutex failure_mutex;
+    Mutex failure_mutex;
     std::exception_ptr failure;
     ThreadPool::Global().ParallelForDynamic(
         static_cast<size_t>(c.num_experts), 1, [&](size_t begin, size_t end, int) {
@@ -133,7 +133,7 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
               PackExpertNeuronMajor(*sources[3 * e], *sources[3 * e + 1], *sources[3 * e + 2],
                                     layer_shape, buf.data() + shape.ExpertBytes() * e);
           } catch (...) {
-            std::lock_guard<std::mutex> lock(failure_mutex);
+            MutexLock lock(&failure_mutex);
             if (!failure) failure = std::current_exception();
           }
         });

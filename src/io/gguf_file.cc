@@ -165,8 +165,9 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     const uint64_t key_at = in.pos();
     std::string key = in.String("metadata key");
-    Check(IsPrintableText(key), f, ": GGUF key ", i, " (at byte ", key_at,
-          ") is not printable text: \"", Printable(key), "\" (a corrupt file?)");
+    if (!IsPrintableText(key))  // Printable() only on failure.
+      Fail(f, ": GGUF key ", i, " (at byte ", key_at, ") is not printable text: \"", Printable(key),
+           "\" (a corrupt file?)");
     const uint32_t type = in.U32("metadata type");
     GgufValue value = ReadValue(in, type, key, f);
     Check(key_index_.emplace(key, metadata_.size()).second, f, ": duplicate GGUF key '", key, "'");
@@ -186,8 +187,9 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
     GgufTensorInfo info;
     const uint64_t name_at = in.pos();
     info.name = in.String("tensor name");
-    Check(IsPrintableText(info.name), f, ": GGUF tensor ", i, "'s name (at byte ", name_at,
-          ") is not printable text: \"", Printable(info.name), "\" (a corrupt file?)");
+    if (!IsPrintableText(info.name))
+      Fail(f, ": GGUF tensor ", i, "'s name (at byte ", name_at, ") is not printable text: \"",
+           Printable(info.name), "\" (a corrupt file?)");
     const uint32_t n_dims = in.U32("tensor dimension count");
     Check(n_dims >= 1 && n_dims <= kGgufMaxDims, f, ": tensor '", info.name, "' has ", n_dims,
           " dimensions (1 to ", kGgufMaxDims, " allowed)");
@@ -213,8 +215,12 @@ void GgufFile::Parse(std::span<const std::byte> bytes) {
   views_.resize(infos_.size());
   std::vector<std::tuple<uint64_t, uint64_t, size_t>> extents;  // (offset, bytes, tensor)
   quantized_.resize(infos_.size());
-  q8_checked_.assign(infos_.size(), false);
-  dequantized_.resize(infos_.size());
+  {
+    // Parse runs inside a constructor, so the lock is uncontended; it keeps the rule simple.
+    MutexLock lock(&dequantize_mutex_);
+    q8_checked_.assign(infos_.size(), false);
+    dequantized_.resize(infos_.size());
+  }
   for (size_t i = 0; i < infos_.size(); ++i) {
     const GgufTensorInfo& info = infos_[i];
     TensorView& v = views_[i];
@@ -355,7 +361,7 @@ const TensorView* GgufFile::FindTensor(const std::string& name, bool check_scale
         "; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, "
         "q6_K, iq4_nl, iq4_xs, mxfp4)");
   if (quantized_[i]) {
-    std::lock_guard<std::mutex> lock(dequantize_mutex_);
+    MutexLock lock(&dequantize_mutex_);
     if (views_[i].data == nullptr) {
       const Quantized& q = *quantized_[i];
       const auto* blocks = reinterpret_cast<const uint8_t*>(q.blocks);
@@ -367,7 +373,7 @@ const TensorView* GgufFile::FindTensor(const std::string& name, bool check_scale
   } else if (check_scales && views_[i].dtype == DType::kQ8_0) {
     // q8_0 stays in its blocks for the kernels: its scales are checked here, once, as the
     // other formats' are when they are dequantised.
-    std::lock_guard<std::mutex> lock(dequantize_mutex_);
+    MutexLock lock(&dequantize_mutex_);
     if (!q8_checked_[i]) {
       if (const auto bad = FindNonFiniteScale(
               QuantFormat::kQ8_0, reinterpret_cast<const uint8_t*>(views_[i].data),
@@ -395,7 +401,7 @@ const TensorView* GgufFile::FindQuantizedTensor(const std::string& name,
   auto it = tensor_index_.find(name);
   if (it == tensor_index_.end() || !quantized_[it->second]) return FindTensor(name, check_scales);
   const Quantized& q = *quantized_[it->second];
-  std::lock_guard<std::mutex> lock(dequantize_mutex_);
+  MutexLock lock(&dequantize_mutex_);
   if (check_scales) CheckScales(name, q);
   return &q.raw;
 }

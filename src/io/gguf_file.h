@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "core/aligned_buffer.h"
+#include "core/mutex.h"
 #include "core/quant_format.h"
 #include "core/tensor.h"
 #include "io/gguf_value.h"
@@ -140,12 +140,13 @@ class GgufFile {
     TensorView raw;                // The blocks, with the format's DType.
     mutable bool checked = false;  // Scales checked finite (guarded by dequantize_mutex_).
   };
-  void CheckScales(const std::string& name, const Quantized& q) const;
+  void CheckScales(const std::string& name, const Quantized& q) const REQUIRES(dequantize_mutex_);
   const TensorView* FindTensor(const std::string& name, bool check_scales) const;
-  mutable std::vector<bool> q8_checked_;  // [tensor]: q8_0 scales checked (dequantize_mutex_).
+  mutable Mutex dequantize_mutex_;
+  // [tensor]: q8_0 scales checked.
+  mutable std::vector<bool> q8_checked_ GUARDED_BY(dequantize_mutex_);
   std::vector<std::optional<Quantized>> quantized_;  // [tensor]
-  mutable std::mutex dequantize_mutex_;
-  mutable std::vector<AlignedBuffer> dequantized_;  // [tensor], guarded by dequantize_mutex_.
+  mutable std::vector<AlignedBuffer> dequantized_ GUARDED_BY(dequantize_mutex_);  // [tensor]
 };
 
 }  // namespace moex

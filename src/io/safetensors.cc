@@ -137,8 +137,9 @@ void SafetensorsFile::Parse(std::span<const std::byte> bytes) {
     Check(end <= data_size, f, ": ", where, " data_offsets [", begin, ", ", end,
           "] run past the data section (", data_size, " bytes; truncated file?)");
     const uint64_t expected = bytes ? numel : DTypeBytes(t.dtype, static_cast<int64_t>(numel));
-    Check(end - begin == expected, f, ": ", where, " has ", end - begin, " bytes but ", dtype, " ",
-          ShapeString(t.shape), " needs ", expected);
+    if (end - begin != expected)  // ShapeString() only on failure.
+      Fail(f, ": ", where, " has ", end - begin, " bytes but ", dtype, " ", ShapeString(t.shape),
+           " needs ", expected);
     t.data = data + begin;
     t.nbytes = static_cast<size_t>(expected);
     if (bytes)

@@ -13,8 +13,9 @@ const TensorView& WeightSource::Get(const std::string& name) const {
 const TensorView& WeightSource::Get(const std::string& name,
                                     const std::vector<int64_t>& shape) const {
   const TensorView& t = Get(name);
-  Check(t.shape == shape, "tensor '", name, "' in ", Describe(), " has shape ",
-        ShapeString(t.shape), ", expected ", ShapeString(shape));
+  if (t.shape != shape)  // The message's strings are built only on failure.
+    Fail("tensor '", name, "' in ", Describe(), " has shape ", ShapeString(t.shape), ", expected ",
+         ShapeString(shape));
   return t;
 }
 

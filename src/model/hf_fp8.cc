@@ -4,13 +4,13 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/mutex.h"
 
 namespace moex {
 
@@ -65,11 +65,11 @@ class Fp8HfWeights : public WeightSource {
   struct Entry {
     const ByteTensor* codes = nullptr;
     const TensorView* scales = nullptr;
-    std::mutex mutex;
-    TensorView view;
-    std::vector<uint16_t> bf16;  // Empty when not made (or freed).
+    Mutex mutex;
+    TensorView view GUARDED_BY(mutex);
+    std::vector<uint16_t> bf16 GUARDED_BY(mutex);  // Empty when not made (or freed).
   };
-  void Convert(Entry& e) const;
+  void Convert(Entry& e) const REQUIRES(e.mutex);
 
   std::unique_ptr<HfCheckpoint> hf_;
   std::array<int, 2> block_{};
@@ -143,7 +143,7 @@ const TensorView* Fp8HfWeights::Find(const std::string& name) const {
   const auto it = entries_.find(name);
   if (it == entries_.end()) return scales_.contains(name) ? nullptr : hf_->Find(name);
   Entry& e = *it->second;
-  std::lock_guard<std::mutex> lock(e.mutex);
+  MutexLock lock(&e.mutex);
   if (e.bf16.empty()) Convert(e);
   return &e.view;
 }
@@ -154,7 +154,7 @@ void Fp8HfWeights::ReleasePages(const TensorView& tensor) const {
   // The model has its own copy now: free ours (a later Find() converts again) and drop the
   // codes' pages.
   Entry& e = *it->second;
-  std::lock_guard<std::mutex> lock(e.mutex);
+  MutexLock lock(&e.mutex);
   std::vector<uint16_t>().swap(e.bf16);
   e.view.data = nullptr;
   TensorView codes;

@@ -17,16 +17,14 @@ namespace moex {
 enum class ModelSize { kTiny, kSmall, kFull };
 ModelSize ParseModelSize(const std::string& name);  // "tiny" | "small" | "full"
 
-// The shape of `arch` at `size` (full = the published checkpoint's config). Phi-3.5-MoE
-// gets LongRoPE with original_max_position_embeddings 4096 (full), 512 (small) or 32
-// (tiny), so that short runs cross the short/long switch.
+// The shape of `arch` at `size` (full = the published checkpoint's config): its family's
+// Family::RandomConfig. Phi-3.5-MoE gets LongRoPE with original_max_position_embeddings
+// 4096 (full), 512 (small) or 32 (tiny), so that short runs cross the short/long switch.
 ModelConfig RandomModelConfig(Arch arch, ModelSize size);
-// The MLA architectures' shapes (deepseek_v2: DeepSeek-V2-Lite, deepseek_v3: DeepSeek-V3),
-// random_model_mla.cc.
-ModelConfig RandomMlaConfig(Arch arch, ModelSize size);
-
-// gpt-oss's shapes (full: gpt-oss-20b), random_model_gpt_oss.cc.
-ModelConfig RandomGptOssConfig(ModelSize size);
+// `published` (a family's PublishedConfig) at `size`: small and tiny keep the topology
+// (norms, biases, shared/dense layers, GQA ratio) and the routing fan-out and shrink widths
+// and depth; with WithLongRope's factors.
+ModelConfig ShrinkToSize(ModelConfig published, ModelSize size);
 
 // Plausible LongRoPE parameters (not any published model's): factors rising from 1 with the
 // frequency index, to 1.5 (short) and to max / original (long); short_mscale 1 and

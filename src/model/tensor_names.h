@@ -1,5 +1,6 @@
-// HF tensor names of each architecture. One function per family lives in arch_<family>.cc;
-// the forward pass is shared and reads only these names and ModelConfig flags.
+// HF tensor names of each architecture (each family's adapter, model/arch/<family>.cc,
+// fills them in); the forward pass is shared and reads only these names and ModelConfig
+// flags.
 #pragma once
 
 #include <string>
@@ -83,15 +84,5 @@ struct TensorNames {
 
 // The names used by `config.arch`.
 TensorNames TensorNamesFor(const ModelConfig& config);
-
-// Per-family name tables (arch_<family>.cc).
-TensorNames MixtralTensorNames();
-TensorNames QwenMoeTensorNames();
-TensorNames OlmoeTensorNames();
-TensorNames DeepseekMoeTensorNames();
-TensorNames DeepseekMlaTensorNames();
-TensorNames Glm4MoeTensorNames();
-TensorNames GptOssTensorNames();
-TensorNames MiniMaxM2TensorNames();
 
 }  // namespace moex

@@ -15,10 +15,10 @@ PolicyWorker::PolicyWorker(Mode mode) : mode_(mode) {
 PolicyWorker::~PolicyWorker() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   thread_.join();
 }
 
@@ -39,10 +39,10 @@ double PolicyWorker::Run(Entry& e) {
 void PolicyWorker::Submit(Job job, double modelled_us) {
   if (mode_ == Mode::kAsync) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       entries_.push_back({std::move(job), nullptr, false, 0});
     }
-    wake_.notify_one();
+    wake_.NotifyOne();
     return;
   }
   Entry e{std::move(job), nullptr, false, 0};
@@ -54,28 +54,28 @@ void PolicyWorker::Submit(Job job, double modelled_us) {
     busy_until_us_ = start + (modelled_us >= 0 ? modelled_us : took);
     e.ready_us = busy_until_us_;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   job_us_ += took;
   ++jobs_run_;
   entries_.push_back(std::move(e));
 }
 
 void PolicyWorker::RunLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || next_to_run_ < entries_.size(); });
+    while (!stop_ && next_to_run_ >= entries_.size()) wake_.Wait(lock);
     if (stop_) return;
     // Deque references stay valid while others push at the back; only Poll pops from the
     // front, and it never pops an entry that is not done.
     Entry& e = entries_[next_to_run_];
-    lock.unlock();
+    lock.Unlock();
     const double took = Run(e);
-    lock.lock();
+    lock.Lock();
     e.done = true;
     ++next_to_run_;
     job_us_ += took;
     ++jobs_run_;
-    finished_.notify_all();
+    finished_.NotifyAll();
   }
 }
 
@@ -94,7 +94,7 @@ void PolicyWorker::PollUpTo(Decisions* out, bool ignore_time) {
     Apply apply;
     std::exception_ptr error;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (entries_.empty()) return;
       Entry& e = entries_.front();
       if (!e.done) return;
@@ -110,22 +110,22 @@ void PolicyWorker::PollUpTo(Decisions* out, bool ignore_time) {
 }
 
 void PolicyWorker::Drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  finished_.wait(lock, [&] { return next_to_run_ >= entries_.size() || mode_ != Mode::kAsync; });
+  MutexLock lock(&mutex_);
+  while (next_to_run_ < entries_.size() && mode_ == Mode::kAsync) finished_.Wait(lock);
 }
 
 double PolicyWorker::job_us() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return job_us_;
 }
 
 int64_t PolicyWorker::jobs_run() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return jobs_run_;
 }
 
 int64_t PolicyWorker::pending() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return static_cast<int64_t>(entries_.size());
 }
 

@@ -49,13 +49,13 @@ std::string FormatAccessRecord(const AccessRecord& r, AccessLogFormat format) {
 
 void AccessLog::Begin(const void* key) {
   if (!enabled()) return;
-  const std::lock_guard lock(mu_);
+  const MutexLock lock(&mu_);
   entries_[key] = {Clock::now(), nullptr};
 }
 
 std::shared_ptr<AccessRecord> AccessLog::Record(const void* key) {
   if (!enabled()) return nullptr;
-  const std::lock_guard lock(mu_);
+  const MutexLock lock(&mu_);
   Entry& e = entries_[key];
   if (!e.record) e.record = std::make_shared<AccessRecord>();
   return e.record;
@@ -66,7 +66,7 @@ void AccessLog::End(const void* key, const std::string& remote, const std::strin
   if (!enabled()) return;
   AccessRecord r;
   {
-    const std::lock_guard lock(mu_);
+    const MutexLock lock(&mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       if (it->second.record) r = *it->second.record;

@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 
 namespace moex::serve {
 
@@ -42,14 +42,14 @@ class AccessLog {
 
   bool enabled() const { return format_ != AccessLogFormat::kOff; }
   // A request begins (pre-routing): its clock starts.
-  void Begin(const void* key);
+  void Begin(const void* key) EXCLUDES(mu_);
   // The handler's record to fill; null when logging is off. Shared so a stream that outlives
   // its handler keeps filling it.
-  std::shared_ptr<AccessRecord> Record(const void* key);
+  std::shared_ptr<AccessRecord> Record(const void* key) EXCLUDES(mu_);
   // Writes the line: the response's status, the duration since Begin. Status 0 forgets the
   // request without a line.
   void End(const void* key, const std::string& remote, const std::string& method,
-           const std::string& path, int status);
+           const std::string& path, int status) EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -58,8 +58,8 @@ class AccessLog {
   };
   const AccessLogFormat format_;
   std::FILE* const out_;
-  std::mutex mu_;
-  std::unordered_map<const void*, Entry> entries_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<const void*, Entry> entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace moex::serve

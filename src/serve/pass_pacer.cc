@@ -1,7 +1,8 @@
 #include "serve/pass_pacer.h"
 
 #include <algorithm>
-#include <cassert>
+
+#include "core/dcheck.h"
 
 namespace moex::serve {
 namespace {
@@ -14,7 +15,8 @@ void Blend(std::optional<double>& mean, double value, double weight) {
 
 PassPacer::PassPacer(double target_ms, int window_passes)
     : target_ms_(target_ms), max_slack_ms_(target_ms * window_passes) {
-  assert(target_ms >= 0 && window_passes >= 1);
+  MOEX_DCHECK(target_ms >= 0 && window_passes >= 1, "target ", target_ms, " ms over ",
+              window_passes, " passes");
 }
 
 std::optional<double> PassPacer::Predict(int64_t decode_tokens, int64_t prefill_tokens) const {

@@ -18,10 +18,10 @@ namespace moex::serve {
 // --- JobHandle ---
 
 JobHandle::Update JobHandle::Wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, timeout, [this] {
-    return !text_.empty() || !tokens_.empty() || (finished_ && !finish_reported_);
-  });
+  MutexLock lock(&mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (text_.empty() && tokens_.empty() && !(finished_ && !finish_reported_))
+    if (!cv_.WaitUntil(lock, deadline)) break;
   Update u;
   u.text.swap(text_);
   u.tokens.swap(tokens_);
@@ -36,17 +36,17 @@ JobHandle::Update JobHandle::Wait(std::chrono::milliseconds timeout) {
 }
 
 bool JobHandle::started() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return completion_tokens_ > 0 || finished_;
 }
 
 int64_t JobHandle::completion_tokens() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return completion_tokens_;
 }
 
 double JobHandle::ttft_ms() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return completion_tokens_ > 0
              ? std::chrono::duration<double, std::milli>(first_token_ - arrival_).count()
              : -1.0;
@@ -54,7 +54,7 @@ double JobHandle::ttft_ms() const {
 
 void JobHandle::Append(const std::string& text, int32_t token, TokenLogprobs* logprobs) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     text_ += text;
     if (logprobs) logprobs_.push_back(std::move(*logprobs));
     if (token >= 0) {
@@ -62,18 +62,18 @@ void JobHandle::Append(const std::string& text, int32_t token, TokenLogprobs* lo
       if (completion_tokens_++ == 0) first_token_ = Clock::now();
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void JobHandle::Finish(const std::string& reason, const std::string& error) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (finished_) return;
     finished_ = true;
     finish_reason_ = reason;
     error_ = error;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 // --- Scheduler ---
@@ -167,7 +167,7 @@ std::vector<std::shared_ptr<JobHandle>> Scheduler::SubmitChoices(Job job, int n)
     handles.back()->prompt_tokens_ = static_cast<int64_t>(job.prompt.size());
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (draining_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
     // Requests beyond the free slots wait in the queue, at most max_queue of them.
     const int free_slots = std::max(0, options_.max_running - running_count_.load());
@@ -181,30 +181,30 @@ std::vector<std::shared_ptr<JobHandle>> Scheduler::SubmitChoices(Job job, int n)
       queue_.emplace_back(std::move(choice), handles[static_cast<size_t>(i)]);
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return handles;
 }
 
 void Scheduler::set_pass_hook(PassHook hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   hook_ = std::move(hook);
 }
 
 void Scheduler::Drain(double timeout_s) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     draining_ = true;
     if (timeout_s >= 0)
       drain_deadline_ = std::min(drain_deadline_,
                                  Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                     std::chrono::duration<double>(timeout_s)));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 int Scheduler::queued() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return static_cast<int>(queue_.size());
 }
 
@@ -213,18 +213,18 @@ int Scheduler::running() const {
 }
 
 void Scheduler::set_snapshot_source(std::function<nlohmann::json()> source) {
-  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  MutexLock lock(&snapshot_mutex_);
   snapshot_source_ = std::move(source);
   if (snapshot_source_) snapshot_ = snapshot_source_();
 }
 
 nlohmann::json Scheduler::EngineSnapshot() const {
-  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  MutexLock lock(&snapshot_mutex_);
   return snapshot_;
 }
 
 void Scheduler::RefreshSnapshot(bool force) {
-  std::lock_guard<std::mutex> lock(snapshot_mutex_);
+  MutexLock lock(&snapshot_mutex_);
   if (!snapshot_source_) return;
   const auto now = Clock::now();
   if (!force && now - snapshot_time_ < std::chrono::milliseconds(250)) return;
@@ -236,7 +236,7 @@ void Scheduler::AbortAll() {
   static const char* kWhy = "the server shut down before the request finished (--drain-timeout)";
   std::deque<std::pair<Job, std::shared_ptr<JobHandle>>> queued;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     queued.swap(queue_);
   }
   for (auto& item : queued) item.second->Finish("shutdown", kWhy);
@@ -249,8 +249,8 @@ void Scheduler::Loop() {
   for (;;) {
     bool abort = false;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return !queue_.empty() || !running_.empty() || draining_; });
+      MutexLock lock(&mutex_);
+      while (queue_.empty() && running_.empty() && !draining_) cv_.Wait(lock);
       if (draining_ && queue_.empty() && running_.empty()) break;
       abort = draining_ && Clock::now() >= drain_deadline_;
     }
@@ -261,8 +261,8 @@ void Scheduler::Loop() {
     Admit();
     if (!running_.empty() && !RunPass()) {
       // The hook held every request back: wait a little rather than spin.
-      std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait_for(lock, std::chrono::milliseconds(1));
+      MutexLock lock(&mutex_);
+      cv_.WaitUntil(lock, std::chrono::steady_clock::now() + std::chrono::milliseconds(1));
     }
     RefreshSnapshot(running_.empty());
   }
@@ -273,7 +273,7 @@ void Scheduler::Admit() {
   for (;;) {
     std::pair<Job, std::shared_ptr<JobHandle>> item;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (static_cast<int>(running_.size()) >= options_.max_running) return;
       // The first request that may start: a later choice of `n` waits for the first.
       const auto ready = std::find_if(queue_.begin(), queue_.end(), [](const auto& entry) {
@@ -518,7 +518,7 @@ bool Scheduler::RunPass() {
   }
   PassHook hook;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     hook = hook_;
   }
   if (candidates.empty()) return true;  // An emptied group: on to the next.

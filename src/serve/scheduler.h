@@ -19,12 +19,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -33,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "engine/logprobs.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
@@ -96,36 +95,37 @@ class JobHandle {
   };
 
   // Waits until there is news or `timeout` passes; returns everything new since the last call.
-  Update Wait(std::chrono::milliseconds timeout);
+  Update Wait(std::chrono::milliseconds timeout) EXCLUDES(mutex_);
   // Asks the scheduler to drop the request (client gone); safe to call at any time.
   void Cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
   // Whether it has a token or has finished (then its prompt is in the prefix cache).
-  bool started() const;
+  bool started() const EXCLUDES(mutex_);
 
   int64_t prompt_tokens() const { return prompt_tokens_; }
   // Prompt tokens whose KV rows came from the prefix cache (set before the first token).
   int64_t cached_tokens() const { return cached_tokens_; }
-  int64_t completion_tokens() const;
+  int64_t completion_tokens() const EXCLUDES(mutex_);
   Clock::time_point arrival() const { return arrival_; }
   // Arrival to the first generated token; -1 before it.
-  double ttft_ms() const;
+  double ttft_ms() const EXCLUDES(mutex_);
 
  private:
   friend class Scheduler;
-  void Append(const std::string& text, int32_t token, TokenLogprobs* logprobs = nullptr);
-  void Finish(const std::string& reason, const std::string& error = "");
+  void Append(const std::string& text, int32_t token, TokenLogprobs* logprobs = nullptr)
+      EXCLUDES(mutex_);
+  void Finish(const std::string& reason, const std::string& error = "") EXCLUDES(mutex_);
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::string text_;
-  std::vector<int32_t> tokens_;
-  std::vector<TokenLogprobs> logprobs_;
-  int64_t completion_tokens_ = 0;
-  Clock::time_point first_token_;
-  bool finished_ = false;
-  bool finish_reported_ = false;
-  std::string finish_reason_, error_;
+  mutable Mutex mutex_;
+  CondVar cv_;
+  std::string text_ GUARDED_BY(mutex_);
+  std::vector<int32_t> tokens_ GUARDED_BY(mutex_);
+  std::vector<TokenLogprobs> logprobs_ GUARDED_BY(mutex_);
+  int64_t completion_tokens_ GUARDED_BY(mutex_) = 0;
+  Clock::time_point first_token_ GUARDED_BY(mutex_);
+  bool finished_ GUARDED_BY(mutex_) = false;
+  bool finish_reported_ GUARDED_BY(mutex_) = false;
+  std::string finish_reason_ GUARDED_BY(mutex_), error_ GUARDED_BY(mutex_);
   std::atomic<bool> cancelled_{false};
   int64_t prompt_tokens_ = 0;
   std::atomic<int64_t> cached_tokens_{0};
@@ -152,26 +152,26 @@ class Scheduler {
   ~Scheduler();
 
   // Queues a job; throws ApiError 429 when the queue is full, 503 when draining.
-  std::shared_ptr<JobHandle> Submit(Job job);
+  std::shared_ptr<JobHandle> Submit(Job job) EXCLUDES(mutex_);
   // Queues `n` choices of one job (OpenAI's `n`), all or none: choice i samples with seed
   // job.sampling.seed + i. With the prefix cache on, choices 1..n-1 wait until choice 0 has
   // its first token, so they find its prompt rows in the cache and compute only the last
   // prompt token each: the prompt is prefilled once.
-  std::vector<std::shared_ptr<JobHandle>> SubmitChoices(Job job, int n);
-  void set_pass_hook(PassHook hook);
+  std::vector<std::shared_ptr<JobHandle>> SubmitChoices(Job job, int n) EXCLUDES(mutex_);
+  void set_pass_hook(PassHook hook) EXCLUDES(mutex_);
 
   // Stops admitting new requests, lets every queued and running one finish, then stops the
   // thread. With `timeout_s` >= 0, what is still queued or running that long after the call
   // ends with finish reason "shutdown" after the pass in flight (the server answers 503).
   // Idempotent; a later call can only bring the deadline closer.
-  void Drain(double timeout_s = -1);
+  void Drain(double timeout_s = -1) EXCLUDES(mutex_);
   // What `source` says about the engine (offload counters, the cache's contents), taken
   // on the scheduler thread between passes, at most every 250 ms: the engine is never read
   // while a pass runs. Null until a source is set.
-  nlohmann::json EngineSnapshot() const;
-  void set_snapshot_source(std::function<nlohmann::json()> source);
+  nlohmann::json EngineSnapshot() const EXCLUDES(snapshot_mutex_);
+  void set_snapshot_source(std::function<nlohmann::json()> source) EXCLUDES(snapshot_mutex_);
 
-  int queued() const;
+  int queued() const EXCLUDES(mutex_);
   int running() const;
 
  private:
@@ -193,7 +193,7 @@ class Scheduler {
   void FormUnit();
   void Emit(Sequence& s, int32_t token, TokenLogprobs* logprobs = nullptr);
   void Retire(Sequence& s, const std::string& reason, const std::string& error = "");
-  void RefreshSnapshot(bool force);
+  void RefreshSnapshot(bool force) EXCLUDES(snapshot_mutex_);
 
   Transformer& transformer_;
   const Tokenizer* tokenizer_;
@@ -214,13 +214,13 @@ class Scheduler {
   std::vector<uint64_t> mask_words_;
   std::vector<float> masked_, adjusted_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::pair<Job, std::shared_ptr<JobHandle>>> queue_;
-  bool draining_ = false;
-  Clock::time_point drain_deadline_ = Clock::time_point::max();  // Guarded by mutex_.
+  mutable Mutex mutex_;
+  CondVar cv_;
+  std::deque<std::pair<Job, std::shared_ptr<JobHandle>>> queue_ GUARDED_BY(mutex_);
+  bool draining_ GUARDED_BY(mutex_) = false;
+  Clock::time_point drain_deadline_ GUARDED_BY(mutex_) = Clock::time_point::max();
   std::atomic<int> running_count_{0};
-  PassHook hook_;
+  PassHook hook_ GUARDED_BY(mutex_);
 
   std::vector<std::unique_ptr<Sequence>> running_;  // Scheduler thread only.
   // The current unit: the requests of each of its passes, and the next pass to run.
@@ -228,10 +228,10 @@ class Scheduler {
   size_t unit_pass_ = 0;
   bool regroup_warned_ = false;
 
-  mutable std::mutex snapshot_mutex_;
-  nlohmann::json snapshot_;
-  std::function<nlohmann::json()> snapshot_source_;
-  Clock::time_point snapshot_time_{};
+  mutable Mutex snapshot_mutex_;
+  nlohmann::json snapshot_ GUARDED_BY(snapshot_mutex_);
+  std::function<nlohmann::json()> snapshot_source_ GUARDED_BY(snapshot_mutex_);
+  Clock::time_point snapshot_time_ GUARDED_BY(snapshot_mutex_){};
 
   std::thread thread_;
 };

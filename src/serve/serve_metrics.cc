@@ -62,52 +62,52 @@ ServeMetrics::ServeMetrics()
       decode_pass_experts_(pass_experts_) {}
 
 void ServeMetrics::CountRequest(const std::string& endpoint, int status) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++requests_[{endpoint, status}];
 }
 
 void ServeMetrics::CountTokens(int64_t prompt, int64_t completion) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   prompt_tokens_ += static_cast<uint64_t>(prompt);
   completion_tokens_ += static_cast<uint64_t>(completion);
 }
 
 void ServeMetrics::ObserveTtft(double seconds) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ttft_.Observe(seconds);
 }
 
 void ServeMetrics::ObserveTpot(double seconds) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   tpot_.Observe(seconds);
 }
 
 void ServeMetrics::ObservePass(int64_t requests, int64_t tokens) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++passes_;
   batch_requests_.Observe(static_cast<double>(requests));
   batch_tokens_.Observe(static_cast<double>(tokens));
 }
 
 void ServeMetrics::ObserveActivatedExperts(int64_t experts, bool decode_only) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   pass_experts_.Observe(static_cast<double>(experts));
   if (decode_only) decode_pass_experts_.Observe(static_cast<double>(experts));
 }
 
 void ServeMetrics::CountUnit(bool regrouped) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++units_;
   units_regrouped_ += regrouped ? 1 : 0;
 }
 
 void ServeMetrics::CountDeferredPrefill() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++deferred_prefills_;
 }
 
 void ServeMetrics::SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   prefix_ = stats;
   prefix_budget_ = budget_bytes;
 }
@@ -115,7 +115,7 @@ void ServeMetrics::SetPrefixCache(const PrefixCacheStats& stats, int64_t budget_
 std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& offload) const {
   std::string out;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     Header(out, "moex_requests_total", "HTTP API requests by endpoint and status code", "counter");
     for (const auto& [key, n] : requests_)
       out += "moex_requests_total{endpoint=\"" + key.first + "\",status=\"" +

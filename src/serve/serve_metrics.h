@@ -6,12 +6,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/mutex.h"
 #include "engine/prefix_cache.h"
 
 namespace moex::serve {
@@ -67,13 +67,19 @@ class ServeMetrics {
 
  private:
   std::atomic<int> preparing_{0};
-  mutable std::mutex mutex_;
-  std::map<std::pair<std::string, int>, uint64_t> requests_;
-  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, passes_ = 0;
-  uint64_t units_ = 0, units_regrouped_ = 0, deferred_prefills_ = 0;
-  PrefixCacheStats prefix_;
-  int64_t prefix_budget_ = 0;
-  Histogram ttft_, tpot_, batch_requests_, batch_tokens_, pass_experts_, decode_pass_experts_;
+  mutable Mutex mutex_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_ GUARDED_BY(mutex_);
+  uint64_t prompt_tokens_ GUARDED_BY(mutex_) = 0;
+  uint64_t completion_tokens_ GUARDED_BY(mutex_) = 0;
+  uint64_t passes_ GUARDED_BY(mutex_) = 0;
+  uint64_t units_ GUARDED_BY(mutex_) = 0;
+  uint64_t units_regrouped_ GUARDED_BY(mutex_) = 0;
+  uint64_t deferred_prefills_ GUARDED_BY(mutex_) = 0;
+  PrefixCacheStats prefix_ GUARDED_BY(mutex_);
+  int64_t prefix_budget_ GUARDED_BY(mutex_) = 0;
+  Histogram ttft_ GUARDED_BY(mutex_), tpot_ GUARDED_BY(mutex_);
+  Histogram batch_requests_ GUARDED_BY(mutex_), batch_tokens_ GUARDED_BY(mutex_);
+  Histogram pass_experts_ GUARDED_BY(mutex_), decode_pass_experts_ GUARDED_BY(mutex_);
 };
 
 }  // namespace moex::serve

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <list>
-#include <mutex>
 #include <numeric>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/mutex.h"
 
 namespace moex {
 namespace {
@@ -93,30 +93,32 @@ struct GrammarMatcher::Space {
   const Element* el = nullptr;
   std::vector<std::vector<uint32_t>> initial;  // the initial state's stacks
 
-  std::mutex mutex;
-  uint64_t epoch = 1;
-  std::vector<Node> nodes;  // nodes[0]: the empty stack
-  std::unordered_map<uint64_t, uint32_t> node_index;
+  // Matchers that share the space (copies of one matcher) take it for every call.
+  Mutex mutex;
+  uint64_t epoch GUARDED_BY(mutex) = 1;
+  std::vector<Node> nodes GUARDED_BY(mutex);  // nodes[0]: the empty stack
+  std::unordered_map<uint64_t, uint32_t> node_index GUARDED_BY(mutex);
   // State s: its stacks' top nodes pool[set_begin[s] .. set_begin[s + 1]), sorted.
-  std::vector<uint32_t> set_begin{0};
-  std::vector<uint32_t> pool;
-  std::vector<int32_t> set_table;  // its row in `tables`, or -1 before its first transition
-  std::unordered_multimap<uint64_t, int32_t> set_index;
-  std::vector<int32_t> tables;  // 256 per row: a state, kDead or kUnknown
+  std::vector<uint32_t> set_begin GUARDED_BY(mutex){0};
+  std::vector<uint32_t> pool GUARDED_BY(mutex);
+  // its row in `tables`, or -1 before its first transition
+  std::vector<int32_t> set_table GUARDED_BY(mutex);
+  std::unordered_multimap<uint64_t, int32_t> set_index GUARDED_BY(mutex);
+  std::vector<int32_t> tables GUARDED_BY(mutex);  // 256 per row: a state, kDead or kUnknown
 
   struct Mask {
     std::vector<uint64_t> words;
     std::list<int32_t>::iterator lru;
   };
-  std::unordered_map<int32_t, Mask> masks;
-  std::list<int32_t> lru;  // most recently used first
-  size_t mask_bytes = 0;
-  Stats stats;
+  std::unordered_map<int32_t, Mask> masks GUARDED_BY(mutex);
+  std::list<int32_t> lru GUARDED_BY(mutex);  // most recently used first
+  size_t mask_bytes GUARDED_BY(mutex) = 0;
+  Stats stats GUARDED_BY(mutex);
 
-  std::vector<uint32_t> out;  // Expand's result
-  int expand_depth = 0;       // Expand's recursion
-  std::unordered_set<uint64_t> visited;
-  std::vector<int32_t> walk;  // FillMask's state per trie depth
+  std::vector<uint32_t> out GUARDED_BY(mutex);  // Expand's result
+  int expand_depth GUARDED_BY(mutex) = 0;       // Expand's recursion
+  std::unordered_set<uint64_t> visited GUARDED_BY(mutex);
+  std::vector<int32_t> walk GUARDED_BY(mutex);  // FillMask's state per trie depth
   // The special tokens (not in the trie) whose text the grammar names: FillMask tries each.
   std::vector<int32_t> special_ids;
 
@@ -140,7 +142,7 @@ struct GrammarMatcher::Space {
   }
 
   // Sets the bits of the special tokens whose whole text `state` accepts.
-  void MarkSpecial(int32_t state, std::vector<uint64_t>* words) {
+  void MarkSpecial(int32_t state, std::vector<uint64_t>* words) REQUIRES(mutex) {
     for (int32_t id : special_ids) {
       int32_t s = state;
       for (char c : trie->token(id)) {
@@ -151,7 +153,7 @@ struct GrammarMatcher::Space {
     }
   }
 
-  void Clear() {
+  void Clear() REQUIRES(mutex) {
     nodes.assign(1, {UINT32_MAX, 0, 0});
     node_index.clear();
     set_begin.assign(1, 0);
@@ -164,20 +166,20 @@ struct GrammarMatcher::Space {
     mask_bytes = 0;
   }
 
-  bool TooBig() const {
+  bool TooBig() const REQUIRES(mutex) {
     const size_t states = set_table.size();
     return states > options.max_states || nodes.size() > 4 * options.max_states ||
            tables.size() / 256 > options.max_states / 4;
   }
 
   // Drops every interned state; matchers re-intern theirs (epoch changes).
-  void Rebuild() {
+  void Rebuild() REQUIRES(mutex) {
     Clear();
     ++epoch;
     ++stats.rebuilds;
   }
 
-  uint32_t InternNode(uint32_t pos, uint32_t parent, bool bounded) {
+  uint32_t InternNode(uint32_t pos, uint32_t parent, bool bounded) REQUIRES(mutex) {
     const uint64_t key = (uint64_t(pos) << 32) | parent;
     auto it = node_index.find(key);
     if (it != node_index.end()) return it->second;
@@ -191,7 +193,7 @@ struct GrammarMatcher::Space {
 
   // Adds to `out` the stacks reached from position pos over `parent` without consuming a byte:
   // each ends at a byte range, or is the empty stack (0: the grammar is complete).
-  void Expand(uint32_t pos, uint32_t parent) {
+  void Expand(uint32_t pos, uint32_t parent) REQUIRES(mutex) {
     struct Nest {
       int* depth;
       explicit Nest(int* d) : depth(d) { ++*depth; }
@@ -230,7 +232,7 @@ struct GrammarMatcher::Space {
   }
 
   // Interns `out` as a state.
-  int32_t InternSet() {
+  int32_t InternSet() REQUIRES(mutex) {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     Check(out.size() <= options.max_stacks, "grammar is too ambiguous: ", out.size(),
@@ -253,7 +255,7 @@ struct GrammarMatcher::Space {
     return s;
   }
 
-  int32_t Advance(int32_t s, uint8_t byte) {
+  int32_t Advance(int32_t s, uint8_t byte) REQUIRES(mutex) {
     int32_t row = set_table[s];
     if (row >= 0) {
       const int32_t next = tables[size_t(row) * 256 + byte];
@@ -277,7 +279,7 @@ struct GrammarMatcher::Space {
     return next;
   }
 
-  std::vector<std::vector<uint32_t>> StacksOf(int32_t s) const {
+  std::vector<std::vector<uint32_t>> StacksOf(int32_t s) const REQUIRES(mutex) {
     std::vector<std::vector<uint32_t>> stacks;
     for (uint32_t i = set_begin[s]; i < set_begin[s + 1]; ++i) {
       std::vector<uint32_t> stack;
@@ -288,7 +290,7 @@ struct GrammarMatcher::Space {
     return stacks;
   }
 
-  int32_t StateOf(const std::vector<std::vector<uint32_t>>& stacks) {
+  int32_t StateOf(const std::vector<std::vector<uint32_t>>& stacks) REQUIRES(mutex) {
     out.clear();
     for (const auto& stack : stacks) {
       uint32_t n = 0;
@@ -298,7 +300,7 @@ struct GrammarMatcher::Space {
     return InternSet();
   }
 
-  void Walk(int32_t state, std::vector<uint64_t>* words) {
+  void Walk(int32_t state, std::vector<uint64_t>* words) REQUIRES(mutex) {
     const TokenTrie& t = *trie;
     walk.assign(size_t(t.max_depth_) + 1, kDead);
     walk[0] = state;
@@ -324,7 +326,7 @@ struct GrammarMatcher::Space {
     }
   }
 
-  void CacheMask(int32_t state, const std::vector<uint64_t>& words) {
+  void CacheMask(int32_t state, const std::vector<uint64_t>& words) REQUIRES(mutex) {
     const size_t bytes = words.size() * sizeof(uint64_t);
     if (bytes > options.mask_cache_bytes) return;
     while (mask_bytes + bytes > options.mask_cache_bytes && !lru.empty()) {
@@ -355,6 +357,9 @@ GrammarMatcher& GrammarMatcher::operator=(GrammarMatcher&&) noexcept = default;
 // Under the space's lock: makes state_ valid in the current epoch.
 void GrammarMatcher::Sync() const {
   Space& sp = *space_;
+  // Space is incomplete in the header, so Sync and Enter cannot say REQUIRES(space_->mutex)
+  // there; every caller takes the lock first.
+  sp.mutex.AssertHeld();
   if (sp.TooBig()) sp.Rebuild();
   if (epoch_ != sp.epoch) {
     state_ = sp.StateOf(stacks_);
@@ -364,6 +369,7 @@ void GrammarMatcher::Sync() const {
 
 void GrammarMatcher::Enter(int32_t state) {
   Space& sp = *space_;
+  sp.mutex.AssertHeld();  // As in Sync.
   state_ = state;
   stacks_ = sp.StacksOf(state);
   const uint32_t b = sp.set_begin[state], e = sp.set_begin[state + 1];
@@ -372,7 +378,7 @@ void GrammarMatcher::Enter(int32_t state) {
 }
 
 void GrammarMatcher::Reset() {
-  std::lock_guard<std::mutex> lock(space_->mutex);
+  MutexLock lock(&space_->mutex);
   stacks_ = space_->initial;
   epoch_ = 0;
   Sync();
@@ -384,7 +390,7 @@ bool GrammarMatcher::AcceptByte(uint8_t byte) {
 }
 
 bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
-  std::lock_guard<std::mutex> lock(space_->mutex);
+  MutexLock lock(&space_->mutex);
   Sync();
   int32_t s = state_;
   for (char c : bytes) {
@@ -408,7 +414,7 @@ bool GrammarMatcher::AcceptToken(int32_t id) {
 void GrammarMatcher::FillMask(std::vector<uint64_t>* words) {
   Space& sp = *space_;
   Check(sp.trie != nullptr, "grammar matcher: FillMask needs a token trie");
-  std::lock_guard<std::mutex> lock(sp.mutex);
+  MutexLock lock(&sp.mutex);
   Sync();
   auto it = sp.masks.find(state_);
   if (it != sp.masks.end()) {
@@ -435,7 +441,7 @@ std::vector<int32_t> GrammarMatcher::AllowedTokens() {
 }
 
 GrammarMatcher::Stats GrammarMatcher::stats() const {
-  std::lock_guard<std::mutex> lock(space_->mutex);
+  MutexLock lock(&space_->mutex);
   Stats s = space_->stats;
   s.states = space_->set_table.size();
   s.stack_nodes = space_->nodes.size();

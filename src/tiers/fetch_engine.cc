@@ -23,21 +23,21 @@ FetchEngine::FetchEngine(std::unique_ptr<TransferLink> link, int num_pages, int 
 }
 
 FetchEngine::~FetchEngine() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   queue_.clear();
-  landed_.wait(lock, [&] { return in_flight_.empty() && verifying_ == 0; });
-  lock.unlock();
+  while (!in_flight_.empty() || verifying_ != 0) landed_.Wait(lock);
+  lock.Unlock();
   link_.reset();  // Joins the link's thread before our members go.
 }
 
 void FetchEngine::Enqueue(const FetchRequest& r) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   queue_.emplace(QueueKey{r.demand ? 0 : 1, -r.priority, seq_++}, r);
   Pump();
 }
 
 void FetchEngine::Release(int32_t page) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   stats_.dropped += std::erase_if(queue_, [&](const auto& kv) { return kv.second.page == page; });
 }
 
@@ -60,13 +60,13 @@ void FetchEngine::Requeue(const policy::ExpertKey& key, bool demand, const doubl
 }
 
 void FetchEngine::Promote(const policy::ExpertKey& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Requeue(key, true, nullptr);
   Pump();
 }
 
 void FetchEngine::Reprioritize(const policy::ExpertKey& key, double priority) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   Requeue(key, false, &priority);
   Pump();
 }
@@ -98,7 +98,7 @@ void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& messag
   {
     // The link slot frees at once, so the next read starts while this one is verified; the
     // page stays busy (and unlanded) until verification is done.
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     r = in_flight_.at(tag);
     in_flight_.erase(tag);
     if (!r.demand) --prefetch_in_flight_;
@@ -112,7 +112,7 @@ void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& messag
             " bytes): the store is truncated";
   if (error.empty() && verify_) error = verify_(r);  // Outside the lock: it hashes the chunk.
 
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   --verifying_;
   --page_busy_[static_cast<size_t>(r.page)];
   const size_t p = static_cast<size_t>(r.page);
@@ -127,11 +127,11 @@ void FetchEngine::OnComplete(uint64_t tag, int result, const std::string& messag
   }
   ++completions_;
   Pump();
-  landed_.notify_all();
+  landed_.NotifyAll();
 }
 
 ChunkState FetchEngine::State(int32_t page, uint32_t generation, std::string* error) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   const size_t p = static_cast<size_t>(page);
   if (landed_gen_[p] == generation) return ChunkState::kLanded;
   if (failed_gen_[p] == generation) {
@@ -142,18 +142,18 @@ ChunkState FetchEngine::State(int32_t page, uint32_t generation, std::string* er
 }
 
 uint64_t FetchEngine::completions() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return completions_;
 }
 
 uint64_t FetchEngine::WaitForCompletion(uint64_t seen) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  landed_.wait(lock, [&] { return completions_ > seen; });
+  MutexLock lock(&mutex_);
+  while (completions_ <= seen) landed_.Wait(lock);
   return completions_;
 }
 
 FetchStats FetchEngine::Stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   FetchStats s = stats_;
   if (!in_flight_.empty()) s.busy_ms += MillisSince(busy_since_);
   return s;

@@ -7,18 +7,17 @@
 
 #include <algorithm>
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "policy/events.h"
 #include "tiers/transfer_link.h"
 
@@ -61,48 +60,48 @@ class FetchEngine {
               int max_prefetch_in_flight, Verifier verify);
   ~FetchEngine();
 
-  void Enqueue(const FetchRequest& request);
+  void Enqueue(const FetchRequest& request) EXCLUDES(mutex_);
   // The page left its owner: queued transfers into it are dropped; in-flight ones drain
   // before any new transfer into the page starts.
-  void Release(int32_t page);
+  void Release(int32_t page) EXCLUDES(mutex_);
   // Queued transfers of `key` become demand transfers.
-  void Promote(const policy::ExpertKey& key);
+  void Promote(const policy::ExpertKey& key) EXCLUDES(mutex_);
   // Queued prefetch transfers of `key` take a new priority (demand ones keep theirs).
-  void Reprioritize(const policy::ExpertKey& key, double priority);
+  void Reprioritize(const policy::ExpertKey& key, double priority) EXCLUDES(mutex_);
 
-  ChunkState State(int32_t page, uint32_t generation, std::string* error) const;
+  ChunkState State(int32_t page, uint32_t generation, std::string* error) const EXCLUDES(mutex_);
   // Number of completions so far; WaitForCompletion blocks until it exceeds `seen`.
-  uint64_t completions() const;
-  uint64_t WaitForCompletion(uint64_t seen);
+  uint64_t completions() const EXCLUDES(mutex_);
+  uint64_t WaitForCompletion(uint64_t seen) EXCLUDES(mutex_);
 
-  FetchStats Stats() const;
+  FetchStats Stats() const EXCLUDES(mutex_);
   TransferLink& link() { return *link_; }
 
  private:
   using QueueKey = std::tuple<int, double, uint64_t>;  // (!demand, -priority, seq).
-  void Pump();                                         // Requires mutex_.
+  void Pump() REQUIRES(mutex_);
   // Re-queues the queued prefetch transfers of `key` as `demand` with `priority`, keeping
-  // their order of arrival. Requires mutex_.
-  void Requeue(const policy::ExpertKey& key, bool demand, const double* priority);
-  void OnComplete(uint64_t tag, int result, const std::string& message);
+  // their order of arrival.
+  void Requeue(const policy::ExpertKey& key, bool demand, const double* priority) REQUIRES(mutex_);
+  void OnComplete(uint64_t tag, int result, const std::string& message) EXCLUDES(mutex_);
 
   std::unique_ptr<TransferLink> link_;
   Verifier verify_;
   int max_prefetch_;
-  mutable std::mutex mutex_;
-  std::condition_variable landed_;
-  std::map<QueueKey, FetchRequest> queue_;
-  std::map<uint64_t, FetchRequest> in_flight_;
-  int prefetch_in_flight_ = 0;
-  int verifying_ = 0;  // Reads done, checksums not yet checked.
-  uint64_t seq_ = 0;
-  std::vector<int> page_busy_;        // Transfers in flight per page.
-  std::vector<uint32_t> landed_gen_;  // Last generation landed intact, per page.
-  std::vector<uint32_t> failed_gen_;  // Last generation that failed, per page.
-  std::vector<std::string> failure_;  // Its message.
-  uint64_t completions_ = 0;
-  FetchStats stats_;
-  Clock::time_point busy_since_;
+  mutable Mutex mutex_;
+  CondVar landed_;
+  std::map<QueueKey, FetchRequest> queue_ GUARDED_BY(mutex_);
+  std::map<uint64_t, FetchRequest> in_flight_ GUARDED_BY(mutex_);
+  int prefetch_in_flight_ GUARDED_BY(mutex_) = 0;
+  int verifying_ GUARDED_BY(mutex_) = 0;  // Reads done, checksums not yet checked.
+  uint64_t seq_ GUARDED_BY(mutex_) = 0;
+  std::vector<int> page_busy_ GUARDED_BY(mutex_);        // Transfers in flight per page.
+  std::vector<uint32_t> landed_gen_ GUARDED_BY(mutex_);  // Last generation landed intact, per page.
+  std::vector<uint32_t> failed_gen_ GUARDED_BY(mutex_);  // Last generation that failed, per page.
+  std::vector<std::string> failure_ GUARDED_BY(mutex_);  // Its message.
+  uint64_t completions_ GUARDED_BY(mutex_) = 0;
+  FetchStats stats_ GUARDED_BY(mutex_);
+  Clock::time_point busy_since_ GUARDED_BY(mutex_);
 };
 
 }  // namespace moex::tiers

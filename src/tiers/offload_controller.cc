@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/dcheck.h"
 #include "core/error.h"
 
 namespace moex::tiers {
@@ -32,7 +33,7 @@ OffloadController::OffloadController(const CacheGeometry& geometry,
       policy_(std::move(policy)),
       worker_(std::move(worker)),
       predictions_(moe_layer, geometry.num_experts) {
-  Check(policy_ != nullptr, "offload controller needs a policy");
+  MOEX_DCHECK(policy_ != nullptr, "offload controller needs a policy");
   Check(moe_layer.size() == static_cast<size_t>(geometry.num_layers),
         "offload controller: MoE layer map of the wrong size");
   if (!worker_) worker_ = std::make_unique<policy::PolicyWorker>(policy::PolicyWorker::Mode::kSync);

@@ -47,7 +47,7 @@ void StorageLink::SetOnComplete(OnComplete fn) {
 
 StorageLink::~StorageLink() {
   if (reaper_.joinable()) {
-    std::lock_guard<std::mutex> lock(submit_mutex_);
+    MutexLock lock(&submit_mutex_);
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {
       io_uring_submit(&ring_);
@@ -63,7 +63,7 @@ StorageLink::~StorageLink() {
 }
 
 void StorageLink::Submit(const Transfer& t) {
-  std::lock_guard<std::mutex> lock(submit_mutex_);
+  MutexLock lock(&submit_mutex_);
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   while (sqe == nullptr) {  // Ring sized 2x the depth: only transiently full.
     io_uring_submit(&ring_);

@@ -6,10 +6,10 @@
 #include <liburing.h>
 
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "core/mutex.h"
 #include "tiers/transfer_link.h"
 
 namespace moex::tiers {
@@ -27,7 +27,7 @@ class StorageLink : public TransferLink {
   // before) is what orders them before every completion -- the ring itself goes through the
   // kernel, which ThreadSanitizer cannot see. Once only.
   void SetOnComplete(OnComplete fn) override;
-  void Submit(const Transfer& t) override;
+  void Submit(const Transfer& t) override EXCLUDES(submit_mutex_);
 
   bool direct() const { return direct_; }
   const std::string& path() const { return path_; }
@@ -44,7 +44,9 @@ class StorageLink : public TransferLink {
   bool direct_ = false;
   int queue_depth_;
   io_uring ring_;
-  std::mutex submit_mutex_;
+  // Serialises the ring's submission side; ring_ is not GUARDED_BY it because the reaper
+  // reads the completion side without it.
+  Mutex submit_mutex_;
   std::thread reaper_;
   OnComplete on_complete_;
   std::atomic<int64_t> fail_countdown_{-1};

@@ -119,8 +119,10 @@ TraceReader::~TraceReader() = default;
 void TraceReader::ReadExact(void* out, size_t n, const char* what) {
   if (n == 0) return;
   const size_t got = std::fread(out, 1, n, file_.get());
-  Check(got == n, path_, " is truncated: reading the ", what, " at byte ", offset_,
-        std::ferror(file_.get()) ? std::string(" failed: ") + std::strerror(errno) : std::string(""));
+  // Fail, not Check: the message's strings are built only when the read came up short.
+  if (got != n)
+    Fail(path_, " is truncated: reading the ", what, " at byte ", offset_,
+         std::ferror(file_.get()) ? std::string(" failed: ") + std::strerror(errno) : "");
   offset_ += n;
 }
 

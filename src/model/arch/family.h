@@ -145,10 +145,6 @@ const Family& GptOssFamily();
 const Family& MiniMaxM2Family();
 
 // Pieces several adapters share.
-// `published` (a family's PublishedConfig) at `size`: small and tiny keep the topology
-// (norms, biases, shared/dense layers, GQA ratio) and the routing fan-out and shrink widths
-// and depth; with WithLongRope's factors (random_model.cc).
-ModelConfig ShrinkToSize(ModelConfig published, ModelSize size);
 // A config of `arch` with HF's generic defaults (rms_norm_eps 1e-5, 4096 positions).
 ModelConfig BaseConfig(Arch arch);
 // Mixtral's expert names (block_sparse_moe, w1/w3/w2): HF names and their GGUF map.

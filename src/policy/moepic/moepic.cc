@@ -135,17 +135,19 @@ class MoepicPolicy : public Policy {
     if (learning_ || job_pending_ || !CanConfigure() || tokens_since_config_ < tau_) return;
     tokens_since_config_ = 0;
     job_pending_ = true;
-    // Algorithm 1, lines 8-9, on the worker: it computes on a copy of the statistics.
+    // Algorithm 1, lines 8-9, on the worker: it computes on a copy of the statistics and of
+    // the inputs, never on the policy.
     const double cost_us = kConfigureJobUs + kConfigureStepUs *
                                                  static_cast<double>(moe_layers_.size()) *
                                                  facts_.num_experts * (chunks_ + 1);
     facts_.worker->Submit(
-        [this, stats = stats_, budgets = Budgets()]() -> PolicyWorker::Apply {
-          Configuration c = Configure(stats, budgets);
-          return [this, c](Decisions*) {
-            pending_ = c;
-            job_pending_ = false;
-          };
+        ConfigureSnapshot{stats_, Budgets(), Inputs(), zeta_},
+        [](const ConfigureSnapshot& s) {
+          return AllocateBudgets(s.stats, s.budgets, s.zeta, s.in);
+        },
+        [this](const Configuration& c, Decisions*) {
+          pending_ = c;
+          job_pending_ = false;
         },
         cost_us);
   }
@@ -407,8 +409,8 @@ class MoepicPolicy : public Policy {
     for (const LayerChoice& c : config_.layers) b.push_back(c.budget);
     return b;
   }
-  Configuration Configure(const std::vector<LayerStatistics>& stats,
-                          const std::vector<double>& budgets) const {
+  // What the configurator needs besides the statistics and budgets.
+  ConfiguratorInputs Inputs() const {
     ConfiguratorInputs in;
     in.t_att = costs_.attention_ms;
     in.t_exp = costs_.expert_ms;
@@ -423,8 +425,19 @@ class MoepicPolicy : public Policy {
       Resize(probe, fixed_theta_);
       in.fixed_top_chunks = probe.top_chunks;
     }
-    return AllocateBudgets(stats, budgets, zeta_, in);
+    return in;
   }
+  Configuration Configure(const std::vector<LayerStatistics>& stats,
+                          const std::vector<double>& budgets) const {
+    return AllocateBudgets(stats, budgets, zeta_, Inputs());
+  }
+  // The configuration job's input, taken by value on the driver's thread.
+  struct ConfigureSnapshot {
+    std::vector<LayerStatistics> stats;
+    std::vector<double> budgets;
+    ConfiguratorInputs in;
+    double zeta = 0;
+  };
 
   // Algorithm 1, line 10: each layer caches the tops of its C_i highest-priority experts.
   // Tops that shrink or leave drop their chunks now; new or grown tops are kept when the

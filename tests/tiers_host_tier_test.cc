@@ -206,15 +206,6 @@ class HostTierTest : public ::testing::Test {
   std::vector<LayerInput> inputs_;
 };
 
-TEST_F(HostTierTest, BudgetParsing) {
-  EXPECT_EQ(ParseBudget("4GiB", 0), 4ll << 30);
-  EXPECT_EQ(ParseBudget("512MiB", 0), 512ll << 20);
-  EXPECT_EQ(ParseBudget("25%", 1000), 250);
-  EXPECT_EQ(ParseBudget("1000", 0), 1000);
-  EXPECT_THROW(ParseBudget("lots", 0), Error);
-  EXPECT_THROW(ParseBudget("4 parsecs", 0), Error);
-}
-
 // Virtual memory of this process, from /proc/self/status (kB there).
 int64_t VirtualBytes() {
   std::ifstream status("/proc/self/status");

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "core/budget.h"
 #include "core/error.h"
 #include "serve/loading_server.h"
 #include "serve/server.h"
@@ -36,7 +37,7 @@ int RunServe(ServeOptions o) {
   Check(o.prefix_cache.empty() || o.prefix_cache.back() != '%',
         "--prefix-cache takes bytes (1GiB, 512MiB, 0 to turn it off), not a share: '",
         o.prefix_cache, "'");
-  o.server.scheduler.prefix_cache_bytes = tiers::ParseBudget(o.prefix_cache, 0);
+  o.server.scheduler.prefix_cache_bytes = ParseBudget(o.prefix_cache, 0);
   o.server.access_log = serve::ParseAccessLogFormat(o.log_format);
   // The port answers from the start: /health says "loading" until the model is ready.
   auto loading = std::make_unique<serve::LoadingServer>(o.server.host);

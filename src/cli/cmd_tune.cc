@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/policy_setup.h"
 #include "cli/sim_setup.h"
+#include "core/budget.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "io/input_file.h"
@@ -303,7 +304,7 @@ int RunTune(const TuneOptions& o) {
   for (const auto& [flag, path] : paths)
     Check(path.empty() || fs::is_regular_file(path), flag, ": no trace file ", path);
   Check(o.fraction > 0 && o.fraction < 1, "--fraction ", o.fraction, " is not inside (0, 1)");
-  tiers::ParseBudget(o.budget, 1);  // Throws naming a malformed budget.
+  ParseBudget(o.budget, 1);  // Throws naming a malformed budget.
   Check(o.save_state.empty() || !fs::is_directory(o.save_state), "--save-state ", o.save_state,
         " is a directory");
   if (!o.save_state.empty())  // A policy state may replace a policy state; nothing else may.

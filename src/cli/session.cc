@@ -11,6 +11,7 @@
 
 #include <cstdio>
 
+#include "core/budget.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -242,7 +243,7 @@ namespace {
 std::string ChooseHostBudget(const ModelOptions& o, const Model& model, int64_t context) {
   const int64_t experts = static_cast<int64_t>(model.TotalExpertBytes());
   if (!o.host_budget.empty() && o.host_budget != "auto") {
-    const int64_t asked = tiers::ParseBudget(o.host_budget, experts);
+    const int64_t asked = ParseBudget(o.host_budget, experts);
     const int64_t available = AvailableMemoryBytes();
     Check(asked <= available, "--host-budget ", o.host_budget, " (", FormatBytes(asked),
           ") is more than the ", FormatBytes(available),

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 
+#include "core/budget.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/mutex.h"
@@ -204,7 +205,7 @@ void WarnIfBudgetMissesEveryPass(const ModelConfig& config, size_t moe_layers, i
   const int64_t percent = (100 * per_pass + experts - 1) / experts;
   const std::vector<policy::ResolvedPart> parts = policy::ResolvePolicySpec(policy);
   const bool recency = parts.empty() || !(parts.back().info->roles & policy::kEvicts) ||
-                       parts.back().info->name == "lru";
+                       parts.back().info->recency_eviction;
   Log(LogLevel::kWarn, "the host budget holds about ", slots, " experts, fewer than the ", per_pass,
       " one token's forward pass uses (top-", config.num_experts_per_tok, " x ", moe_layers,
       " MoE layers)",
@@ -237,7 +238,7 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
       options.chunk_neurons > 0 ? options.chunk_neurons : tiers::HostTier::AutoChunkNeurons(store);
   host.chunk_neurons = chunk;
   const int64_t full = tiers::HostTier::FullFootprint(store, chunk);
-  host.budget_bytes = tiers::ParseBudget(options.host_budget, full);
+  host.budget_bytes = ParseBudget(options.host_budget, full);
   WarnIfBudgetMissesEveryPass(model.config, store.moe_layers().size(), host.budget_bytes, full,
                               options.policy);
   tier_ = std::make_unique<tiers::HostTier>(std::move(store), model.config, host);

@@ -78,6 +78,9 @@ struct PolicyInfo {
   std::string source;  // Where the technique comes from (a paper and section), or "baseline".
   std::vector<ParamSpec> params{};
   bool needs_future = false;  // Only the simulator can run it (belady, oracle).
+  // Evicts by recency alone (lru): with fewer slots than one pass's experts it evicts each
+  // one before the next token needs it again (the engine warns of such budgets).
+  bool recency_eviction = false;
   unsigned trace_needs = 0;   // TraceNeed bits.
   // Specs the conformance tests run besides the defaults (e.g. "moepic:theta=0.25").
   std::vector<std::string> test_specs{};

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/budget.h"
 #include "core/error.h"
 #include "io/expert_store_format.h"
 #include "io/input_file.h"
@@ -237,7 +238,7 @@ class Simulation {
     }
     const int64_t full =
         tiers::FullFootprint(g, o.chunk_neurons > 0 ? o.chunk_neurons : tiers::AutoChunkNeurons(g));
-    result_.budget_bytes = tiers::ParseBudget(o.budget, full);
+    result_.budget_bytes = ParseBudget(o.budget, full);
     result_.budget_fraction = static_cast<double>(result_.budget_bytes) / static_cast<double>(full);
     geometry_ = tiers::PlanCache(g, o.chunk_neurons, result_.budget_bytes);
     result_.expert_bytes = g.record_bytes * g.neurons;

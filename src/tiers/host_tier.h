@@ -42,9 +42,6 @@ struct HostTierOptions {
   bool direct_io = true;  // O_DIRECT where the filesystem allows it.
 };
 
-// Parses "4GiB", "512MiB", "1.5G", "123456" (bytes) or "25%" (of `all_bytes`).
-int64_t ParseBudget(const std::string& text, int64_t all_bytes);
-
 class HostTier {
  public:
   HostTier(ExpertStore store, const ModelConfig& config, const HostTierOptions& options);

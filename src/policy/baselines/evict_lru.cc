@@ -27,6 +27,7 @@ MOEX_REGISTER_POLICY({
     .roles = kEvicts,
     .doc = "evict the least recently used expert (a prefetch insertion counts as a use)",
     .source = "baseline",
+    .recency_eviction = true,
     .aliases = {"ondemand"},
     .make = [](const PolicyFacts& f, const Params&) -> std::unique_ptr<Policy> {
       return std::make_unique<LruEvictor>(f);

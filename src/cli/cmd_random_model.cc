@@ -1,10 +1,12 @@
 // `moex random-model`: a model with random weights in a real architecture's shape.
 #include <filesystem>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "io/output_guard.h"
+#include "model/arch/family.h"
 #include "model/random_model.h"
 
 namespace moex::cli {
@@ -77,9 +79,14 @@ int RunRandomModel(const RandomModelCliOptions& o) {
 Runner AddRandomModelCommand(CLI::App& app) {
   auto o = std::make_shared<RandomModelCliOptions>();
   CLI::App* cmd = app.add_subcommand("random-model", "write a model with random weights");
-  cmd->add_option("--arch", o->arch,
-                  "mixtral, phimoe, qwen2_moe, qwen3_moe, olmoe, deepseek, deepseek_v2, "
-                  "deepseek_v3, glm4_moe, gpt_oss or minimax_m2");
+  std::string archs;  // Every family's model_type, from the table of adapters.
+  const auto families = Families();
+  for (size_t i = 0; i < families.size(); ++i)
+    archs += (i == 0                     ? ""
+              : i + 1 == families.size() ? " or "
+                                         : ", ") +
+             std::string(families[i]->names().model_type);
+  cmd->add_option("--arch", o->arch, archs);
   cmd->add_option("--size", o->size, "tiny, small or full (the published shape)");
   cmd->add_option("--dtype", o->dtype, "bf16, f16 or f32");
   cmd->add_option("--out", o->out, "output directory (hf) or file (gguf)")->required();

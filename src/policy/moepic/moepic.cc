@@ -33,6 +33,7 @@
 
 #include "core/error.h"
 #include "policy/common/router_prediction.h"
+#include "policy/moe_layers.h"
 #include "policy/moepic/moepic_configurator.h"
 #include "policy/moepic/moepic_lcp.h"
 #include "policy/policy_worker.h"
@@ -82,13 +83,9 @@ class MoepicPolicy : public Policy {
     take("attn_ms", &costs_.attention_ms);
     take("head_ms", &costs_.head_ms);
 
-    for (int l = 0; l < f.num_layers; ++l)
-      if (f.IsMoeLayer(l)) moe_layers_.push_back(l);
-    Check(!moe_layers_.empty(), "policy moepic: the model has no MoE layer");
-    moe_index_.assign(static_cast<size_t>(f.num_layers), -1);
-    for (size_t i = 0; i < moe_layers_.size(); ++i)
-      moe_index_[static_cast<size_t>(moe_layers_[i])] = static_cast<int>(i);
-    const size_t L = moe_layers_.size();
+    moe_ = MoeLayers(f);
+    Check(moe_.count() > 0, "policy moepic: the model has no MoE layer");
+    const size_t L = static_cast<size_t>(moe_.count());
     stats_.assign(L, LayerStatistics(f.num_experts));
     predicted_.assign(static_cast<size_t>(f.num_layers), {});
     prefetched_.assign(static_cast<size_t>(f.num_layers), {});
@@ -113,9 +110,8 @@ class MoepicPolicy : public Policy {
   std::string name() const override { return "moepic"; }
   bool evicts() const override { return true; }
 
-  void OnLearnBegin() override { learning_ = true; }
   void OnLearnEnd() override {
-    learning_ = false;
+    Policy::OnLearnEnd();
     // What the past traces taught configures the cache before serving.
     if (CanConfigure()) config_ = Configure(stats_, Budgets());
     ClearTransient();
@@ -124,7 +120,7 @@ class MoepicPolicy : public Policy {
 
   void OnIterationBegin(const IterationBeginEvent& e, Decisions* out) override {
     tokens_since_config_ += e.n_tokens;
-    if (learning_) return;
+    if (learning()) return;
     if (pending_) {  // Between passes: the device is idle.
       ApplyConfiguration(*pending_, out);
       pending_.reset();
@@ -132,13 +128,12 @@ class MoepicPolicy : public Policy {
   }
 
   void OnIterationEnd(Decisions*) override {
-    if (learning_ || job_pending_ || !CanConfigure() || tokens_since_config_ < tau_) return;
+    if (learning() || job_pending_ || !CanConfigure() || tokens_since_config_ < tau_) return;
     tokens_since_config_ = 0;
     job_pending_ = true;
     // Algorithm 1, lines 8-9, on the worker: it computes on a copy of the statistics and of
     // the inputs, never on the policy.
-    const double cost_us = kConfigureJobUs + kConfigureStepUs *
-                                                 static_cast<double>(moe_layers_.size()) *
+    const double cost_us = kConfigureJobUs + kConfigureStepUs * static_cast<double>(moe_.count()) *
                                                  facts_.num_experts * (chunks_ + 1);
     facts_.worker->Submit(
         ConfigureSnapshot{stats_, Budgets(), Inputs(), zeta_},
@@ -181,12 +176,12 @@ class MoepicPolicy : public Policy {
 
   void OnGate(const GateEvent& e, Decisions* out) override {
     const int layer = e.layer;
-    if (moe_index_[static_cast<size_t>(layer)] < 0) return;
+    if (moe_.Ordinal(layer) < 0) return;
     std::vector<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
     std::sort(routed.begin(), routed.end());
     routed.erase(std::unique(routed.begin(), routed.end()), routed.end());
 
-    if (!learning_) {
+    if (!learning()) {
       // The real gate ends the layer's prefetch: unrouted predictions leave (a cached top
       // stays, its prefetched bottom goes).
       for (int32_t x : prefetched_[static_cast<size_t>(layer)]) {
@@ -217,14 +212,14 @@ class MoepicPolicy : public Policy {
     std::vector<int32_t> rank_of(ranking.size());
     for (size_t r = 0; r < ranking.size(); ++r)
       rank_of[static_cast<size_t>(ranking[r])] = static_cast<int32_t>(r);
-    stats_[static_cast<size_t>(moe_index_[static_cast<size_t>(layer)])].Observe(
+    stats_[static_cast<size_t>(moe_.Ordinal(layer))].Observe(
         rank_of, routed, predicted_[static_cast<size_t>(layer)]);
     predicted_[static_cast<size_t>(layer)].clear();
     priorities_.Observe(layer, e.ids, e.n_tokens * e.top_k, e.n_tokens);
 
     // Predict the next MoE layer (the last layer predicts the next pass's first one).
     int next = facts_.NextMoeLayer(layer);
-    if (next < 0) next = moe_layers_.front();
+    if (next < 0) next = moe_.Layer(0);
     std::vector<int32_t> order;
     if (prefetch_ == PrefetchMode::kRouter && e.hidden != nullptr) {
       order = routers_->Predict(next, e.hidden, e.n_tokens, e.d).ranking;
@@ -234,7 +229,7 @@ class MoepicPolicy : public Policy {
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[Next() % i]);
     }
     predicted_[static_cast<size_t>(next)] = order;
-    if (learning_ || order.empty()) return;
+    if (learning() || order.empty()) return;
 
     // One by one in descending predicted score, only the bottom when the top is cached,
     // until the buffer is full.
@@ -258,7 +253,7 @@ class MoepicPolicy : public Policy {
   // A computed expert keeps its top if it is cached (admitted at the gate); bottoms and
   // everything else leave.
   void OnExpertDone(const ExpertDoneEvent& e, Decisions* out) override {
-    if (learning_ || moe_index_[static_cast<size_t>(e.layer)] < 0) return;
+    if (learning() || moe_.Ordinal(e.layer) < 0) return;
     const ExpertKey k{e.layer, e.expert};
     if (member_[Key(k)]) {
       const int top = Layer(e.layer).top_chunks;
@@ -308,7 +303,7 @@ class MoepicPolicy : public Policy {
     nlohmann::json layers = nlohmann::json::array();
     for (size_t i = 0; i < config_.layers.size(); ++i) {
       const LayerChoice& c = config_.layers[i];
-      layers.push_back({{"layer", moe_layers_[i]},
+      layers.push_back({{"layer", moe_.Layer(static_cast<int>(i))},
                         {"budget_experts", c.budget},
                         {"theta", c.theta(chunks_)},
                         {"cache_size", c.cache_size},
@@ -333,16 +328,13 @@ class MoepicPolicy : public Policy {
   }
 
  private:
-  size_t Key(const ExpertKey& k) const {
-    return static_cast<size_t>(k.layer) * static_cast<size_t>(facts_.num_experts) +
-           static_cast<size_t>(k.expert);
-  }
+  size_t Key(const ExpertKey& k) const { return KeyIndex(k, facts_.num_experts); }
   NeuronRange TopRange(int top_chunks) const {
     if (top_chunks >= chunks_) return {};
     return {0, top_chunks * chunk_neurons_};
   }
   const LayerChoice& Layer(int layer) const {
-    return config_.layers[static_cast<size_t>(moe_index_[static_cast<size_t>(layer)])];
+    return config_.layers[static_cast<size_t>(moe_.Ordinal(layer))];
   }
   uint64_t Next() {  // SplitMix64.
     uint64_t z = (rng_ += 0x9e3779b97f4a7c15ULL);
@@ -402,7 +394,7 @@ class MoepicPolicy : public Policy {
   }
 
   bool CanConfigure() const {
-    return !uniform_ && costs_.known() && moe_layers_.size() >= 2 && top_pages_ > 0;
+    return !uniform_ && costs_.known() && moe_.count() >= 2 && top_pages_ > 0;
   }
   std::vector<double> Budgets() const {
     std::vector<double> b;
@@ -445,8 +437,8 @@ class MoepicPolicy : public Policy {
   void ApplyConfiguration(const Configuration& c, Decisions* out) {
     config_ = c;
     ++reconfigurations_;
-    for (size_t i = 0; i < moe_layers_.size(); ++i) {
-      const int layer = moe_layers_[i];
+    for (size_t i = 0; i < moe_.layers().size(); ++i) {
+      const int layer = moe_.layers()[i];
       const LayerChoice& lc = config_.layers[i];
       const std::vector<int32_t> ranking = priorities_.Ranking(layer);
       std::vector<char> keep(static_cast<size_t>(facts_.num_experts), 0);
@@ -491,11 +483,11 @@ class MoepicPolicy : public Policy {
   StepCosts costs_;
   int64_t top_pages_ = 0;
 
-  std::vector<int> moe_layers_, moe_index_;
+  MoeLayers moe_;  // Decoder layer <-> MoE ordinal.
   std::vector<LayerStatistics> stats_;
   Configuration config_;
   std::optional<Configuration> pending_;
-  bool job_pending_ = false, learning_ = false;
+  bool job_pending_ = false;
   int64_t tokens_since_config_ = 0, reconfigurations_ = 0;
 
   std::vector<std::vector<int32_t>> predicted_;         // Per layer: the order predicted for it.

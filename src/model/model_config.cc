@@ -119,10 +119,8 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
   lr.original_max_position_embeddings = original;
   // PhimoeRotaryEmbedding multiplies cos and sin by short_mscale or long_mscale (PhimoeConfig
   // requires both); HF's generic attention factor applies only when they are absent.
-  const double factor = static_cast<double>(c.max_position_embeddings) / original;
   double fallback = OptionalDouble(*rs, "attention_factor", 0.0);
-  if (fallback <= 0)
-    fallback = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
+  if (fallback <= 0) fallback = LongRopeAttentionFactor(c.max_position_embeddings, original);
   lr.short_mscale = static_cast<float>(OptionalDouble(*rs, "short_mscale", fallback));
   lr.long_mscale = static_cast<float>(OptionalDouble(*rs, "long_mscale", fallback));
   Check(std::isfinite(lr.short_mscale) && std::isfinite(lr.long_mscale) && lr.short_mscale > 0 &&
@@ -145,10 +143,8 @@ const char* ArchName(Arch arch) {
 
 Arch ParseArch(const std::string& name) {
   if (const Family* f = ParseArchOrNull(name)) return f->arch();
-  std::string supported;
-  for (const Family* f : Families())
-    supported += std::string(supported.empty() ? "" : ", ") + f->names().model_type;
-  Fail("unsupported architecture '", name, "' (supported: ", supported, ")");
+  Fail("unsupported architecture '", name,
+       "' (supported: ", FamiliesWith([](const Family::Features&) { return true; }), ")");
 }
 
 ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {

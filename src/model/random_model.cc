@@ -212,9 +212,7 @@ LongRope MakeLongRope(int head_dim, int max_position_embeddings, int original) {
   }
   lr.short_mscale = 1.0f;
   // HF's LongRoPE attention factor for this ratio (Phi-3.5-MoE publishes its own value).
-  lr.long_mscale =
-      ratio <= 1.0 ? 1.0f
-                   : static_cast<float>(std::sqrt(1.0 + std::log(ratio) / std::log(original)));
+  lr.long_mscale = static_cast<float>(LongRopeAttentionFactor(max_position_embeddings, original));
   return lr;
 }
 

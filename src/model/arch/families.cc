@@ -1,5 +1,6 @@
 // The table of families and the pieces several adapters share.
 #include <array>
+#include <cmath>
 
 #include "core/error.h"
 #include "model/arch/family.h"
@@ -80,6 +81,11 @@ void Family::GgufTensorNames(gguf_map::ArchNames& n) const {
 
 ModelConfig Family::RandomConfig(ModelSize size) const {
   return ShrinkToSize(PublishedConfig(), size);
+}
+
+double LongRopeAttentionFactor(int max_positions, int original) {
+  const double factor = static_cast<double>(max_positions) / original;
+  return factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
 }
 
 ModelConfig BaseConfig(Arch arch) {

@@ -145,6 +145,10 @@ const Family& GptOssFamily();
 const Family& MiniMaxM2Family();
 
 // Pieces several adapters share.
+// HF's LongRoPE attention factor, sqrt(1 + ln(s) / ln(original)) for s = max_positions /
+// original > 1, else 1: the mscale of a config that gives none (phimoe's readers, random
+// shapes).
+double LongRopeAttentionFactor(int max_positions, int original);
 // A config of `arch` with HF's generic defaults (rms_norm_eps 1e-5, 4096 positions).
 ModelConfig BaseConfig(Arch arch);
 // Mixtral's expert names (block_sparse_moe, w1/w3/w2): HF names and their GGUF map.

@@ -19,12 +19,6 @@ namespace {
 
 constexpr gguf_keys::ArchKeys kKeys{"phimoe"};
 
-// HF's LongRoPE attention factor when the config gives no mscales.
-double DefaultAttnFactor(int max_position_embeddings, int original) {
-  const double factor = static_cast<double>(max_position_embeddings) / original;
-  return factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
-}
-
 class PhiMoe : public Family {
  public:
   PhiMoe()
@@ -113,7 +107,7 @@ class PhiMoe : public Family {
     lr.original_max_position_embeddings = gguf_keys::ToInt(f, original, f.GetInt(original));
     const double attn = f.GetFloat(
         kKeys.Key("rope.scaling.attn_factor"),
-        DefaultAttnFactor(c.max_position_embeddings, lr.original_max_position_embeddings));
+        LongRopeAttentionFactor(c.max_position_embeddings, lr.original_max_position_embeddings));
     lr.short_mscale = static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.short_mscale"), attn));
     lr.long_mscale = static_cast<float>(f.GetFloat(kKeys.Key("rope.scaling.long_mscale"), attn));
     c.longrope = std::move(lr);
@@ -127,8 +121,8 @@ class PhiMoe : public Family {
     const LongRope& lr = *c.longrope;
     kKeys.SetU32(w, "rope.scaling.original_context_length", lr.original_max_position_embeddings);
     kKeys.SetF32(w, "rope.scaling.attn_factor",
-                 static_cast<float>(DefaultAttnFactor(c.max_position_embeddings,
-                                                      lr.original_max_position_embeddings)));
+                 static_cast<float>(LongRopeAttentionFactor(c.max_position_embeddings,
+                                                            lr.original_max_position_embeddings)));
     kKeys.SetF32(w, "rope.scaling.short_mscale", lr.short_mscale);
     kKeys.SetF32(w, "rope.scaling.long_mscale", lr.long_mscale);
   }

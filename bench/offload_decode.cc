@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
       for (const std::string& budget : Split(budgets)) {
         OffloadOptions o;
         o.host_budget = budget;
-        o.policy = policy;
+        o.policy.spec = policy;
         Stopwatch open;
         OffloadMoeExecutor executor(*model, o);
         const double open_ms = open.ElapsedMs();

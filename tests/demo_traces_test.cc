@@ -49,7 +49,7 @@ TEST(DemoTraces, MatchTheShippedWeights) {
     trace::TraceHeader h = want.header();
     trace::TraceWriter writer(dir / "again.trace", h);
     trace::TraceRecorder recorder(writer, *model);
-    t.set_observer(&recorder);
+    t.AddSink(&recorder);
     Generator g(t);
     for (const GenerationRequest& r : requests) g.Generate({r});
     writer.Finish();
@@ -83,7 +83,7 @@ TEST(DemoTraces, ReplayInTheSimulator) {
   for (const char* name : {"sharegpt", "gsm8k", "mtbench"}) {
     trace::TraceReader reader(kDemo + "/traces/" + name + ".trace");
     sim::ReplayOptions o;
-    o.policy = "lru";
+    o.policy.spec = "lru";
     o.budget = "25%";
     o.hardware = sim::LoadHardwareProfile("this-machine");
     const sim::ReplayResult r = sim::Replay(reader, o);

@@ -236,7 +236,7 @@ void RecordRun(const Model& model, const std::string& path) {
   h.pooled = true;
   trace::TraceWriter writer(path, h);
   trace::TraceRecorder recorder(writer, model);
-  t.set_observer(&recorder);
+  t.AddSink(&recorder);
   RunRequests(t);
   writer.Finish();
 }
@@ -283,9 +283,9 @@ TEST_P(EnginePolicyConformance, LosslessAtEveryBudgetAndWorkerMode) {
         OffloadOptions o;
         o.store_path = dir / "experts.moex";
         o.host_budget = budget;
-        o.policy = GetParam();
-        o.worker = worker;
-        o.seed = 5;
+        o.policy.spec = GetParam();
+        o.policy.worker = worker;
+        o.policy.seed = 5;
         o.chunk_neurons = testing::kChunkNeurons;
         o.progress = false;
         OffloadMoeExecutor offload(*model, o);
@@ -310,9 +310,9 @@ TEST_P(EnginePolicyConformance, SimulatorGivesTheEnginesCountersAndIsDeterminist
       OffloadOptions o;
       o.store_path = dir / "experts.moex";
       o.host_budget = budget;
-      o.policy = GetParam();
-      o.worker = policy::PolicyWorker::Mode::kSync;
-      o.seed = 3;
+      o.policy.spec = GetParam();
+      o.policy.worker = policy::PolicyWorker::Mode::kSync;
+      o.policy.seed = 3;
       o.chunk_neurons = testing::kChunkNeurons;
       o.progress = false;
       OffloadMoeExecutor offload(*model, o);
@@ -321,11 +321,11 @@ TEST_P(EnginePolicyConformance, SimulatorGivesTheEnginesCountersAndIsDeterminist
       const tiers::OffloadMetrics engine = offload.Metrics();
 
       sim::ReplayOptions so;
-      so.policy = GetParam();
+      so.policy.spec = GetParam();
       so.budget = budget;
-      so.seed = 3;
+      so.policy.seed = 3;
       so.chunk_neurons = testing::kChunkNeurons;
-      so.worker = policy::PolicyWorker::Mode::kSync;
+      so.policy.worker = policy::PolicyWorker::Mode::kSync;
       so.hardware = TestHardware();
       const sim::ReplayResult r = sim::Replay(reader, so);
       EXPECT_EQ(r.budget_bytes, engine.budget_bytes);
@@ -337,7 +337,7 @@ TEST_P(EnginePolicyConformance, SimulatorGivesTheEnginesCountersAndIsDeterminist
       EXPECT_EQ(Counts(r.predictions), Counts(engine.predictions));
 
       // The simulator's own mode (modelled worker) is repeatable to the last counter.
-      so.worker = policy::PolicyWorker::Mode::kModelled;
+      so.policy.worker = policy::PolicyWorker::Mode::kModelled;
       const sim::ReplayResult a = sim::Replay(reader, so), b = sim::Replay(reader, so);
       EXPECT_EQ(tiers::CountersJson(a.total, a.page_bytes),
                 tiers::CountersJson(b.total, b.page_bytes));
@@ -353,7 +353,7 @@ TEST_P(EnginePolicyConformance, SavedStateLoadsIntoAFreshPolicy) {
   trace::TraceReader reader(dir / "run.trace");
   std::string saved, resaved;
   sim::ReplayOptions so;
-  so.policy = GetParam();
+  so.policy.spec = GetParam();
   so.hardware = TestHardware();
   so.on_finish = [&](const policy::Policy& p, const policy::PolicyFacts& facts) {
     saved = policy::EncodePolicyState(p, facts);
@@ -378,10 +378,10 @@ TEST(PolicyConformanceProbe, ExercisesEveryMechanism) {
   RecordRun(*model, dir / "run.trace");
   trace::TraceReader reader(dir / "run.trace");
   sim::ReplayOptions so;
-  so.policy = "test-probe";
+  so.policy.spec = "test-probe";
   so.budget = "50%";
   so.chunk_neurons = testing::kChunkNeurons;
-  so.worker = policy::PolicyWorker::Mode::kSync;
+  so.policy.worker = policy::PolicyWorker::Mode::kSync;
   so.hardware = TestHardware();
   const sim::ReplayResult r = sim::Replay(reader, so);
   EXPECT_GT(r.total.partial_hits, 0);
@@ -407,16 +407,16 @@ TEST_P(FuturePolicyConformance, DeterministicAndBoundedByBelady) {
     OffloadOptions o;
     o.store_path = dir / "experts.moex";
     o.host_budget = budget;
-    o.policy = GetParam();
+    o.policy.spec = GetParam();
     o.progress = false;
     EXPECT_THROW(OffloadMoeExecutor(*model, o), Error);
 
     sim::ReplayOptions so;
     so.budget = budget;
     so.hardware = TestHardware();
-    so.policy = "belady:bypass=true";  // MIN for a cache that may bypass bounds them all.
+    so.policy.spec = "belady:bypass=true";  // MIN for a cache that may bypass bounds them all.
     const sim::ReplayResult best = sim::Replay(reader, so, &future);
-    so.policy = GetParam();
+    so.policy.spec = GetParam();
     const sim::ReplayResult a = sim::Replay(reader, so, &future);
     const sim::ReplayResult b = sim::Replay(reader, so, &future);
     EXPECT_EQ(tiers::CountersJson(a.total, a.page_bytes),

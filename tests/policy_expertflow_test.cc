@@ -666,14 +666,14 @@ TEST(ExpertFlowPolicy, TrainedPredictorIsLosslessAndTheSimulatorGivesTheEnginesC
     OffloadOptions o;
     o.store_path = dir / "experts.moex";
     o.host_budget = budget;
-    o.policy = spec;
-    o.make_policy = learned;
-    o.worker = PolicyWorker::Mode::kSync;
+    o.policy.spec = spec;
+    o.policy.make = learned;
+    o.policy.worker = PolicyWorker::Mode::kSync;
     o.chunk_neurons = moex::testing::kChunkNeurons;
     o.progress = false;
     for (auto mode : {PolicyWorker::Mode::kSync, PolicyWorker::Mode::kAsync}) {
       OffloadOptions oo = o;
-      oo.worker = mode;
+      oo.policy.worker = mode;
       OffloadMoeExecutor offload(*model, oo);
       EXPECT_EQ(moex::testing::PrefillLogits(*model, offload, prompt), want);
       EXPECT_EQ(moex::testing::GreedyTokens(*model, offload),
@@ -694,11 +694,11 @@ TEST(ExpertFlowPolicy, TrainedPredictorIsLosslessAndTheSimulatorGivesTheEnginesC
     EXPECT_GT(engine.total.counters.prefetch_issued, 0);  // The predictor planned.
     trace::TraceReader reader(trace_path);
     sim::ReplayOptions so;
-    so.policy = spec;
-    so.make_policy = learned;
+    so.policy.spec = spec;
+    so.policy.make = learned;
     so.budget = budget;
     so.chunk_neurons = moex::testing::kChunkNeurons;
-    so.worker = PolicyWorker::Mode::kSync;
+    so.policy.worker = PolicyWorker::Mode::kSync;
     so.hardware.name = "test";
     so.hardware.compute_gb_per_s = 10;
     so.hardware.compute_tflops = 1;

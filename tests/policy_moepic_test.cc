@@ -444,8 +444,8 @@ TEST(MoepicPolicy, SplitExpertsComputeTheResidentResult) {
     OffloadOptions o;
     o.store_path = dir / "experts.moex";
     o.host_budget = "50%";
-    o.policy = std::string("moepic:budgets=uniform,theta=") + theta;
-    o.worker = policy::PolicyWorker::Mode::kSync;
+    o.policy.spec = std::string("moepic:budgets=uniform,theta=") + theta;
+    o.policy.worker = policy::PolicyWorker::Mode::kSync;
     o.chunk_neurons = testing::kChunkNeurons;
     o.progress = false;
     OffloadMoeExecutor offload(*model, o);

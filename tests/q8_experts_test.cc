@@ -170,7 +170,7 @@ TEST(Q8ModelTest, OffloadedIsBitIdenticalToResident) {
     OffloadOptions o;
     o.store_path = dir / "experts.moex";
     o.host_budget = budget;
-    o.policy = "lru";
+    o.policy.spec = "lru";
     o.progress = false;
     OffloadMoeExecutor offload(*model, o);
     const ExpertStore& packed = offload.tier().store();
@@ -225,7 +225,7 @@ TEST(Q8ModelTest, TinyOffloadedAt25PercentLruIsBitIdentical) {
   OffloadOptions o;
   o.store_path = dir / "experts.moex";
   o.host_budget = "25%";
-  o.policy = "lru";
+  o.policy.spec = "lru";
   o.progress = false;
   OffloadMoeExecutor offload(*model, o);
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 93, 23, 84};

@@ -55,7 +55,7 @@ std::vector<float> Record(const Model& model, const std::string& path, sim::Trac
   h.pooled = true;
   trace::TraceWriter writer(path, h);
   trace::TraceRecorder recorder(writer, model);
-  t.set_observer(&recorder);
+  t.AddSink(&recorder);
   t.set_routing_source(replay);
   std::vector<float> logits = RunPasses(t, model.config);
   writer.Finish();
@@ -163,9 +163,9 @@ TEST(RoutingReplay, OffloadedRunMatchesResidentUnderReplay) {
   OffloadOptions o;
   o.store_path = dir / "experts.moex";
   o.host_budget = "50%";
-  o.policy = "nextgate";
+  o.policy.spec = "nextgate";
   o.progress = false;
-  o.adjust_facts = [&](policy::PolicyFacts& f) { replay.AdjustFacts(f); };
+  o.policy.adjust_facts = [&](policy::PolicyFacts& f) { replay.AdjustFacts(f); };
   OffloadMoeExecutor offload(*b, o);
   Transformer t(*b, offload);
   trace::TraceHeader h;
@@ -174,7 +174,7 @@ TEST(RoutingReplay, OffloadedRunMatchesResidentUnderReplay) {
   h.hidden = trace::Precision::kF32;
   trace::TraceWriter writer(dir / "offload.trace", h);
   trace::TraceRecorder recorder(writer, *b);
-  t.set_observer(&recorder);
+  t.AddSink(&recorder);
   t.set_routing_source(&replay);
   EXPECT_EQ(RunPasses(t, b->config), want_logits);
   writer.Finish();

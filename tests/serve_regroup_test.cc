@@ -131,9 +131,9 @@ std::unique_ptr<cli::Session> ParitySession(Seen* seen, bool malformed) {
   session->transformer.reset();
   OffloadOptions o;
   o.host_budget = "25%";
-  o.worker = policy::PolicyWorker::Mode::kSync;
+  o.policy.worker = policy::PolicyWorker::Mode::kSync;
   o.progress = false;
-  o.make_policy = [seen, malformed](const policy::PolicyFacts& facts) {
+  o.policy.make = [seen, malformed](const policy::PolicyFacts& facts) {
     std::vector<policy::ComposedPolicy::Part> parts;
     parts.push_back({"parity", std::make_unique<ParityRegrouper>(seen, malformed)});
     parts.push_back({"lru", policy::MakePolicy("lru", facts)});

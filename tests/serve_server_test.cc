@@ -125,43 +125,6 @@ INSTANTIATE_TEST_SUITE_P(Budgets, ServeBatchInvariance,
                                            Offload{"25%", "lru", "Offload25TpotTarget", 2}),
                          [](const auto& info) { return info.param.name; });
 
-// The pass-forming hook sees every candidate and may reorder them or hold some back; a
-// reversed order that also holds prefills back every other pass changes no request's tokens.
-TEST(ServeServer, PassHookRegroupsWithoutChangingTokens) {
-  RunningServer s(TinyModel("25%"), SmallBatches());
-  std::vector<std::vector<int32_t>> alone;
-  for (const json& r : Requests()) alone.push_back(TokenIds(s.Post("/v1/completions", r)));
-  std::atomic<int> calls{0}, max_candidates{0}, held_back{0}, holding_passes{0};
-  s.server->scheduler().set_pass_hook([&](std::vector<Scheduler::Candidate>& candidates) {
-    const int n = static_cast<int>(candidates.size());
-    if (n > max_candidates) max_candidates = n;
-    std::reverse(candidates.begin(), candidates.end());
-    ++calls;
-    const auto prefill = [](const Scheduler::Candidate& c) { return !c.decoding; };
-    // Every other pass that could run without some of its prefills holds them back (all, or
-    // all but one when nothing else would run), the first such pass included: counting every
-    // pass left it to timing whether a held-back pass had any prefill.
-    auto kept = std::stable_partition(candidates.begin(), candidates.end(),
-                                      [&](const auto& c) { return !prefill(c); });
-    if (kept == candidates.begin() && kept != candidates.end()) ++kept;  // One prefill runs.
-    if (kept < candidates.end() && holding_passes++ % 2 == 0) {
-      held_back += static_cast<int>(candidates.end() - kept);
-      candidates.erase(kept, candidates.end());
-    }
-  });
-  std::vector<std::vector<int32_t>> together(Requests().size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < Requests().size(); ++i)
-    clients.emplace_back(
-        [&, i] { together[i] = TokenIds(s.Post("/v1/completions", Requests()[i])); });
-  for (auto& c : clients) c.join();
-  for (size_t i = 0; i < Requests().size(); ++i)
-    EXPECT_EQ(together[i], alone[i]) << "request " << i;
-  EXPECT_GT(calls, 0);
-  EXPECT_GT(max_candidates, 1);  // Requests did share passes.
-  EXPECT_GT(held_back, 0);
-}
-
 TEST(ServeServer, StreamCarriesTheSameTokensThenDone) {
   RunningServer s(TinyModel("25%"), SmallBatches());
   json request = Requests()[2];
@@ -546,14 +509,21 @@ TEST(ServeServer, LogitBiasAndPenaltiesShapeTheReply) {
 namespace moex::serve {
 namespace {
 
+// Listens to the event stream and slows every forward pass by 30 ms.
+class SlowPasses : public policy::EventSink {
+ public:
+  void OnIterationBegin(const policy::IterationBeginEvent&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+};
+
 // --drain-timeout holds whatever the work is: a request still running when the drain's time
 // is up ends with a 503 error event, and Shutdown returns soon after, not when the request
 // would have finished (each pass is slowed to 30 ms here: 300 tokens would take 9 s).
 TEST(ServeShutdown, TheDrainTimeoutEndsWhatIsStillRunning) {
   RunningServer s(TinyModel(), SmallBatches());
-  s.server->scheduler().set_pass_hook([](std::vector<Scheduler::Candidate>&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  });
+  SlowPasses slow;
+  s.session->transformer->AddSink(&slow);  // Before any pass runs.
   json request = Completion({5, 6, 7}, 300);
   request["ignore_eos"] = true;
   request["stream"] = true;
@@ -570,6 +540,7 @@ TEST(ServeShutdown, TheDrainTimeoutEndsWhatIsStillRunning) {
   s.server->Shutdown(0.3);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   client.join();
+  s.session->transformer->RemoveSink(&slow);  // The scheduler has stopped.
   EXPECT_LT(took, 2.0);
   ASSERT_GE(streamed.events.size(), 2u);
   EXPECT_EQ(streamed.events.back(), "[DONE]");

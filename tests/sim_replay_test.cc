@@ -57,7 +57,7 @@ void RecordRun(const Model& model, const std::string& path, trace::Precision pro
   h.router_weights = true;
   trace::TraceWriter writer(path, h);
   trace::TraceRecorder recorder(writer, model);
-  t.set_observer(&recorder);
+  t.AddSink(&recorder);
   RunRequests(t);
   writer.Finish();
 }
@@ -84,8 +84,8 @@ TEST_P(SimAgreementTest, ReplayGivesTheEnginesExactCounts) {
       OffloadOptions o;
       o.store_path = dir / "experts.moex";
       o.host_budget = budget;
-      o.policy = policy;
-      o.seed = 3;
+      o.policy.spec = policy;
+      o.policy.seed = 3;
       o.progress = false;
       OffloadMoeExecutor offload(*model, o);
       Transformer t(*model, offload);
@@ -93,9 +93,9 @@ TEST_P(SimAgreementTest, ReplayGivesTheEnginesExactCounts) {
       const tiers::LayerCounters engine = offload.Metrics().total.counters;
 
       sim::ReplayOptions so;
-      so.policy = policy;
+      so.policy.spec = policy;
       so.budget = budget;
-      so.seed = 3;
+      so.policy.seed = 3;
       so.hardware = TestHardware();
       const sim::ReplayResult r = sim::Replay(reader, so);
       EXPECT_GT(engine.hits + engine.misses, 0);
@@ -169,7 +169,7 @@ void WriteSequence(const std::string& path, const trace::TraceHeader& h,
 sim::ReplayResult ReplayToy(trace::TraceReader& reader, const std::string& policy,
                             const std::string& budget) {
   sim::ReplayOptions o;
-  o.policy = policy;
+  o.policy.spec = policy;
   o.budget = budget;
   o.hardware = TestHardware();
   const policy::FutureDemand future = sim::ReadFutureDemand(reader);
@@ -213,15 +213,15 @@ void ExpectBeladyBoundsAll(trace::TraceReader& reader, const std::vector<std::st
     sim::ReplayOptions o;
     o.hardware = TestHardware();
     o.budget = budget;
-    o.policy = "belady";
+    o.policy.spec = "belady";
     const sim::ReplayResult min = sim::Replay(reader, o, &future);
-    o.policy = "belady:bypass=true";
+    o.policy.spec = "belady:bypass=true";
     const sim::ReplayResult min_bypass = sim::Replay(reader, o, &future);
     EXPECT_GE(min_bypass.total.hits, min.total.hits);
     const sim::ReplayResult& best = admission ? min_bypass : min;
     for (const std::string& p : policies) {
       SCOPED_TRACE(p + " at " + budget);
-      o.policy = p;
+      o.policy.spec = p;
       const sim::ReplayResult r = sim::Replay(reader, o, &future);
       EXPECT_LE(best.total.misses, r.total.misses + r.total.prefetch_issued);
       if (r.total.prefetch_issued == 0) {
@@ -269,16 +269,16 @@ TEST(SimErrors, PoliciesThatCannotRunSayWhy) {
   trace::TraceReader reader(dir / "toy.trace");
   sim::ReplayOptions o;
   o.hardware = TestHardware();
-  o.policy = "nextgate";
+  o.policy.spec = "nextgate";
   try {
     sim::Replay(reader, o);
     ADD_FAILURE() << "nextgate ran without hidden states";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--hidden"), std::string::npos) << e.what();
   }
-  o.policy = "belady";  // Without the future.
+  o.policy.spec = "belady";  // Without the future.
   EXPECT_THROW(sim::Replay(reader, o), Error);
-  o.policy = "lru";
+  o.policy.spec = "lru";
   o.budget = "lots";
   EXPECT_THROW(sim::Replay(reader, o), Error);
   o.budget = "25%";

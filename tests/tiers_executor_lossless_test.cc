@@ -37,7 +37,7 @@ void ExpectLosslessAtEveryBudget(const std::string& model_path, const std::strin
       OffloadOptions o;
       o.store_path = store;
       o.host_budget = budget;
-      o.policy = policy;
+      o.policy.spec = policy;
       o.progress = false;
       OffloadMoeExecutor offload(*model, o);
       EXPECT_EQ(testing::PrefillLogits(*model, offload, prompt), want_logits);
@@ -118,7 +118,7 @@ TEST(OffloadFaultTest, ReadErrorFailsTheRequestAndTheNextRequestWorks) {
                   ("moex_fault_" + std::to_string(getpid()) + ".moex"))
                      .string();
   o.host_budget = "25%";
-  o.policy = "lru";
+  o.policy.spec = "lru";
   o.progress = false;
   OffloadMoeExecutor offload(*model, o);
   offload.tier().InjectReadError(3);

@@ -160,7 +160,8 @@ class HostTierTest : public ::testing::Test {
 
   std::vector<float> Offloaded(HostTier& tier, const LayerInput& in) {
     Grouped g(in, config_);
-    RunOffloadedLayer(tier, in.Event(config_), [&](std::span<const ChunkTask> tasks) {
+    tier.OnGate(in.Event(config_));
+    RunOffloadedLayer(tier, in.layer, [&](std::span<const ChunkTask> tasks) {
       std::vector<kernels::ExpertJob> jobs;
       for (const ChunkTask& t : tasks)
         jobs.push_back(g.Job(t.expert, t.records, t.neuron_count, config_.hidden_size));
@@ -174,9 +175,9 @@ class HostTierTest : public ::testing::Test {
     HostTierOptions o;
     o.chunk_neurons = 16;
     o.budget_bytes = static_cast<int64_t>(pct / 100 * HostTier::FullFootprint(store, 16));
-    o.policy = policy;
+    o.policy.spec = policy;
     o.weights = source_.get();
-    o.seed = 5;
+    o.policy.seed = 5;
     o.queue_depth = 8;
     return o;
   }
@@ -190,10 +191,10 @@ class HostTierTest : public ::testing::Test {
       if (in.layer == 1) {
         policy::IterationBeginEvent ib;
         ib.iteration = iteration++;
-        tier.IterationBegin(ib);
+        tier.OnIterationBegin(ib);
       }
       EXPECT_EQ(Offloaded(tier, in), Reference(store, in)) << "layer input " << i;
-      if (in.layer == config_.num_layers - 1) tier.IterationEnd();
+      if (in.layer == config_.num_layers - 1) tier.OnIterationEnd();
     }
     return tier.Metrics();
   }

@@ -510,7 +510,7 @@ std::filesystem::path RoutingDir() {
 
 sim::ReplayOptions TestReplay(const std::string& policy, const std::string& budget) {
   sim::ReplayOptions o;
-  o.policy = policy;
+  o.policy.spec = policy;
   o.budget = budget;
   o.hardware.name = "test";
   o.hardware.compute_gb_per_s = 10;

@@ -29,7 +29,7 @@ struct BenchOptions {
 };
 
 // Counts the distinct experts touched per forward pass (summed over MoE layers).
-class ExpertCounter : public EventObserver {
+class ExpertCounter : public policy::EventSink {
  public:
   void OnIterationBegin(const policy::IterationBeginEvent&) override { per_forward_.push_back(0); }
   void OnGate(const policy::GateEvent& e) override {
@@ -71,7 +71,7 @@ int RunBench(const BenchOptions& o) {
   auto session = OpenSession(o.model);
   const Model& model = *session->model;
   ExpertCounter counter;
-  session->transformer->set_observer(&counter);
+  session->transformer->AddSink(&counter);
 
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
   std::uniform_int_distribution<int32_t> pick(0, model.config.vocab_size - 1);

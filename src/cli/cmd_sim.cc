@@ -115,12 +115,12 @@ int RunSim(const SimOptions& o) {
     }
     PolicySetup setup = o.learning;
     setup.spec = policies[i];
-    options.make_policy = makers[i];
+    options.policy.make = makers[i];
     options.on_finish = [setup](const policy::Policy& p, const policy::PolicyFacts& f) {
       SavePolicyState(setup, p, f);
     };
     for (const std::string& budget : budgets) {
-      options.policy = policies[i];
+      options.policy.spec = policies[i];
       options.budget = budget;
       results.push_back(sim::Replay(reader, options, have_future ? &future : nullptr));
       progress.Update(static_cast<int64_t>(results.size()));

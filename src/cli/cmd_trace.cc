@@ -114,7 +114,7 @@ int RunRecord(const RecordOptions& o) {
 
   trace::TraceWriter writer(o.out, header);
   trace::TraceRecorder recorder(writer, model);
-  session->transformer->set_observer(&recorder);
+  session->transformer->AddSink(&recorder);
   Generator generator(*session->transformer);
   const Stopwatch watch;
   int64_t generated = 0;
@@ -132,7 +132,7 @@ int RunRecord(const RecordOptions& o) {
     total.decode_steps += t.decode_steps;
     progress.Update(static_cast<int64_t>(end));
   }
-  session->transformer->set_observer(nullptr);
+  session->transformer->RemoveSink(&recorder);
   writer.Finish();
 
   nlohmann::json out = {

@@ -356,8 +356,8 @@ int RunTune(const TuneOptions& o) {
   int64_t done = 0;
   const policy::FutureDemand future = sim::ReadFutureDemand(judge);
   auto bound = [&](const std::string& spec) {
-    options.policy = spec;
-    options.make_policy = nullptr;
+    options.policy.spec = spec;
+    options.policy.make = nullptr;
     options.on_finish = nullptr;
     Scored s{spec, sim::Replay(judge, options, &future)};
     progress.Update(++done);
@@ -379,8 +379,8 @@ int RunTune(const TuneOptions& o) {
     // A fresh path per candidate: MakePolicyMaker would load a state that exists.
     const fs::path state =
         o.save_state.empty() ? fs::path() : scratch->path() / ("state-" + std::to_string(i));
-    options.policy = spec;
-    options.make_policy = MakePolicyMaker(setup);
+    options.policy.spec = spec;
+    options.policy.make = MakePolicyMaker(setup);
     options.on_finish = [setup, state](const policy::Policy& p, const policy::PolicyFacts& f) {
       if (state.empty()) return;
       PolicySetup save = setup;

@@ -10,7 +10,7 @@
 
 #include "policy/policy.h"
 #include "policy/policy_worker.h"
-#include "tiers/host_tier.h"
+#include "tiers/policy_assembly.h"
 
 namespace moex::cli {
 

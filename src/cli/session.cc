@@ -341,14 +341,13 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
     OffloadOptions offload;
     offload.store_path = options.store;
     offload.host_budget = host_budget;
-    offload.policy = options.policy;
-    offload.make_policy = MakePolicyMaker(PolicySetupOf(options));
-    offload.worker = policy::PolicyWorker::ParseMode(options.policy_worker);
-    offload.seed = options.seed;
+    offload.policy.spec = options.policy;
+    offload.policy.make = MakePolicyMaker(PolicySetupOf(options));
+    offload.policy.worker = policy::PolicyWorker::ParseMode(options.policy_worker);
+    offload.policy.seed = options.seed;
     if (session->routing_replay)
-      offload.adjust_facts = [replay = session->routing_replay.get()](policy::PolicyFacts& f) {
-        replay->AdjustFacts(f);
-      };
+      offload.policy.adjust_facts = [replay = session->routing_replay.get()](
+                                        policy::PolicyFacts& f) { replay->AdjustFacts(f); };
     session->executor = std::make_unique<OffloadMoeExecutor>(*session->model, offload);
   }
   session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);

@@ -26,9 +26,8 @@ struct ExpertProgress {
 
 }  // namespace
 
-void RunOffloadedLayer(HostTier& tier, const policy::GateEvent& gate,
-                       const ChunkComputeFn& compute) {
-  const std::vector<PlannedExpert> plan = tier.Gate(gate);
+void RunOffloadedLayer(HostTier& tier, int layer, const ChunkComputeFn& compute) {
+  const std::vector<PlannedExpert> plan = tier.TakePlan(layer);
   const CacheGeometry& g = tier.geometry();
   const int chunks = g.chunks_per_expert();
   std::vector<ExpertProgress> experts(plan.size());
@@ -80,7 +79,7 @@ void RunOffloadedLayer(HostTier& tier, const policy::GateEvent& gate,
         std::string error;
         const ChunkState state = tier.State(page, p.gen[c], &error);
         if (state == ChunkState::kFailed) {
-          Fail("cannot load layer ", gate.layer, " expert ", p.key.expert,
+          Fail("cannot load layer ", layer, " expert ", p.key.expert,
                " from the expert store: ", error);
         }
         if (state != ChunkState::kLanded) continue;
@@ -93,7 +92,7 @@ void RunOffloadedLayer(HostTier& tier, const policy::GateEvent& gate,
         batch_owner.push_back(i);
       }
       if (batch.empty()) {
-        tier.WaitForLanding(gate.layer, seen);
+        tier.WaitForLanding(layer, seen);
         continue;
       }
       compute(batch);
@@ -107,7 +106,7 @@ void RunOffloadedLayer(HostTier& tier, const policy::GateEvent& gate,
         if (++p.next_chunk == chunks) {
           p.done = true;
           --remaining;
-          tier.ExpertDone(p.key.layer, p.key.expert);
+          tier.OnExpertDone({p.key.layer, p.key.expert});
         }
       }
       issue_streams();

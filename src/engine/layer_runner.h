@@ -25,10 +25,10 @@ struct ChunkTask {
 // Computes the tasks (at most one per expert, so their outputs are distinct).
 using ChunkComputeFn = std::function<void(std::span<const ChunkTask>)>;
 
-// Emits the gate event, then expert_done for each expert once its last chunk is computed.
-// On a failed read it unpins the layer's experts, forgets the failed one, and throws Error
-// naming the layer, expert and cause; the tier stays usable for the next request.
-void RunOffloadedLayer(tiers::HostTier& tier, const policy::GateEvent& gate,
-                       const ChunkComputeFn& compute);
+// Computes what the tier planned at `layer`'s gate event (HostTier::TakePlan), emitting
+// expert_done to the tier for each expert once its last chunk is computed. On a failed read
+// it unpins the layer's experts, forgets the failed one, and throws Error naming the layer,
+// expert and cause; the tier stays usable for the next request.
+void RunOffloadedLayer(tiers::HostTier& tier, int layer, const ChunkComputeFn& compute);
 
 }  // namespace moex

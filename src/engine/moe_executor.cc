@@ -228,11 +228,7 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   ExpertStore store = OpenOrPackExpertStore(*model.weights, model.config, pack);
   tiers::HostTierOptions host;
   host.policy = options.policy;
-  host.make_policy = options.make_policy;
-  host.worker = options.worker;
-  host.adjust_facts = options.adjust_facts;
   host.weights = model.weights.get();
-  host.seed = options.seed;
   host.queue_depth = options.queue_depth;
   const int chunk =
       options.chunk_neurons > 0 ? options.chunk_neurons : tiers::HostTier::AutoChunkNeurons(store);
@@ -240,18 +236,17 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   const int64_t full = tiers::HostTier::FullFootprint(store, chunk);
   host.budget_bytes = ParseBudget(options.host_budget, full);
   WarnIfBudgetMissesEveryPass(model.config, store.moe_layers().size(), host.budget_bytes, full,
-                              options.policy);
+                              options.policy.spec);
   tier_ = std::make_unique<tiers::HostTier>(std::move(store), model.config, host);
 }
 
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
   const ExpertShape& shape = model_.expert_shape;
   batch_.Build(routing, x, shape.hidden_size);
-  const policy::GateEvent gate = GateEventOf(layer, routing, x, shape.hidden_size);
   std::vector<kernels::ExpertJob> jobs;
   const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
   const kernels::ExpertActivation act = ExpertActivationOf(model_.config);
-  RunOffloadedLayer(*tier_, gate, [&](std::span<const ChunkTask> tasks) {
+  RunOffloadedLayer(*tier_, layer, [&](std::span<const ChunkTask> tasks) {
     jobs.clear();
     for (const ChunkTask& t : tasks) {
       kernels::ExpertJob job;

@@ -15,6 +15,7 @@
 #include "engine/router.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "policy/event_sink.h"
 #include "policy/events.h"
 #include "tiers/host_tier.h"
 
@@ -35,18 +36,12 @@ class MoeExecutor {
   // between forward passes, on the thread that runs them.
   virtual std::vector<std::vector<float>> ResidentShare() const = 0;
 
-  // Policy events around the forward pass (the gate and expert_done are emitted by Run).
-  // Executors without a policy ignore them.
-  virtual void RequestBegin(const policy::RequestBeginEvent& e) {}
-  virtual void IterationBegin(const policy::IterationBeginEvent& e) {}
-  virtual void IterationEnd() {}
-  virtual void RequestEnd(const policy::RequestEndEvent& e) {}
-  // Token regrouping (policy::Policy::RegroupPasses), asked between passes by the server's
-  // scheduler. Executors without a policy keep the scheduler's split (false).
-  virtual bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
-                             std::vector<int>* group) {
-    return false;
-  }
+  // The offload stack behind this executor, which the transformer's events must reach (it
+  // plans each gate's demand before Run computes it); null when nothing is offloaded.
+  virtual policy::EventSink* event_sink() { return nullptr; }
+  // Token regrouping for the server's scheduler (policy::Policy::RegroupPasses); null when
+  // there is no policy to ask.
+  virtual policy::PassRegrouper* regrouper() { return nullptr; }
 };
 
 // Groups a layer's tokens by expert and combines per-expert outputs in the fixed order.
@@ -103,14 +98,10 @@ class ResidentMoeExecutor : public MoeExecutor {
 struct OffloadOptions {
   std::string store_path;  // Empty: DefaultExpertStorePath (model/store_location.h).
   std::string host_budget = "25%";  // Bytes ("4GiB") or a share of all expert bytes ("25%").
-  std::string policy = "lru";       // A policy spec; see docs/policies.md.
-  tiers::PolicyMaker make_policy;   // Null: policy::MakePolicy(policy, facts).
-  policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kAsync;
-  uint64_t seed = 0;                // For randomised policies.
+  tiers::PolicyOptions policy;
   bool progress = true;             // Progress bar when the store must be packed.
   int queue_depth = 32;             // Reads in flight.
   int chunk_neurons = 0;            // Transfer and residency unit; 0: the store's choice.
-  std::function<void(policy::PolicyFacts&)> adjust_facts;  // See tiers::HostTierOptions.
 };
 
 // Routed experts stream from the expert store through a budgeted host cache. After the
@@ -126,14 +117,8 @@ class OffloadMoeExecutor : public MoeExecutor {
   size_t HostCacheBytes() const override;
   std::vector<std::vector<float>> ResidentShare() const override;
 
-  void RequestBegin(const policy::RequestBeginEvent& e) override { tier_->RequestBegin(e); }
-  void IterationBegin(const policy::IterationBeginEvent& e) override { tier_->IterationBegin(e); }
-  void IterationEnd() override { tier_->IterationEnd(); }
-  void RequestEnd(const policy::RequestEndEvent& e) override { tier_->RequestEnd(e); }
-  bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
-                     std::vector<int>* group) override {
-    return tier_->controller().RegroupPasses(candidates, groups, group);
-  }
+  policy::EventSink* event_sink() override { return tier_.get(); }
+  policy::PassRegrouper* regrouper() override { return &tier_->controller(); }
 
   tiers::HostTier& tier() { return *tier_; }
   tiers::OffloadMetrics Metrics() const { return tier_->Metrics(); }

@@ -23,7 +23,9 @@ const float* BiasOrNull(const std::vector<float>& b) {
 }  // namespace
 
 Transformer::Transformer(const Model& model, MoeExecutor& executor)
-    : model_(model), executor_(executor), rope_(model.config) {}
+    : model_(model), executor_(executor), rope_(model.config) {
+  if (policy::EventSink* stack = executor.event_sink()) events_.Add(stack);
+}
 
 std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   const ModelConfig& c = model_.config;
@@ -75,12 +77,10 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
     }
   } catch (...) {
     // The caches were not advanced, so the sequences stay as they were before this pass.
-    if (observer_ != nullptr) observer_->OnIterationEnd();
-    executor_.IterationEnd();
+    events_.OnIterationEnd();
     throw;
   }
-  if (observer_ != nullptr) observer_->OnIterationEnd();
-  executor_.IterationEnd();
+  events_.OnIterationEnd();
   for (const BatchItem& item : items) item.cache->Advance(static_cast<int64_t>(item.tokens.size()));
 
   // Final norm and LM head, only for the rows whose logits are wanted.
@@ -120,15 +120,13 @@ int64_t Transformer::BeginRequest(std::span<const int32_t> prompt) {
   e.request = next_request_++;
   e.prompt = prompt.data();
   e.prompt_len = static_cast<int64_t>(prompt.size());
-  if (observer_ != nullptr) observer_->OnRequestBegin(e);
-  executor_.RequestBegin(e);
+  events_.OnRequestBegin(e);
   return e.request;
 }
 
 void Transformer::EndRequest(int64_t request) {
   const policy::RequestEndEvent e{request};
-  if (observer_ != nullptr) observer_->OnRequestEnd(e);
-  executor_.RequestEnd(e);
+  events_.OnRequestEnd(e);
 }
 
 // iteration_begin carries each request's tokens of this pass and their mean input embedding
@@ -165,8 +163,7 @@ void Transformer::EmitIterationBegin(std::span<const BatchItem> items, int64_t t
     routing_source_->OverridePooled(iteration_token_counts_, &pooled_, &pooled_d);
   e.pooled = pooled_.data();
   e.d = pooled_d;
-  if (observer_ != nullptr) observer_->OnIterationBegin(e);
-  executor_.IterationBegin(e);
+  events_.OnIterationBegin(e);
 }
 
 void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t total) {
@@ -272,7 +269,8 @@ void Transformer::FeedForward(int layer, int64_t total) {
   Route(router_logits_.data(), total, c, &routing_,
         L.router_bias.empty() ? nullptr : L.router_bias.data());
   if (routing_source_ != nullptr) routing_source_->Override(layer, decode_tokens_, &routing_);
-  if (observer_ != nullptr) observer_->OnGate(GateEventOf(layer, routing_, normed_.data(), d));
+  // The one gate event: the offload stack plans the layer's demand from it, which Run computes.
+  events_.OnGate(GateEventOf(layer, routing_, normed_.data(), d));
 
   std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);
   executor_.Run(layer, routing_, normed_.data(), ffn_out_.data());

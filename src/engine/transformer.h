@@ -7,13 +7,13 @@
 #include <span>
 #include <vector>
 
-#include "engine/event_observer.h"
 #include "engine/kv_cache.h"
 #include "engine/moe_executor.h"
 #include "engine/rope.h"
 #include "engine/router.h"
 #include "engine/routing_source.h"
 #include "model/model.h"
+#include "policy/event_sink.h"
 
 namespace moex {
 
@@ -45,14 +45,12 @@ class Transformer {
   // request_begin / request_end: ids count from 0 over this transformer's lifetime.
   int64_t BeginRequest(std::span<const int32_t> prompt);
   void EndRequest(int64_t request);
-  // Asks the executor's policy to regroup the requests of the next `groups` passes
-  // (policy::Policy::RegroupPasses); false: keep `group` as given.
-  bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
-                     std::vector<int>* group) {
-    return executor_.RegroupPasses(candidates, groups, group);
-  }
-
-  void set_observer(EventObserver* observer) { observer_ = observer; }
+  // The event stream goes to these sinks, each event once, in the order they were added:
+  // the executor's offload stack (MoeExecutor::event_sink) first, from construction, then
+  // observers (a trace recorder, statistics). REQUIRES: a sink outlives every event after
+  // it was added (or is removed first).
+  void AddSink(policy::EventSink* sink) { events_.Add(sink); }
+  void RemoveSink(policy::EventSink* sink) { events_.Remove(sink); }
   // Routing replay: MoE layers follow `source` instead of the router (null: the router).
   void set_routing_source(RoutingSource* source) { routing_source_ = source; }
   bool replays_routing() const { return routing_source_ != nullptr; }
@@ -76,7 +74,7 @@ class Transformer {
   const Model& model_;
   MoeExecutor& executor_;
   RopeTable rope_;
-  EventObserver* observer_ = nullptr;
+  policy::EventFanOut events_;
   RoutingSource* routing_source_ = nullptr;
   int64_t next_request_ = 0;
   int64_t next_iteration_ = 0;

@@ -1,5 +1,5 @@
 // Counts which experts the router picks, per MoE layer, as the engine runs: attached to the
-// Transformer as its EventObserver, it sees every gate of every request. The web page's
+// Transformer as one of its event sinks, it sees every gate of every request. The web page's
 // layer x expert heatmap is drawn from these counts (GET /moex/cache).
 #pragma once
 
@@ -8,11 +8,11 @@
 #include <functional>
 #include <vector>
 
-#include "engine/event_observer.h"
+#include "policy/event_sink.h"
 
 namespace moex::serve {
 
-class ExpertActivity : public EventObserver {
+class ExpertActivity : public policy::EventSink {
  public:
   ExpertActivity(int num_layers, int num_experts);
 

@@ -185,9 +185,9 @@ std::vector<std::shared_ptr<JobHandle>> Scheduler::SubmitChoices(Job job, int n)
   return handles;
 }
 
-void Scheduler::set_pass_hook(PassHook hook) {
+void Scheduler::set_regrouper(policy::PassRegrouper* regrouper) {
   MutexLock lock(&mutex_);
-  hook_ = std::move(hook);
+  regrouper_ = regrouper;
 }
 
 void Scheduler::Drain(double timeout_s) {
@@ -260,7 +260,7 @@ void Scheduler::Loop() {
     }
     Admit();
     if (!running_.empty() && !RunPass()) {
-      // The hook held every request back: wait a little rather than spin.
+      // The pacer held every request back: wait a little rather than spin.
       MutexLock lock(&mutex_);
       cv_.WaitUntil(lock, std::chrono::steady_clock::now() + std::chrono::milliseconds(1));
     }
@@ -471,8 +471,13 @@ void Scheduler::FormUnit() {
     if (!regroup_warned_) Log(LogLevel::kWarn, why, "; units keep admission order");
     regroup_warned_ = true;
   };
+  policy::PassRegrouper* regrouper;
+  {
+    MutexLock lock(&mutex_);
+    regrouper = regrouper_;
+  }
   try {
-    regrouped = transformer_.RegroupPasses(candidates, groups(), &group);
+    regrouped = regrouper != nullptr && regrouper->RegroupPasses(candidates, groups(), &group);
   } catch (const std::exception& e) {
     warn(std::string("token regrouping failed: ") + e.what());
   }
@@ -516,16 +521,10 @@ bool Scheduler::RunPass() {
     candidates.push_back(
         {s->id, s->decoding(), s->decoding() ? 1 : NextChunk(*s), s->cache->length()});
   }
-  PassHook hook;
-  {
-    MutexLock lock(&mutex_);
-    hook = hook_;
-  }
   if (candidates.empty()) return true;  // An emptied group: on to the next.
   // Decodes first: one token each, they are what TPOT waits on; prompts take what is left.
   std::stable_partition(candidates.begin(), candidates.end(),
                         [](const Candidate& c) { return c.decoding; });
-  if (hook) hook(candidates);
   const int64_t decodes = std::count_if(candidates.begin(), candidates.end(),
                                         [](const Candidate& c) { return c.decoding; });
 
@@ -556,7 +555,7 @@ bool Scheduler::RunPass() {
     owners.push_back(&s);
     budget -= static_cast<int64_t>(batch.back().tokens.size());
   }
-  if (batch.empty()) return false;  // The hook held everything back this time.
+  if (batch.empty()) return false;  // The pacer held every prefill back this time.
 
   std::vector<float> logits;
   try {

@@ -10,7 +10,7 @@
 // With `regroup` N >= 2 (ExpertFlow's dual-batch unit at N = 2, §3.3 and §4), the scheduler
 // works in units of N passes: when a unit starts, the running requests are split into N
 // groups of equal size (in admission order) and offered with the tokens they would run to
-// the engine's policy (Transformer::RegroupPasses), which may regroup them so each pass
+// the engine's policy (set_regrouper), which may regroup them so each pass
 // activates fewer experts; the unit then runs one pass per group, so every request advances
 // once per unit. Requests admitted during a unit join the next one. A request's KV cache is
 // its own (KvCache per Sequence, addressed through BatchItem), so the paper's KV Merge and
@@ -134,17 +134,13 @@ class JobHandle {
 
 class Scheduler {
  public:
-  // A request as the pass-forming hook sees it.
+  // A request ready to run in the next pass.
   struct Candidate {
     int64_t request = -1;   // Event-stream request id.
     bool decoding = false;  // Else prefilling.
     int64_t tokens = 0;     // Tokens it would put in the pass.
     int64_t position = 0;   // Tokens already in its KV cache.
   };
-  // May reorder (or drop from this pass) the candidates of the next pass, which are then
-  // taken in order while the token budget lasts: the place where a policy regroups requests
-  // (ExpertFlow's token regrouping). Runs on the scheduler thread, between passes.
-  using PassHook = std::function<void(std::vector<Candidate>&)>;
 
   // `tokenizer` may be null (token ids only, no text).
   Scheduler(Transformer& transformer, const Tokenizer* tokenizer, SchedulerOptions options,
@@ -158,7 +154,10 @@ class Scheduler {
   // its first token, so they find its prompt rows in the cache and compute only the last
   // prompt token each: the prompt is prefilled once.
   std::vector<std::shared_ptr<JobHandle>> SubmitChoices(Job job, int n) EXCLUDES(mutex_);
-  void set_pass_hook(PassHook hook) EXCLUDES(mutex_);
+  // Who splits each regrouping unit (options.regroup >= 2): the engine's policy
+  // (MoeExecutor::regrouper); null keeps the admission-order split. Asked on the scheduler
+  // thread, between passes. REQUIRES: `regrouper` outlives the scheduler.
+  void set_regrouper(policy::PassRegrouper* regrouper) EXCLUDES(mutex_);
 
   // Stops admitting new requests, lets every queued and running one finish, then stops the
   // thread. With `timeout_s` >= 0, what is still queued or running that long after the call
@@ -180,7 +179,7 @@ class Scheduler {
   void Admit();
   // Ends every queued and running request with "shutdown" (the drain's deadline passed).
   void AbortAll();
-  bool RunPass();  // False when the hook left the pass empty.
+  bool RunPass();  // False when no candidate fitted the pass (the pacer held prefills back).
   int groups() const { return std::max(1, options_.regroup); }
   // Prompt tokens `s` prefills in its next pass: up to the next multiple of --prefill-chunk,
   // so chunks stay at the same offsets whatever prefix the cache supplied.
@@ -220,7 +219,7 @@ class Scheduler {
   bool draining_ GUARDED_BY(mutex_) = false;
   Clock::time_point drain_deadline_ GUARDED_BY(mutex_) = Clock::time_point::max();
   std::atomic<int> running_count_{0};
-  PassHook hook_ GUARDED_BY(mutex_);
+  policy::PassRegrouper* regrouper_ GUARDED_BY(mutex_) = nullptr;
 
   std::vector<std::unique_ptr<Sequence>> running_;  // Scheduler thread only.
   // The current unit: the requests of each of its passes, and the next pass to run.

@@ -64,7 +64,7 @@ constexpr uint64_t kMaxReadBodyFactor = 16;
 
 }  // namespace
 
-Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
+Server::Server(Transformer& transformer, const Tokenizer* tokenizer, MoeExecutor* executor,
                ServerOptions options)
     : transformer_(transformer),
       tokenizer_(tokenizer),
@@ -90,8 +90,9 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
   }
   activity_.set_pass_callback(
       [this](int64_t n, bool decode_only) { metrics_.ObserveActivatedExperts(n, decode_only); });
-  transformer_.set_observer(&activity_);
+  transformer_.AddSink(&activity_);
   scheduler_ = std::make_unique<Scheduler>(transformer_, tokenizer_, options_.scheduler, &metrics_);
+  if (executor_) scheduler_->set_regrouper(executor_->regrouper());
   if (executor_)
     scheduler_->set_snapshot_source([this] {
       json offload = executor_->MetricsJson();
@@ -120,7 +121,7 @@ Server::Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeEx
 Server::~Server() {
   Shutdown(0);
   scheduler_->Drain();  // The engine has stopped: nothing reports to the observer any more.
-  transformer_.set_observer(nullptr);
+  transformer_.RemoveSink(&activity_);
 }
 
 int Server::Bind() {

@@ -47,7 +47,7 @@ class Server {
  public:
   // The transformer, tokenizer (may be null) and executor (may be null) outlive the server,
   // which observes the transformer's events while it lives.
-  Server(Transformer& transformer, const Tokenizer* tokenizer, const MoeExecutor* executor,
+  Server(Transformer& transformer, const Tokenizer* tokenizer, MoeExecutor* executor,
          ServerOptions options);
   ~Server();
 
@@ -91,7 +91,7 @@ class Server {
 
   Transformer& transformer_;
   const Tokenizer* tokenizer_;
-  const MoeExecutor* executor_;
+  MoeExecutor* executor_;
   ServerOptions options_;
   ApiLimits limits_;
   std::optional<ChatTemplate> chat_template_;

@@ -18,6 +18,8 @@
 #include "tiers/cache_plan.h"
 #include "tiers/host_tier.h"
 #include "tiers/offload_metrics.h"
+#include "tiers/policy_assembly.h"
+#include "trace/trace_events.h"
 
 namespace moex::sim {
 
@@ -244,23 +246,23 @@ class Simulation {
     result_.expert_bytes = g.record_bytes * g.neurons;
     record_bytes_ = g.record_bytes;
 
-    CheckTraceCarries(reader, o.policy);
-    auto worker = std::make_unique<policy::PolicyWorker>(o.worker);
-    worker->set_clock([this] { return t_ * 1e3; });
-    facts_ = tiers::MakePolicyFacts(policy_config_, geometry_, result_.expert_bytes,
-                                    reader.tensors().empty() ? nullptr : &reader.tensors(), o.seed);
-    facts_.future = future;
-    facts_.worker = worker.get();
-    if (cost_config)
-      facts_.step_costs = StepCostsOf(o.hardware, *cost_config, g, geometry_.chunks_per_expert());
-    std::unique_ptr<policy::Policy> policy =
-        o.make_policy ? o.make_policy(facts_) : policy::MakePolicy(o.policy, facts_);
-    controller_ = std::make_unique<tiers::OffloadController>(geometry_, std::move(policy),
-                                                             std::move(worker), facts_.moe_layer);
+    CheckTraceCarries(reader, o.policy.spec);
+    tiers::AssembledController assembled =
+        tiers::AssembleController(o.policy, policy_config_, geometry_, result_.expert_bytes,
+                                  reader.tensors().empty() ? nullptr : &reader.tensors(),
+                                  [&](policy::PolicyFacts& facts, policy::PolicyWorker& worker) {
+                                    worker.set_clock([this] { return t_ * 1e3; });
+                                    facts.future = future;
+                                    if (cost_config)
+                                      facts.step_costs = StepCostsOf(o.hardware, *cost_config, g,
+                                                                     geometry_.chunks_per_expert());
+                                  });
+    controller_ = std::move(assembled.controller);
+    facts_ = std::move(assembled.facts);
     controller_->set_landed_probe([this](const ExpertKey& k) { return Landed(k); });
     on_finish_ = o.on_finish;
     result_.policy = controller_->policy().name();
-    result_.worker = policy::PolicyWorker::ModeName(o.worker);
+    result_.worker = policy::PolicyWorker::ModeName(o.policy.worker);
     result_.capacity_experts = facts_.capacity_experts;
     result_.page_bytes = geometry_.page_bytes;
 
@@ -285,8 +287,7 @@ class Simulation {
           RequestClock& r = requests_[e.request];
           r.prompt_len = static_cast<int64_t>(e.prompt.size());
           ++result_.requests;
-          policy::RequestBeginEvent ev{e.request, e.prompt.data(), r.prompt_len};
-          controller_->RequestBegin(ev, &commands_);
+          controller_->RequestBegin(trace::RequestBeginEventOf(e), &commands_);
           Apply();
           break;
         }
@@ -371,7 +372,7 @@ class Simulation {
 
   void Iteration(const trace::TraceIteration& it) {
     const double start = t_;
-    int64_t n_tokens = static_cast<int64_t>(it.tokens.size());
+    const int64_t n_tokens = static_cast<int64_t>(it.tokens.size());
     bool decode_only = true;
     int64_t kv_positions = 0;
     for (size_t i = 0; i < it.requests.size(); ++i) {
@@ -383,16 +384,7 @@ class Simulation {
     }
     ++result_.iterations;
 
-    policy::IterationBeginEvent ev;
-    ev.iteration = it.iteration;
-    ev.n_requests = static_cast<int64_t>(it.requests.size());
-    ev.requests = it.requests.data();
-    ev.token_counts = it.token_counts.data();
-    ev.tokens = it.tokens.data();
-    ev.n_tokens = n_tokens;
-    ev.pooled = it.pooled.empty() ? nullptr : it.pooled.data();
-    ev.d = header_.model.hidden_size;
-    controller_->IterationBegin(ev, &commands_);
+    controller_->IterationBegin(trace::IterationBeginEventOf(it, header_), &commands_);
     Apply();
 
     const int64_t bytes_before = link_->bytes_moved();
@@ -408,7 +400,7 @@ class Simulation {
     }
     Check(next_gate == it.gates.size(), reader_.path(), ": iteration ", it.iteration,
           " has gates out of layer order");
-    if (cost_ && whole_model_) t_ += cost_->HeadMs(ev.n_requests);
+    if (cost_ && whole_model_) t_ += cost_->HeadMs(static_cast<int64_t>(it.requests.size()));
     controller_->IterationEnd(&commands_);
     Apply();
 
@@ -446,17 +438,8 @@ class Simulation {
   // One MoE layer: demand and policy decisions, then the experts computed chunk by chunk,
   // each chunk as soon as it has landed, resident ones first (the executor's order).
   void Gate(const trace::TraceGate& g) {
-    policy::GateEvent e;
-    e.layer = g.layer;
-    e.n_tokens = g.n_tokens;
-    e.top_k = g.top_k;
-    e.num_experts = header_.model.num_experts;
-    e.ids = g.ids.data();
-    e.weights = g.weights.data();
-    e.probs = g.probs.empty() ? nullptr : g.probs.data();
-    e.hidden = g.hidden.empty() ? nullptr : g.hidden.data();
-    e.d = header_.model.hidden_size;
-    const std::vector<tiers::PlannedExpert> plan = controller_->Gate(e, &commands_);
+    const std::vector<tiers::PlannedExpert> plan =
+        controller_->Gate(trace::GateEventOf(g, header_), &commands_);
     Apply();
 
     std::map<int32_t, int64_t> tokens_of;

@@ -15,26 +15,24 @@
 #include "model/model_config.h"
 #include "policy/future_demand.h"
 #include "sim/hardware_profile.h"
-#include "tiers/host_tier.h"
 #include "tiers/offload_controller.h"
+#include "tiers/policy_assembly.h"
 #include "trace/trace_reader.h"
 
 namespace moex::sim {
 
 struct ReplayOptions {
-  std::string policy = "lru";  // A policy spec.
-  // Builds the policy from its facts (the CLI's learns from traces and loads state first);
-  // null: policy::MakePolicy(policy, facts).
-  tiers::PolicyMaker make_policy;
-  // kModelled: the policy's worker jobs land after their cost in simulated time; kSync:
-  // at once (what the engine does with --policy-worker sync).
-  policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kModelled;
+  // The policy worker's jobs land after their cost in simulated time by default (kModelled);
+  // kSync: at once (what the engine does with --policy-worker sync).
+  ReplayOptions() { policy.worker = policy::PolicyWorker::Mode::kModelled; }
+  // The policy as the engine takes it (its maker, the CLI's, learns from traces and loads
+  // state first).
+  tiers::PolicyOptions policy;
   // Called once the replay ended (e.g. to save what the policy learned online).
   std::function<void(const policy::Policy&, const policy::PolicyFacts&)> on_finish;
   std::string budget = "25%";  // Bytes ("4GiB") or a share of the experts the trace covers.
   HardwareProfile hardware;
   int chunk_neurons = 0;  // 0: as the engine chooses for this expert geometry.
-  uint64_t seed = 0;
   // Cost experts and dense layers as this model instead of the one that produced the trace
   // (same experts per layer; its layers must include the trace's). E.g. replay the demo
   // model's OLMoE-shaped routing with OLMoE-1B-7B's real expert bytes.

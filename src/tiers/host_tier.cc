@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "model/expert_store_packer.h"
-#include "policy/registry.h"
 #include "tiers/cache_plan.h"
 #include "tiers/storage_link.h"
 
@@ -49,16 +48,11 @@ HostTier::HostTier(ExpertStore store, const ModelConfig& config, const HostTierO
     Fail("cannot reserve ", arena_bytes, " bytes for the host expert cache");
   }
 
-  auto worker = std::make_unique<policy::PolicyWorker>(options.worker);
-  facts_ = MakePolicyFacts(config, geometry_, static_cast<int64_t>(store_.expert_bytes()),
-                           options.weights, options.seed);
-  facts_.worker = worker.get();
-  if (options.adjust_facts) options.adjust_facts(facts_);
-  std::unique_ptr<policy::Policy> policy = options.make_policy
-                                               ? options.make_policy(facts_)
-                                               : policy::MakePolicy(options.policy, facts_);
-  controller_ = std::make_unique<OffloadController>(geometry_, std::move(policy), std::move(worker),
-                                                    facts_.moe_layer);
+  AssembledController assembled =
+      AssembleController(options.policy, config, geometry_,
+                         static_cast<int64_t>(store_.expert_bytes()), options.weights);
+  controller_ = std::move(assembled.controller);
+  facts_ = std::move(assembled.facts);
 
   auto link = std::make_unique<StorageLink>(store_.path(), options.queue_depth, options.direct_io);
   storage_ = link.get();
@@ -136,28 +130,35 @@ void HostTier::Execute(std::vector<CacheCommand>& commands) {
   commands.clear();
 }
 
-void HostTier::RequestBegin(const policy::RequestBeginEvent& e) {
+void HostTier::OnRequestBegin(const policy::RequestBeginEvent& e) {
   controller_->RequestBegin(e, &commands_);
   Execute(commands_);
 }
-void HostTier::IterationBegin(const policy::IterationBeginEvent& e) {
+void HostTier::OnIterationBegin(const policy::IterationBeginEvent& e) {
   controller_->IterationBegin(e, &commands_);
   Execute(commands_);
 }
-std::vector<PlannedExpert> HostTier::Gate(const policy::GateEvent& e) {
-  auto plan = controller_->Gate(e, &commands_);
-  Execute(commands_);
-  return plan;
-}
-void HostTier::ExpertDone(int layer, int expert) {
-  controller_->ExpertDone({layer, expert}, &commands_);
+void HostTier::OnGate(const policy::GateEvent& e) {
+  plan_layer_ = -1;
+  plan_ = controller_->Gate(e, &commands_);
+  plan_layer_ = e.layer;
   Execute(commands_);
 }
-void HostTier::IterationEnd() {
+std::vector<PlannedExpert> HostTier::TakePlan(int layer) {
+  Check(plan_layer_ == layer, "the host tier did not see layer ", layer,
+        "'s gate event: its transformer must emit events to the offload stack");
+  plan_layer_ = -1;
+  return std::move(plan_);
+}
+void HostTier::OnExpertDone(const policy::ExpertDoneEvent& e) {
+  controller_->ExpertDone(e, &commands_);
+  Execute(commands_);
+}
+void HostTier::OnIterationEnd() {
   controller_->IterationEnd(&commands_);
   Execute(commands_);
 }
-void HostTier::RequestEnd(const policy::RequestEndEvent& e) {
+void HostTier::OnRequestEnd(const policy::RequestEndEvent& e) {
   controller_->RequestEnd(e, &commands_);
   Execute(commands_);
 }

@@ -14,35 +14,29 @@
 #include "io/expert_store.h"
 #include "io/weight_source.h"
 #include "model/model_config.h"
+#include "policy/event_sink.h"
 #include "policy/policy.h"
 #include "policy/policy_worker.h"
 #include "tiers/fetch_engine.h"
 #include "tiers/offload_controller.h"
 #include "tiers/offload_metrics.h"
+#include "tiers/policy_assembly.h"
 #include "tiers/storage_link.h"
 
 namespace moex::tiers {
 
-// Builds the policy from its facts. The CLI's maker also learns from traces and loads a
-// saved state (src/cli/policy_setup.h); the default is policy::MakePolicy(spec, facts).
-using PolicyMaker = std::function<std::unique_ptr<policy::Policy>(const policy::PolicyFacts&)>;
-
 struct HostTierOptions {
   int64_t budget_bytes = 0;  // Hard limit on cached expert pages.
-  std::string policy = "lru";
-  PolicyMaker make_policy;  // Null: policy::MakePolicy(policy, facts).
-  policy::PolicyWorker::Mode worker = policy::PolicyWorker::Mode::kAsync;
+  PolicyOptions policy;
   const WeightSource* weights = nullptr;  // Router weights for predicting policies.
-  // Changes the facts before the policy is built (routing replay: the trace's gate width
-  // and router weights).
-  std::function<void(policy::PolicyFacts&)> adjust_facts;
-  uint64_t seed = 0;
   int chunk_neurons = 0;  // 0: largest power-of-two multiple of the store block <= 1 MiB.
   int queue_depth = 32;   // Reads in flight; a quarter is reserved for demand.
   bool direct_io = true;  // O_DIRECT where the filesystem allows it.
 };
 
-class HostTier {
+// The engine's offload stack as one event sink: each event goes to the controller, and the
+// cache commands it answers with are executed at once (reads queued, pages released).
+class HostTier final : public policy::EventSink {
  public:
   HostTier(ExpertStore store, const ModelConfig& config, const HostTierOptions& options);
   ~HostTier();
@@ -51,13 +45,17 @@ class HostTier {
   static int64_t FullFootprint(const ExpertStore& store, int chunk_neurons);
   static int AutoChunkNeurons(const ExpertStore& store);
 
-  // Events (engine thread). Commands from the controller are executed at once.
-  void RequestBegin(const policy::RequestBeginEvent& e);
-  void IterationBegin(const policy::IterationBeginEvent& e);
-  std::vector<PlannedExpert> Gate(const policy::GateEvent& e);
-  void ExpertDone(int layer, int expert);
-  void IterationEnd();
-  void RequestEnd(const policy::RequestEndEvent& e);
+  // Events (engine thread). The gate's demand is planned at OnGate (routed experts pinned,
+  // misses inserted); the executor takes the plan with TakePlan and emits expert_done.
+  void OnRequestBegin(const policy::RequestBeginEvent& e) override;
+  void OnIterationBegin(const policy::IterationBeginEvent& e) override;
+  void OnGate(const policy::GateEvent& e) override;
+  void OnExpertDone(const policy::ExpertDoneEvent& e) override;
+  void OnIterationEnd() override;
+  void OnRequestEnd(const policy::RequestEndEvent& e) override;
+  // The routed experts of `layer`'s gate, in compute-preference order, once. Throws Error
+  // when that gate was not emitted to this tier (a transformer without the stack's sink).
+  std::vector<PlannedExpert> TakePlan(int layer);
   // After a failed read: unpin without an expert_done event; `drop` forgets the expert.
   void Abandon(const ExpertKey& key, bool drop);
 
@@ -109,6 +107,8 @@ class HostTier {
   std::vector<uint32_t> staging_gen_;
   std::vector<double> stall_ms_;  // Per decoder layer.
   std::vector<CacheCommand> commands_;
+  std::vector<PlannedExpert> plan_;  // Of the last gate, until taken.
+  int plan_layer_ = -1;              // Its layer; -1 once taken.
 };
 
 }  // namespace moex::tiers

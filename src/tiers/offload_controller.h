@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "policy/event_sink.h"
 #include "policy/policy.h"
 #include "policy/policy_worker.h"
 #include "tiers/expert_cache.h"
@@ -56,7 +57,7 @@ struct PolicyTiming {
   double evict_us = 0;
 };
 
-class OffloadController {
+class OffloadController final : public policy::PassRegrouper {
  public:
   // `worker` (may be null: a synchronous one is made) is the one the policy's facts named.
   OffloadController(const CacheGeometry& geometry, std::unique_ptr<policy::Policy> policy,
@@ -75,7 +76,7 @@ class OffloadController {
   // Token regrouping between passes: the policy's answer (timed as policy CPU, like its
   // event handlers); it decides nothing for the cache.
   bool RegroupPasses(const std::vector<policy::PassCandidate>& candidates, int groups,
-                     std::vector<int>* group);
+                     std::vector<int>* group) override;
 
   // Error path: unpins an expert without an expert_done event and drops it from the cache.
   void Abandon(const ExpertKey& key, bool drop, std::vector<CacheCommand>* out);

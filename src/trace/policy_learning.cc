@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "policy/policy_worker.h"
+#include "trace/trace_events.h"
 #include "trace/trace_reader.h"
 
 namespace moex::trace {
@@ -45,35 +46,15 @@ LearningSummary LearnFromTraces(policy::Policy& policy, const policy::PolicyFact
       switch (e.kind) {
         case TraceEvent::kRequestBegin:
           ++summary.requests;
-          policy.OnRequestBegin({e.request, e.prompt.data(), static_cast<int64_t>(e.prompt.size())},
-                                &discard);
+          policy.OnRequestBegin(RequestBeginEventOf(e), &discard);
           break;
         case TraceEvent::kIteration: {
           const TraceIteration& it = e.iteration;
           ++summary.iterations;
-          policy::IterationBeginEvent ib;
-          ib.iteration = it.iteration;
-          ib.n_requests = static_cast<int64_t>(it.requests.size());
-          ib.requests = it.requests.data();
-          ib.token_counts = it.token_counts.data();
-          ib.tokens = it.tokens.data();
-          ib.n_tokens = static_cast<int64_t>(it.tokens.size());
-          ib.pooled = it.pooled.empty() ? nullptr : it.pooled.data();
-          ib.d = h.model.hidden_size;
-          policy.OnIterationBegin(ib, &discard);
+          policy.OnIterationBegin(IterationBeginEventOf(it, h), &discard);
           for (const TraceGate& g : it.gates) {
             ++summary.gates;
-            policy::GateEvent ge;
-            ge.layer = g.layer;
-            ge.n_tokens = g.n_tokens;
-            ge.top_k = g.top_k;
-            ge.num_experts = h.model.num_experts;
-            ge.ids = g.ids.data();
-            ge.weights = g.weights.data();
-            ge.probs = g.probs.empty() ? nullptr : g.probs.data();
-            ge.hidden = g.hidden.empty() ? nullptr : g.hidden.data();
-            ge.d = h.model.hidden_size;
-            policy.OnGate(ge, &discard);
+            policy.OnGate(GateEventOf(g, h), &discard);
             // The engine finishes a layer's experts in its own order; ascending here.
             for (int32_t id : std::set<int32_t>(g.ids.begin(), g.ids.end()))
               policy.OnExpertDone({g.layer, id}, &discard);

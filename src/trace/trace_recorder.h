@@ -1,11 +1,11 @@
-// Records the engine's event stream into a trace: attach it to a Transformer as its
-// EventObserver and every request, iteration and gate is written as it happens.
+// Records the engine's event stream into a trace: add it to a Transformer's sinks and every
+// request, iteration and gate is written as it happens.
 #pragma once
 
 #include <string>
 
-#include "engine/event_observer.h"
 #include "model/model.h"
+#include "policy/event_sink.h"
 #include "trace/trace_writer.h"
 
 namespace moex::trace {
@@ -13,7 +13,7 @@ namespace moex::trace {
 // The trace's description of a loaded model (shape, expert geometry, config).
 TraceModel TraceModelOf(const Model& model);
 
-class TraceRecorder : public EventObserver {
+class TraceRecorder : public policy::EventSink {
  public:
   // With header.router_weights, the model's router tensors are written first.
   TraceRecorder(TraceWriter& writer, const Model& model);

@@ -36,7 +36,7 @@ void RecordLearningTrace(const Model& model, const std::string& path) {
   h.model = trace::TraceModelOf(model);
   trace::TraceWriter writer(path, h);
   trace::TraceRecorder recorder(writer, model);
-  t.set_observer(&recorder);
+  t.AddSink(&recorder);
   Generator g(t);
   GenerationRequest a, b;
   a.prompt = {5, 9, 200, 31, 7, 64, 12, 90};
@@ -54,7 +54,7 @@ std::vector<float> OffloadedPrefillLogits(const Model& model, const std::vector<
   OffloadOptions o;
   o.store_path = store_path;
   o.host_budget = budget;
-  o.policy = policy;
+  o.policy.spec = policy;
   o.progress = false;
   OffloadMoeExecutor offload(model, o);
   return PrefillLogits(model, offload, ids);

@@ -75,10 +75,13 @@ else
       echo "check-thread-safety: not checked: ${file#"$src"/}: ${unparsable[${file#"$src"/}]}"
       continue
     fi
-    # The compile command less the compiler, its output and input; GCC's own -W flags and
-    # options clang lacks are harmless under -Wno-everything.
+    # The compile command less the compiler, its output and input and GCC's precompiled
+    # header (CMake's cmake_pch.hxx; the sources include what they use); GCC's own -W flags
+    # and options clang lacks are harmless under -Wno-everything.
     flags=$(printf '%s\n' "$command" | tr ' ' '\n' |
       awk 'NR == 1 { next } skip { skip = 0; next } $0 == "-o" { skip = 1; next }
+           include { include = 0; if ($0 ~ /cmake_pch/) next; print "-include" }
+           $0 == "-include" { include = 1; next }
            $0 == "-c" || /^-W/ { next } { print }' | grep -vxF "$file" | paste -sd ' ')
     list+="$file"$'\t'"$flags"$'\n'
     count=$((count + 1))

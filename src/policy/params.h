@@ -111,7 +111,7 @@ class SpecWriter {
   void Choice(const char* name, E& field,
               std::initializer_list<ParamChoice<std::type_identity_t<E>>> choices,
               const char* doc) {
-    ParamSpec s{.name = name, .type = ParamType::kString, .doc = doc};
+    ParamSpec s{.name = name, .type = ParamType::kString, .default_value = "", .doc = doc};
     for (const auto& c : choices) {
       s.choices.push_back(c.name);
       if (c.value == field) s.default_value = c.name;

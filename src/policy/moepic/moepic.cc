@@ -104,14 +104,14 @@ class MoepicPolicy : public Policy {
   MoepicPolicy(const PolicyFacts& f, const MoepicOptions& o)
       : facts_(f),
         priorities_(f.num_layers, f.num_experts, o.evict, o.rho, o.omega, f.seed),
+        prefetch_(o.prefetch),
+        fixed_theta_(o.theta),
+        uniform_(o.budgets == Budgets::kUniform),
+        replace_on_miss_(o.replace == Replace::kMiss),
+        zeta_(o.zeta),
+        tau_(o.tau),
         rng_(f.seed * 0x9e3779b97f4a7c15ULL + 1) {
-    prefetch_ = o.prefetch;
     if (prefetch_ == PrefetchMode::kRouter) routers_.emplace(f, "moepic");
-    fixed_theta_ = o.theta;
-    uniform_ = o.budgets == Budgets::kUniform;
-    replace_on_miss_ = o.replace == Replace::kMiss;
-    zeta_ = o.zeta;
-    tau_ = o.tau;
     chunks_ = f.chunks_per_expert();
     chunk_neurons_ = f.chunk_neurons > 0 ? f.chunk_neurons : f.neurons;
     buffer_experts_ = o.buffer > 0 ? o.buffer : f.top_k;
@@ -518,11 +518,11 @@ class MoepicPolicy : public Policy {
   PolicyFacts facts_;
   ExpertPriorities priorities_;
   std::optional<RouterTable> routers_;
-  PrefetchMode prefetch_ = PrefetchMode::kRouter;
-  double fixed_theta_ = -1;
-  bool uniform_ = false, replace_on_miss_ = true;
-  double zeta_ = 0.01;
-  int64_t tau_ = 5000;
+  PrefetchMode prefetch_;  // The options' (MoepicOptions).
+  double fixed_theta_;
+  bool uniform_, replace_on_miss_;
+  double zeta_;
+  int64_t tau_;
   int chunks_ = 1, chunk_neurons_ = 0, buffer_experts_ = 0;
   StepCosts costs_;
   int64_t top_pages_ = 0;

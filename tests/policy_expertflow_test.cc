@@ -114,7 +114,8 @@ PolicyFacts FourByFour(PolicyWorker* worker, int experts_per_token, int64_t capa
 }
 
 std::unique_ptr<ExpertFlowPolicy> Make(const std::string& spec, const PolicyFacts& f) {
-  return std::make_unique<ExpertFlowPolicy>(f, ResolvePolicySpec(spec)[0].params);
+  return std::make_unique<ExpertFlowPolicy>(
+      f, ResolvePolicySpec(spec)[0].params.As<ExpertFlowOptions>());
 }
 
 GateEvent Gate(int layer, const std::vector<int32_t>& ids, int k) {

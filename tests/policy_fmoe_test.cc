@@ -510,14 +510,14 @@ TEST(FmoePolicy, CancelDropsMispredictedPrefetches) {
 TEST(FmoePolicy, AblationsSearchOneWay) {
   // Trajectory only: nothing for the first d layers, then the trajectory's target.
   FmoeOptions t = DistanceOne();
-  t.search = "trajectory";
+  t.search = FmoeSearch::kTrajectory;
   Harness ht(t);
   Learn(ht);
   EXPECT_TRUE(ht.StartPass(1, {1, 0}).prefetch.empty());
   EXPECT_EQ(ht.Gate(0, kLayersB[0]).prefetch.size(), 1u);
   // Semantic only: A's map guides every layer whatever the gates say.
   FmoeOptions s = DistanceOne();
-  s.search = "semantic";
+  s.search = FmoeSearch::kSemantic;
   Harness hs(s);
   Learn(hs);
   Decisions d = hs.StartPass(1, {1, 0});

@@ -512,7 +512,7 @@ TEST(MoeInfinityPolicy, BatchedRequestsKeepTheirOwnEams) {
 TEST(MoeInfinityPolicy, AblationModes) {
   {  // Caching disabled: experts leave the cache after use.
     MoeInfinityOptions o;
-    o.cache = "none";
+    o.cache = MoeInfinityCache::kNone;
     Harness h(o);
     h.Begin(1, 1);
     h.StartPass({1}, {1});
@@ -524,7 +524,7 @@ TEST(MoeInfinityPolicy, AblationModes) {
   }
   {  // Dependency prefetching of the next layer: every expert alike.
     MoeInfinityOptions o;
-    o.tracing = "none";
+    o.tracing = MoeInfinityTracing::kNone;
     o.lookahead = 1;
     o.proximity = false;
     Harness h(o, 8, 3, 4);
@@ -539,8 +539,8 @@ TEST(MoeInfinityPolicy, AblationModes) {
   }
   {  // Model-level tracing: lifetime counts, here of one earlier pass.
     MoeInfinityOptions o;
-    o.tracing = "model";
-    o.cache = "model";
+    o.tracing = MoeInfinityTracing::kModel;
+    o.cache = MoeInfinityCache::kModel;
     Harness h(o);
     h.Begin(1, 1);
     h.Pass(1, {{0}, {1}, {1}});

@@ -85,7 +85,7 @@ TEST(MoepicLcp, PrefillTokensCountOncePerToken) {
 TEST(MoepicLcp, BadInputsAreClearErrors) {
   EXPECT_THROW(ExpertPriorities(1, 3, ExpertPriorities::Kind::kLcp, 1.0, 128, 0), Error);
   EXPECT_THROW(ExpertPriorities(1, 3, ExpertPriorities::Kind::kLcp, 0.25, 0, 0), Error);
-  EXPECT_THROW(ExpertPriorities::ParseKind("mru"), Error);
+  EXPECT_THROW(policy::ResolvePolicySpec("moepic:evict=mru"), Error);
   ExpertPriorities lcp(1, 3, ExpertPriorities::Kind::kLcp, 0.25, 128, 0);
   const int32_t bad = 3;
   EXPECT_THROW(lcp.Observe(0, &bad, 1, 1), Error);

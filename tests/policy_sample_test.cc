@@ -1,5 +1,6 @@
 // The walk-through of docs/design.md ("Adding a policy"), kept honest: a policy written in
-// the test tree, one class and one registration, nothing else edited. The conformance suite
+// the test tree, its options (parameters declared once), one class and one registration,
+// nothing else edited. The conformance suite
 // (tests/policy_conformance_test.cc) finds it in the registry like every other policy and
 // checks it: lossless at every budget and worker mode, the simulator equal to the engine.
 // The tests here check its own rule by hand.
@@ -17,10 +18,21 @@ namespace {
 // LRU-K (O'Neil et al., SIGMOD 1993): evict the expert whose k-th most recent use is the
 // oldest; an expert used fewer than k times goes first (a score in [-1, 0): by its last
 // use, never used first).
+struct SampleLruKOptions {
+  int k = 2;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Int("k", k, 1, 8, "uses remembered per expert (1: LRU)");
+  }
+};
+
 class SampleLruK : public Policy {
  public:
-  SampleLruK(const PolicyFacts& f, int k)
-      : experts_(f.num_experts), k_(k), uses_(static_cast<size_t>(f.num_layers) * f.num_experts) {}
+  SampleLruK(const PolicyFacts& f, const SampleLruKOptions& o)
+      : experts_(f.num_experts),
+        k_(o.k),
+        uses_(static_cast<size_t>(f.num_layers) * f.num_experts) {}
   std::string name() const override { return "sample-lru-k"; }
   bool evicts() const override { return true; }
   void OnTouch(const ExpertKey& e, bool /*demand*/) override {
@@ -47,15 +59,10 @@ MOEX_REGISTER_POLICY({
     .roles = kEvicts,
     .doc = "evict the expert whose k-th most recent use is oldest (the walk-through's policy)",
     .source = "O'Neil et al., SIGMOD 1993 (tests/policy_sample_test.cc)",
-    .params = {{.name = "k",
-                .type = ParamType::kInt,
-                .default_value = "2",
-                .min = 1,
-                .max = 8,
-                .doc = "uses remembered per expert (1: LRU)"}},
+    .params = ParamSpecsOf<SampleLruKOptions>(),
     .test_specs = {"sample-lru-k:k=1", "sample-lru-k:k=3"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<SampleLruK>(f, static_cast<int>(p.Int("k")));
+      return std::make_unique<SampleLruK>(f, p.As<SampleLruKOptions>());
     },
 });
 
@@ -72,7 +79,7 @@ TEST(SamplePolicy, IsRegisteredWithItsParameter) {
   EXPECT_EQ(info->roles, kEvicts);
   const std::vector<ResolvedPart> parts = ResolvePolicySpec("sample-lru-k:k=3");
   ASSERT_EQ(parts.size(), 1u);
-  EXPECT_EQ(parts[0].params.Int("k"), 3);
+  EXPECT_EQ(parts[0].params.As<SampleLruKOptions>().k, 3);
   EXPECT_THROW(ResolvePolicySpec("sample-lru-k:k=9"), Error);
 }
 

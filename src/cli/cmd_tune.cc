@@ -155,7 +155,7 @@ std::vector<std::string> GridValues(const policy::ParamSpec& p) {
 // Parameters that are not settings of the policy: the simulator's charge for its CPU work
 // (changing it changes the model, not the policy) and seeds (tuning one fits noise).
 bool Tunable(const policy::ParamSpec& p) {
-  return p.name != policy::WorkerGflopsParam().name && p.name != "seed";
+  return p.name != policy::WorkerGflops::kName && p.name != "seed";
 }
 
 struct Skip {

@@ -1,8 +1,11 @@
 // The one registry of policies. Each policy registers, in its own file under src/policy/,
-// its name, its role (prefetch, evict or both), its parameters (type, default, range, a
-// one-line doc) and a factory; nothing else is edited to add one:
+// its name, its role (prefetch, evict or both), its parameters (declared once in an options
+// struct, params.h) and a factory; nothing else is edited to add one:
 //
 //   MOEX_REGISTER_POLICY({.name = "lru", .roles = kEvicts, .doc = "...", .make = ...});
+//   MOEX_REGISTER_POLICY({..., .params = ParamSpecsOf<MyOptions>(),
+//                         .make = [](const PolicyFacts& f, const Params& p) {
+//                           return std::make_unique<MyPolicy>(f, p.As<MyOptions>()); }});
 //
 // MakePolicy turns a spec (policy_spec.h) into a Policy: every part of the spec is built by
 // its factory with its parameters checked and defaulted, and the parts are composed
@@ -12,53 +15,17 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "policy/params.h"
 #include "policy/policy.h"
 #include "policy/policy_spec.h"
 
 namespace moex::policy {
-
-enum class ParamType { kInt, kReal, kBool, kString };
-
-struct ParamSpec {
-  std::string name;
-  ParamType type = ParamType::kReal;
-  std::string default_value;
-  double min = -std::numeric_limits<double>::infinity();  // kInt and kReal, inclusive.
-  double max = std::numeric_limits<double>::infinity();
-  std::vector<std::string> choices{};  // kString: the valid values (empty = any).
-  std::string doc{};
-};
-
-// `worker_gflops`: the CPU rate the simulator charges for a learned predictor's inference
-// on the policy worker (the policies that run one share it).
-ParamSpec WorkerGflopsParam();
-
-// A part's parameters, checked against its ParamSpecs and completed with defaults.
-class Params {
- public:
-  Params() = default;
-  Params(const std::vector<ParamSpec>* specs, std::map<std::string, std::string> values)
-      : specs_(specs), values_(std::move(values)) {}
-  int64_t Int(const std::string& name) const;
-  double Real(const std::string& name) const;
-  bool Bool(const std::string& name) const;
-  const std::string& String(const std::string& name) const;
-  // "key=value,..." of the values that differ from their defaults, in declaration order.
-  std::string NonDefault() const;
-
- private:
-  const std::string& Raw(const std::string& name) const;
-  const std::vector<ParamSpec>* specs_ = nullptr;
-  std::map<std::string, std::string> values_;  // Every declared parameter.
-};
 
 // kRegroups: answers Policy::RegroupPasses (the server's token regrouping).
 enum PolicyRole : unsigned { kPrefetches = 1, kEvicts = 2, kRegroups = 4 };

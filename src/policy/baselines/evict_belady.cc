@@ -12,6 +12,17 @@
 namespace moex::policy {
 namespace {
 
+struct BeladyOptions {
+  bool bypass = false;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Bool("bypass", bypass,
+           "do not insert a miss used again later than every cached expert (MIN when the "
+           "cache may bypass: the bound for admission policies)");
+  }
+};
+
 class BeladyEvictor : public Policy {
  public:
   BeladyEvictor(const PolicyFacts& ctx, bool bypass) : experts_(ctx.num_experts), bypass_(bypass) {
@@ -75,15 +86,11 @@ MOEX_REGISTER_POLICY({
     .roles = kEvicts,
     .doc = "Belady's MIN: evict the expert whose next use is farthest (needs the future)",
     .source = "Belady 1966; the bound for eviction",
-    .params = {{.name = "bypass",
-                .type = ParamType::kBool,
-                .default_value = "false",
-                .doc = "do not insert a miss used again later than every cached expert (MIN "
-                       "when the cache may bypass: the bound for admission policies)"}},
+    .params = ParamSpecsOf<BeladyOptions>(),
     .needs_future = true,
     .test_specs = {"belady:bypass=true"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<BeladyEvictor>(f, p.Bool("bypass"));
+      return std::make_unique<BeladyEvictor>(f, p.As<BeladyOptions>().bypass);
     },
 });
 

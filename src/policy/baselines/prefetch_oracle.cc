@@ -89,9 +89,18 @@ std::vector<ScheduledFetch> MinSchedule(const FutureDemand& future, int num_laye
   return schedule;
 }
 
+struct OracleOptions {
+  int64_t lookahead = 0;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Int("lookahead", lookahead, 0, 1e9, "most fetches on their way at once (0: no limit)");
+  }
+};
+
 class OraclePrefetcher : public Policy {
  public:
-  OraclePrefetcher(const PolicyFacts& f, const Params& p) : lookahead_(p.Int("lookahead")) {
+  OraclePrefetcher(const PolicyFacts& f, const OracleOptions& o) : lookahead_(o.lookahead) {
     Check(f.future != nullptr,
           "policy oracle needs the future routing, which only `moex sim` has (it replays a "
           "recorded trace); the engine cannot run it");
@@ -161,16 +170,11 @@ MOEX_REGISTER_POLICY({
     .doc = "prefetch exactly Belady's MIN fetches, each as soon as its victim is dead (needs "
            "the future; oracle+belady is the bound)",
     .source = "the bound for prefetching (EVALUATION.md); Cao et al. 1995, conservative",
-    .params = {{.name = "lookahead",
-                .type = ParamType::kInt,
-                .default_value = "0",
-                .min = 0,
-                .max = 1e9,
-                .doc = "most fetches on their way at once (0: no limit)"}},
+    .params = ParamSpecsOf<OracleOptions>(),
     .needs_future = true,
     .test_specs = {"oracle+belady", "oracle:lookahead=4+belady"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<OraclePrefetcher>(f, p);
+      return std::make_unique<OraclePrefetcher>(f, p.As<OracleOptions>());
     },
 });
 

@@ -23,24 +23,24 @@
 
 namespace moex::policy {
 
-ExpertFlowPolicy::ExpertFlowPolicy(const PolicyFacts& f, const Params& p)
+ExpertFlowPolicy::ExpertFlowPolicy(const PolicyFacts& f, const ExpertFlowOptions& o)
     : facts_(f),
-      params_(p),
-      kind_(p.String("predictor") == "frequency" ? Kind::kFrequency : Kind::kLearned),
-      dim_(static_cast<int>(p.Int("dim"))),
-      hidden_(static_cast<int>(p.Int("hidden"))),
-      topk_(static_cast<int>(p.Int("topk"))),
-      threshold_(p.Real("threshold")),
-      regroup_tokens_(static_cast<int>(p.Int("regroup_tokens"))),
-      regroup_(p.Bool("regroup")),
-      cancel_(p.Bool("cancel")),
-      worker_gflops_(p.Real("worker_gflops")) {
+      opt_(o),
+      kind_(o.predictor),
+      dim_(o.dim),
+      hidden_(o.hidden),
+      topk_(o.topk),
+      threshold_(o.threshold),
+      regroup_tokens_(o.regroup_tokens),
+      regroup_(o.regroup),
+      cancel_(o.cancel),
+      worker_gflops_(o.worker.gflops) {
   if (topk_ == 0) topk_ = f.top_k;
-  training_.epochs = static_cast<int>(p.Int("epochs"));
-  training_.batch = static_cast<int>(p.Int("batch"));
-  training_.learning_rate = p.Real("lr");
-  training_.weight_decay = p.Real("wd");
-  training_.seed = static_cast<uint64_t>(p.Int("seed"));
+  training_.epochs = o.epochs;
+  training_.batch = o.batch;
+  training_.learning_rate = o.lr;
+  training_.weight_decay = o.wd;
+  training_.seed = o.seed;
   moe_ = MoeLayers(f);
   const int L = moe_.count(), E = f.num_experts;
   plan_ = PlecPlan(L, E);
@@ -51,7 +51,7 @@ ExpertFlowPolicy::ExpertFlowPolicy(const PolicyFacts& f, const Params& p)
 }
 
 std::string ExpertFlowPolicy::name() const {
-  const std::string nd = params_.NonDefault();
+  const std::string nd = NonDefault(opt_);
   return nd.empty() ? "expertflow" : "expertflow:" + nd;
 }
 
@@ -508,7 +508,7 @@ void ExpertFlowPolicy::ReportJson(nlohmann::json* report) const {
     temporal.push_back({s.request, s.step, last_truth_[i], s.truth});
   }
   (*report)["expertflow"] = {
-      {"predictor", params_.String("predictor")},
+      {"predictor", ParamText(opt_, "predictor")},
       {"parameters", predictor_.parameters()},
       {"bytes", predictor_.parameters() * 4},
       {"train_tokens", train_tokens_},
@@ -536,65 +536,6 @@ void ExpertFlowPolicy::ReportJson(nlohmann::json* report) const {
 
 namespace {
 
-std::vector<ParamSpec> ExpertFlowParams() {
-  using T = ParamType;
-  const double inf = std::numeric_limits<double>::infinity();
-  return {
-      {"predictor",
-       T::kString,
-       "learned",
-       -inf,
-       inf,
-       {"learned", "frequency"},
-       "learned routing-path predictor (§3.1), or every token predicted as the most frequently "
-       "routed experts (a baseline that also learns while serving)"},
-      {"topk",
-       T::kInt,
-       "0",
-       0,
-       1 << 16,
-       {},
-       "experts per token and layer a path predicts: its highest logits (0: the model's top-k)"},
-      {"threshold",
-       T::kReal,
-       "0.5",
-       0,
-       0.999,
-       {},
-       "a token's path: every expert whose predicted probability reaches this (status "
-       "classification); 0: the top-k logits instead"},
-      {"cancel",
-       T::kBool,
-       "1",
-       0,
-       1,
-       {},
-       "at a gate, cancel the layer's mis-prefetches (queued reads stop, landed ones leave)"},
-      {"dim", T::kInt, "32", 1, 4096, {}, "predictor token embedding width"},
-      {"hidden", T::kInt, "256", 1, 65536, {}, "predictor hidden layer width"},
-      {"epochs", T::kInt, "4", 1, 1000, {}, "training epochs over the learning traces' tokens"},
-      {"batch", T::kInt, "16", 1, 1 << 16, {}, "training minibatch (the paper's 16)"},
-      {"lr", T::kReal, "0.001", 1e-7, 1, {}, "Adam learning rate, cosine-decayed (the paper's)"},
-      {"wd", T::kReal, "0.01", 0, 1, {}, "decoupled weight decay (the paper's 0.01)"},
-      {"seed", T::kInt, "1", 0, 1e15, {}, "initialisation and sample-order seed"},
-      {"regroup_tokens",
-       T::kInt,
-       "64",
-       1,
-       1 << 20,
-       {},
-       "most tokens of a pass PredictPassPath evaluates (token regrouping)"},
-      {"regroup",
-       T::kBool,
-       "1",
-       0,
-       1,
-       {},
-       "answer the server's token regrouping (moex serve --regroup) with the predicted paths"},
-      WorkerGflopsParam(),
-  };
-}
-
 MOEX_REGISTER_POLICY({
     .name = "expertflow",
     .roles = kPrefetches | kEvicts | kRegroups,
@@ -602,10 +543,10 @@ MOEX_REGISTER_POLICY({
            "the predicted path, real-time correction at each gate, token regrouping by the "
            "predicted paths",
     .source = "ExpertFlow (He et al.) §3.1-3.3",
-    .params = ExpertFlowParams(),
+    .params = ParamSpecsOf<ExpertFlowOptions>(),
     .test_specs = {"expertflow:predictor=frequency", "expertflow:predictor=frequency,cancel=0"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<ExpertFlowPolicy>(f, p);
+      return std::make_unique<ExpertFlowPolicy>(f, p.As<ExpertFlowOptions>());
     },
 });
 

@@ -16,14 +16,62 @@
 #include "policy/expertflow/plec.h"
 #include "policy/expertflow/routing_path_accuracy.h"
 #include "policy/moe_layers.h"
+#include "policy/params.h"
 #include "policy/policy.h"
 #include "policy/registry.h"
 
 namespace moex::policy {
 
+// Learned routing-path predictor (§3.1), or every token predicted as the most frequently
+// routed experts.
+enum class ExpertFlowPredictor { kLearned, kFrequency };
+
+struct ExpertFlowOptions {
+  using Predictor = ExpertFlowPredictor;
+  Predictor predictor = Predictor::kLearned;
+  int topk = 0;  // 0: the model's top-k.
+  double threshold = 0.5;
+  bool cancel = true;
+  int dim = 32, hidden = 256, epochs = 4, batch = 16;
+  double lr = 0.001, wd = 0.01;
+  uint64_t seed = 1;
+  int regroup_tokens = 64;
+  bool regroup = true;
+  WorkerGflops worker;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Choice("predictor", predictor,
+             {{Predictor::kLearned, "learned"}, {Predictor::kFrequency, "frequency"}},
+             "learned routing-path predictor (§3.1), or every token predicted as the most "
+             "frequently routed experts (a baseline that also learns while serving)");
+    v.Int("topk", topk, 0, 1 << 16,
+          "experts per token and layer a path predicts: its highest logits (0: the model's "
+          "top-k)");
+    v.Real("threshold", threshold, 0, 0.999,
+           "a token's path: every expert whose predicted probability reaches this (status "
+           "classification); 0: the top-k logits instead");
+    v.Bool("cancel", cancel,
+           "at a gate, cancel the layer's mis-prefetches (queued reads stop, landed ones leave)");
+    v.Int("dim", dim, 1, 4096, "predictor token embedding width");
+    v.Int("hidden", hidden, 1, 65536, "predictor hidden layer width");
+    v.Int("epochs", epochs, 1, 1000, "training epochs over the learning traces' tokens");
+    v.Int("batch", batch, 1, 1 << 16, "training minibatch (the paper's 16)");
+    v.Real("lr", lr, 1e-7, 1, "Adam learning rate, cosine-decayed (the paper's)");
+    v.Real("wd", wd, 0, 1, "decoupled weight decay (the paper's 0.01)");
+    v.Int("seed", seed, 0, 1e15, "initialisation and sample-order seed");
+    v.Int("regroup_tokens", regroup_tokens, 1, 1 << 20,
+          "most tokens of a pass PredictPassPath evaluates (token regrouping)");
+    v.Bool("regroup", regroup,
+           "answer the server's token regrouping (moex serve --regroup) with the predicted "
+           "paths");
+    worker.VisitParams(v);
+  }
+};
+
 class ExpertFlowPolicy : public Policy {
  public:
-  ExpertFlowPolicy(const PolicyFacts& facts, const Params& params);
+  ExpertFlowPolicy(const PolicyFacts& facts, const ExpertFlowOptions& options);
 
   std::string name() const override;
 
@@ -64,7 +112,7 @@ class ExpertFlowPolicy : public Policy {
   const std::vector<PathSample>& scored() const { return scored_; }
 
  private:
-  enum class Kind { kLearned, kFrequency };
+  using Kind = ExpertFlowPredictor;
   struct RequestState {
     RequestContext ctx;
     int64_t passes = 0;  // Passes the request has run (the first is its prefill).
@@ -92,7 +140,7 @@ class ExpertFlowPolicy : public Policy {
   static constexpr int32_t kMaxVocab = int32_t{1} << 18;
 
   PolicyFacts facts_;
-  Params params_;
+  ExpertFlowOptions opt_;
   Kind kind_;
   int dim_, hidden_, topk_;
   double threshold_;

@@ -51,12 +51,24 @@ uint64_t PromptHash(const int32_t* tokens, int64_t n) {
   return h ^ static_cast<uint64_t>(n);
 }
 
+// The clustering's settings a spec may change (the rest are RegroupOptions' defaults).
+struct PathRegrouperOptions {
+  RegroupOptions clustering;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Int("seed", clustering.seed, 0, 1e9, "initial medoids of the clustering");
+    v.Int("restarts", clustering.restarts, 1, 64,
+          "clusterings from different medoids; the best is kept");
+  }
+};
+
 class PathRegrouper : public Policy {
  public:
-  PathRegrouper(const PolicyFacts& f, const Params& p)
+  PathRegrouper(const PolicyFacts& f, const PathRegrouperOptions& o)
       : layers_(f.num_layers), experts_(f.num_experts), every_expert_(layers_, experts_) {
-    options_.seed = static_cast<uint64_t>(p.Int("seed"));
-    options_.restarts = static_cast<int>(p.Int("restarts"));
+    options_.seed = o.clustering.seed;
+    options_.restarts = o.clustering.restarts;
     for (int l = 0; l < layers_; ++l)
       if (f.IsMoeLayer(l))
         for (int e = 0; e < experts_; ++e) every_expert_.Set(l, e);
@@ -236,21 +248,10 @@ MOEX_REGISTER_POLICY({
            "by the paths an identical earlier run recorded (--policy-state: oracle), with "
            "ExpertFlow's balanced clustering; prefetches and evicts nothing",
     .source = "ExpertFlow §3.3 token scheduler, with the previous step's path as predictor",
-    .params = {{.name = "seed",
-                .type = ParamType::kInt,
-                .default_value = "0",
-                .min = 0,
-                .max = 1e9,
-                .doc = "initial medoids of the clustering"},
-               {.name = "restarts",
-                .type = ParamType::kInt,
-                .default_value = "4",
-                .min = 1,
-                .max = 64,
-                .doc = "clusterings from different medoids; the best is kept"}},
+    .params = ParamSpecsOf<PathRegrouperOptions>(),
     .test_specs = {"regroup+lfu"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<PathRegrouper>(f, p);
+      return std::make_unique<PathRegrouper>(f, p.As<PathRegrouperOptions>());
     },
 });
 

@@ -36,27 +36,9 @@ struct FmoePolicy::Matching {
   std::vector<std::vector<float>> trajectories;  // Their layers so far, [layers·J] each.
 };
 
-FmoeOptions FmoeOptions::From(const Params& p) {
-  FmoeOptions o;
-  o.store = static_cast<int>(p.Int("store"));
-  o.distance = static_cast<int>(p.Int("distance"));
-  o.search = p.String("search");
-  o.delta = p.Real("delta");
-  o.dedup = p.Bool("dedup");
-  o.semantic = p.String("semantic");
-  o.cancel = p.Bool("cancel");
-  return o;
-}
-
 FmoePolicy::FmoePolicy(const PolicyFacts& facts, FmoeOptions options)
     : facts_(facts), opt_(std::move(options)) {
   Check(facts_.worker != nullptr, "policy fmoe needs a policy worker");
-  Check(opt_.search == "both" || opt_.search == "semantic" || opt_.search == "trajectory",
-        "policy fmoe: search '", opt_.search, "' (both, semantic or trajectory)");
-  Check(opt_.semantic == "iteration" || opt_.semantic == "prompt", "policy fmoe: semantic '",
-        opt_.semantic, "' (iteration or prompt)");
-  Check(opt_.store >= 1 && opt_.distance >= 1 && opt_.delta <= 1,
-        "policy fmoe: parameters out of range");
   moe_ = MoeLayers(facts_);
   Check(moe_.count() > 0 && facts_.num_experts > 0, "policy fmoe needs a MoE model");
   const int d = std::min(opt_.distance, moe_.count());
@@ -103,14 +85,14 @@ void FmoePolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*) {
     const float* pooled = e.pooled + r * e.d;
     Segment s{e.requests[r], e.token_counts[r], std::vector<float>(pooled, pooled + e.d),
               std::vector<float>(cells, 0.0f)};
-    if (opt_.semantic == "prompt") {
+    if (opt_.semantic == FmoeSemantic::kPrompt) {
       // The request's first pass is its prompt (a request first seen here included).
       auto [it, fresh] = prompt_sem_.try_emplace(s.request, s.sem);
       if (!fresh) s.sem = it->second;
     }
     pass_.push_back(std::move(s));
   }
-  if (!learning() && opt_.search != "trajectory" && !pass_.empty()) SubmitSemantic();
+  if (!learning() && opt_.search != FmoeSearch::kTrajectory && !pass_.empty()) SubmitSemantic();
 }
 
 void FmoePolicy::SubmitSemantic() {
@@ -118,7 +100,7 @@ void FmoePolicy::SubmitSemantic() {
   for (const Segment& s : pass_) sems.push_back(s.sem);
   const int d = std::min(opt_.distance, moe_.count());
   // search=semantic guides every layer from this match: keep whole maps.
-  const bool whole = opt_.search == "semantic";
+  const bool whole = opt_.search == FmoeSearch::kSemantic;
   const int J = facts_.num_experts;
   const double cost_us = fmoe_cost::kJobUs +
                          fmoe_cost::kMacUs * static_cast<double>(store_size_) *
@@ -225,7 +207,7 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
   }
   const int target = ord + std::min(opt_.distance, moe_.count());
   if (target >= moe_.count()) return;
-  if (opt_.search == "semantic")
+  if (opt_.search == FmoeSearch::kSemantic)
     PrefetchSemanticTarget(target, out);
   else
     SubmitTrajectory(ord);
@@ -445,51 +427,12 @@ MOEX_REGISTER_POLICY({
            "trajectory against stored iterations, prefetch d layers ahead the smallest expert "
            "set reaching clip(1 - similarity), evict by map probability x frequency",
     .source = "fMoE (Yu et al.), sections 4.1-4.5",
-    .params =
-        {
-            {.name = "store",
-             .type = ParamType::kInt,
-             .default_value = "1000",
-             .min = 1,
-             .max = 100000,
-             .doc = "Expert Map Store capacity C (iterations)"},
-            {.name = "distance",
-             .type = ParamType::kInt,
-             .default_value = "3",
-             .min = 1,
-             .max = 1024,
-             .doc = "prefetch distance d: MoE layers between a search and its target"},
-            {.name = "search",
-             .type = ParamType::kString,
-             .default_value = "both",
-             .choices = {"both", "semantic", "trajectory"},
-             .doc = "semantic for the first d layers and trajectory after (both), or one only"},
-            {.name = "delta",
-             .type = ParamType::kReal,
-             .default_value = "-1",
-             .min = -1,
-             .max = 1,
-             .doc = "selection threshold: < 0 = clip(1 - score, 0, 1) per target (Eq. 6-8); "
-                    "else this fixed probability mass (0 = top-K only)"},
-            {.name = "dedup",
-             .type = ParamType::kBool,
-             .default_value = "1",
-             .doc = "full store: replace the most redundant map (else the oldest)"},
-            {.name = "semantic",
-             .type = ParamType::kString,
-             .default_value = "iteration",
-             .choices = {"iteration", "prompt"},
-             .doc = "semantic embedding: the pass's pooled input embedding, or the prompt's"},
-            {.name = "cancel",
-             .type = ParamType::kBool,
-             .default_value = "0",
-             .doc = "cancel prefetched experts their gate did not route to"},
-        },
+    .params = ParamSpecsOf<FmoeOptions>(),
     .trace_needs = kNeedsProbs | kNeedsPooled,
     .test_specs = {"fmoe:store=2", "fmoe:search=semantic,semantic=prompt",
                    "fmoe:search=trajectory,dedup=0,store=3", "fmoe:delta=0,distance=1,cancel=1"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<FmoePolicy>(f, FmoeOptions::From(p));
+      return std::make_unique<FmoePolicy>(f, p.As<FmoeOptions>());
     },
 });
 

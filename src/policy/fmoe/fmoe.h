@@ -27,22 +27,47 @@
 
 #include "policy/fmoe/expert_map_store.h"
 #include "policy/moe_layers.h"
+#include "policy/params.h"
 #include "policy/policy.h"
 
 namespace moex::policy {
 
-class Params;
+// Which searches guide prefetching: semantic for the first d layers and trajectory after
+// (both), or one only.
+enum class FmoeSearch { kBoth, kSemantic, kTrajectory };
+// Which pooled embedding the semantic search matches: the pass's, or the prompt's.
+enum class FmoeSemantic { kIteration, kPrompt };
 
 struct FmoeOptions {
-  int store = 1000;                    // Expert Map Store capacity C.
-  int distance = 3;                    // Prefetch distance d (MoE layers).
-  std::string search = "both";         // both | semantic | trajectory.
-  double delta = -1;                   // < 0: δ = clip(1 − score, 0, 1); else this fixed δ.
-  bool dedup = true;                   // Replace the most redundant map (else the oldest).
-  std::string semantic = "iteration";  // iteration | prompt: which pooled embedding.
-  bool cancel = false;                 // Cancel prefetches their gate did not route to.
+  using Search = FmoeSearch;
+  using Semantic = FmoeSemantic;
+  int store = 1000;  // Expert Map Store capacity C.
+  int distance = 3;  // Prefetch distance d (MoE layers).
+  Search search = Search::kBoth;
+  double delta = -1;  // < 0: δ = clip(1 − score, 0, 1); else fixed δ.
+  bool dedup = true;  // Replace the most redundant map (else oldest).
+  Semantic semantic = Semantic::kIteration;
+  bool cancel = false;  // Cancel prefetches their gate did not route to.
 
-  static FmoeOptions From(const Params& p);
+  template <class V>
+  void VisitParams(V& v) {
+    v.Int("store", store, 1, 100000, "Expert Map Store capacity C (iterations)");
+    v.Int("distance", distance, 1, 1024,
+          "prefetch distance d: MoE layers between a search and its target");
+    v.Choice("search", search,
+             {{Search::kBoth, "both"},
+              {Search::kSemantic, "semantic"},
+              {Search::kTrajectory, "trajectory"}},
+             "semantic for the first d layers and trajectory after (both), or one only");
+    v.Real("delta", delta, -1, 1,
+           "selection threshold: < 0 = clip(1 - score, 0, 1) per target (Eq. 6-8); "
+           "else this fixed probability mass (0 = top-K only)");
+    v.Bool("dedup", dedup, "full store: replace the most redundant map (else the oldest)");
+    v.Choice("semantic", semantic,
+             {{Semantic::kIteration, "iteration"}, {Semantic::kPrompt, "prompt"}},
+             "semantic embedding: the pass's pooled input embedding, or the prompt's");
+    v.Bool("cancel", cancel, "cancel prefetched experts their gate did not route to");
+  }
 };
 
 class FmoePolicy : public Policy {

@@ -30,32 +30,9 @@ struct MoeInfinityPolicy::Matching {
   EamCollection& Of(bool prefill_phase) { return prefill_phase ? prefill : decode; }
 };
 
-MoeInfinityOptions MoeInfinityOptions::From(const Params& p) {
-  MoeInfinityOptions o;
-  o.eamc = static_cast<int>(p.Int("eamc"));
-  o.matches = static_cast<int>(p.Int("matches"));
-  o.tracing = p.String("tracing");
-  o.lookahead = static_cast<int>(p.Int("lookahead"));
-  o.proximity = p.Bool("proximity");
-  o.prefetch = p.Bool("prefetch");
-  o.cache = p.String("cache");
-  o.boost = p.Real("boost");
-  o.observed_rows = p.String("match_rows") == "observed";
-  o.cancel = p.Bool("cancel");
-  o.slots = p.Real("slots");
-  return o;
-}
-
 MoeInfinityPolicy::MoeInfinityPolicy(const PolicyFacts& facts, MoeInfinityOptions options)
     : facts_(facts), opt_(std::move(options)) {
   Check(facts_.worker != nullptr, "policy moe-infinity needs a policy worker");
-  Check(opt_.tracing == "request" || opt_.tracing == "model" || opt_.tracing == "none",
-        "policy moe-infinity: tracing '", opt_.tracing, "' (request, model or none)");
-  Check(opt_.cache == "eam" || opt_.cache == "model" || opt_.cache == "lru" || opt_.cache == "none",
-        "policy moe-infinity: cache '", opt_.cache, "' (eam, model, lru or none)");
-  Check(opt_.eamc >= 1 && opt_.matches >= 1 && opt_.lookahead >= 0 && opt_.boost >= 0 &&
-            opt_.slots >= 0 && opt_.slots <= 1,
-        "policy moe-infinity: parameters out of range");
   moe_ = MoeLayers(facts_);
   Check(moe_.count() > 0 && facts_.num_experts > 0, "policy moe-infinity needs a MoE model");
   model_eam_ = ExpertActivationMatrix(moe_.count(), facts_.num_experts);
@@ -94,7 +71,7 @@ void MoeInfinityPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions
   Check(e.n_requests == 0 || (e.requests != nullptr && e.token_counts != nullptr),
         "policy moe-infinity: a pass of ", e.n_requests, " requests without their ids");
   int64_t prefill_tokens = 0, decode_tokens = 0;
-  if (opt_.cache == "eam") cache_counts_.Clear();
+  if (opt_.cache == Cache::kEam) cache_counts_.Clear();
   for (int64_t r = 0; r < e.n_requests; ++r) {
     const int64_t tokens = e.token_counts[r];
     Check(tokens >= 0, "policy moe-infinity: request ", e.requests[r], " has ", tokens,
@@ -104,7 +81,7 @@ void MoeInfinityPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions
     t.in_prefill = t.consumed < t.prompt_len;
     (t.in_prefill ? prefill_tokens : decode_tokens) += tokens;
     pass_.push_back({e.requests[r], tokens});
-    if (opt_.cache == "eam") cache_counts_.Add(t.in_prefill ? t.prefill : t.decode);
+    if (opt_.cache == Cache::kEam) cache_counts_.Add(t.in_prefill ? t.prefill : t.decode);
   }
   pass_prefill_ = prefill_tokens > decode_tokens;
 }
@@ -161,7 +138,7 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
 
 double MoeInfinityPolicy::QueryCostUs(int ordinal, int nonzero, Phase phase) const {
   const double entries =
-      opt_.tracing == "request" ? eamc_size_[phase == Phase::kPrefill ? 0 : 1] : 0;
+      opt_.tracing == Tracing::kRequest ? eamc_size_[phase == Phase::kPrefill ? 0 : 1] : 0;
   const int future = opt_.lookahead > 0 ? std::min(opt_.lookahead, moe_.count() - 1 - ordinal)
                                         : moe_.count() - 1 - ordinal;
   return cost::kJobUs + cost::kCellEntryUs * nonzero * entries + cost::kEntryUs * entries +
@@ -177,7 +154,7 @@ void MoeInfinityPolicy::SubmitPrefetch(int ordinal, std::vector<float> row, int 
   const int lookahead = opt_.lookahead;
   const bool proximity = opt_.proximity;
   PolicyWorker::Job job;
-  if (opt_.tracing == "request") {
+  if (opt_.tracing == Tracing::kRequest) {
     job = [this, m = matching_, pass, prefill = pass_prefill_, ordinal, row = std::move(row),
            matches = opt_.matches, observed = opt_.observed_rows, lookahead, proximity,
            slots_free]() -> PolicyWorker::Apply {
@@ -200,7 +177,7 @@ void MoeInfinityPolicy::SubmitPrefetch(int ordinal, std::vector<float> row, int 
   } else {
     // Model-level counts (BrainStorm), or every expert alike (dependency prefetching).
     ExpertActivationMatrix prior = model_eam_;
-    if (opt_.tracing == "none")
+    if (opt_.tracing == Tracing::kNone)
       for (int i = 0; i < moe_.count(); ++i)
         for (int j = 0; j < facts_.num_experts; ++j) prior.Add(i, j, 1);
     job = [this, pass, ordinal, prior = std::move(prior), lookahead, proximity,
@@ -263,7 +240,7 @@ void MoeInfinityPolicy::ApplyPrefetch(int64_t pass, int slots_free,
 void MoeInfinityPolicy::OnExpertDone(const ExpertDoneEvent& e, Decisions* out) {
   const ExpertKey key{e.layer, e.expert};
   protected_.erase(key);  // Reset case i.
-  if (opt_.cache == "none" && !learning()) out->retain.push_back({key, {0, 0}});
+  if (opt_.cache == Cache::kNone && !learning()) out->retain.push_back({key, {0, 0}});
 }
 
 void MoeInfinityPolicy::OnIterationEnd(Decisions*) {
@@ -314,10 +291,10 @@ double MoeInfinityPolicy::EvictScore(const ExpertKey& k) {
   if (auto it = protected_.find(k); it != protected_.end()) return kProtectedScore + it->second;
   const double touch = static_cast<double>(last_touch_[KeyIndex(k, facts_.num_experts)]);
   const int ord = moe_.Ordinal(k.layer);
-  if (opt_.cache == "lru" || opt_.cache == "none" || ord < 0) return touch;
+  if (opt_.cache == Cache::kLru || opt_.cache == Cache::kNone || ord < 0) return touch;
   // Recency only breaks ties (below any difference of counts).
   const double recency = 1e-6 * touch / static_cast<double>(clock_ + 1);
-  if (opt_.cache == "model") return model_eam_.at(ord, k.expert) + recency;
+  if (opt_.cache == Cache::kModel) return model_eam_.at(ord, k.expert) + recency;
   return CachePriority(cache_counts_.at(ord, k.expert), ord, moe_.count(), opt_.boost) + recency;
 }
 
@@ -369,73 +346,12 @@ MOEX_REGISTER_POLICY({
            "requests' EAMs, prefetch every later layer by probability x layer proximity, "
            "evict by the request's EAM counts",
     .source = "MoE-Infinity (Xue et al.), sections 4-5",
-    .params =
-        {
-            {.name = "eamc",
-             .type = ParamType::kInt,
-             .default_value = "120",
-             .min = 1,
-             .max = 100000,
-             .doc = "EAM collection capacity per phase (prefill, decode)"},
-            {.name = "matches",
-             .type = ParamType::kInt,
-             .default_value = "1",
-             .min = 1,
-             .max = 100000,
-             .doc = "nearest EAMs summed into the activation probabilities"},
-            {.name = "tracing",
-             .type = ParamType::kString,
-             .default_value = "request",
-             .choices = {"request", "model", "none"},
-             .doc = "prefetch prediction: request-level EAM matching, model-level counts "
-                    "(BrainStorm), or none (dependency: every expert alike)"},
-            {.name = "lookahead",
-             .type = ParamType::kInt,
-             .default_value = "0",
-             .min = 0,
-             .max = 1024,
-             .doc = "later MoE layers to prefetch for; 0 = all (multi-layer)"},
-            {.name = "proximity",
-             .type = ParamType::kBool,
-             .default_value = "1",
-             .doc = "weight layer i by 1 - (i - l)/L"},
-            {.name = "prefetch",
-             .type = ParamType::kBool,
-             .default_value = "1",
-             .doc = "prefetch at all (0: caching only)"},
-            {.name = "cache",
-             .type = ParamType::kString,
-             .default_value = "eam",
-             .choices = {"eam", "model", "lru", "none"},
-             .doc = "eviction: request-level EAM counts with the initial-layer boost, "
-                    "model-level counts, LRU, or none (release experts after use)"},
-            {.name = "boost",
-             .type = ParamType::kReal,
-             .default_value = "1",
-             .min = 0,
-             .max = 1000,
-             .doc = "initial-layer raise: count x (1 + boost (1 - i/L))"},
-            {.name = "match_rows",
-             .type = ParamType::kString,
-             .default_value = "observed",
-             .choices = {"observed", "all"},
-             .doc = "compare the layers seen so far in the pass, or the whole flattened EAM"},
-            {.name = "cancel",
-             .type = ParamType::kBool,
-             .default_value = "1",
-             .doc = "cancel prefetched experts their gate did not route to"},
-            {.name = "slots",
-             .type = ParamType::kReal,
-             .default_value = "1",
-             .min = 0,
-             .max = 1,
-             .doc = "fraction of the cache's free slots the prefetcher may fill (K)"},
-        },
+    .params = ParamSpecsOf<MoeInfinityOptions>(),
     .test_specs = {"moe-infinity:cache=none", "moe-infinity:tracing=model,cache=model",
                    "moe-infinity:prefetch=0",
                    "moe-infinity:tracing=none,lookahead=1,proximity=0,cache=lru,matches=2"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<MoeInfinityPolicy>(f, MoeInfinityOptions::From(p));
+      return std::make_unique<MoeInfinityPolicy>(f, p.As<MoeInfinityOptions>());
     },
 });
 

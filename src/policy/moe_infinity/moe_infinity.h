@@ -29,31 +29,63 @@
 #include "policy/moe_infinity/expert_activation_matrix.h"
 #include "policy/moe_infinity/moe_infinity_priority.h"
 #include "policy/moe_layers.h"
+#include "policy/params.h"
 #include "policy/policy.h"
 
 namespace moex::policy {
 
-class Params;
+// Prefetch prediction: request-level EAM matching, model-level counts, or none.
+enum class MoeInfinityTracing { kRequest, kModel, kNone };
+// Eviction: request-level EAM counts, model-level counts, LRU, or none (release after use).
+enum class MoeInfinityCache { kEam, kModel, kLru, kNone };
 
 struct MoeInfinityOptions {
-  int eamc = 120;                   // EAMC capacity (per phase).
-  int matches = 1;                  // Nearest EAMs aggregated.
-  std::string tracing = "request";  // request | model | none (dependency prefetching).
-  int lookahead = 0;                // Later MoE layers prefetched; 0 = all of them.
-  bool proximity = true;            // Layer proximity factor 1 - (i - l)/L.
+  using Tracing = MoeInfinityTracing;
+  using Cache = MoeInfinityCache;
+  int eamc = 120;   // EAMC capacity (per phase).
+  int matches = 1;  // Nearest EAMs aggregated.
+  Tracing tracing = Tracing::kRequest;
+  int lookahead = 0;      // Later MoE layers prefetched; 0 = all of them.
+  bool proximity = true;  // Layer proximity factor 1 - (i - l)/L.
   bool prefetch = true;
-  std::string cache = "eam";  // eam | model | lru | none (release after use).
+  Cache cache = Cache::kEam;
   double boost = 1;           // Initial-layer raise of the cache priority.
   bool observed_rows = true;  // Match the rows seen so far only (else the whole vector).
   bool cancel = true;         // Cancel prefetches not routed at their gate.
   double slots = 1;           // Fraction of the free slots the prefetcher may fill (K).
 
-  static MoeInfinityOptions From(const Params& p);
+  template <class V>
+  void VisitParams(V& v) {
+    v.Int("eamc", eamc, 1, 100000, "EAM collection capacity per phase (prefill, decode)");
+    v.Int("matches", matches, 1, 100000, "nearest EAMs summed into the activation probabilities");
+    v.Choice("tracing", tracing,
+             {{Tracing::kRequest, "request"}, {Tracing::kModel, "model"}, {Tracing::kNone, "none"}},
+             "prefetch prediction: request-level EAM matching, model-level counts "
+             "(BrainStorm), or none (dependency: every expert alike)");
+    v.Int("lookahead", lookahead, 0, 1024,
+          "later MoE layers to prefetch for; 0 = all (multi-layer)");
+    v.Bool("proximity", proximity, "weight layer i by 1 - (i - l)/L");
+    v.Bool("prefetch", prefetch, "prefetch at all (0: caching only)");
+    v.Choice("cache", cache,
+             {{Cache::kEam, "eam"},
+              {Cache::kModel, "model"},
+              {Cache::kLru, "lru"},
+              {Cache::kNone, "none"}},
+             "eviction: request-level EAM counts with the initial-layer boost, "
+             "model-level counts, LRU, or none (release experts after use)");
+    v.Real("boost", boost, 0, 1000, "initial-layer raise: count x (1 + boost (1 - i/L))");
+    v.Choice("match_rows", observed_rows, {{true, "observed"}, {false, "all"}},
+             "compare the layers seen so far in the pass, or the whole flattened EAM");
+    v.Bool("cancel", cancel, "cancel prefetched experts their gate did not route to");
+    v.Real("slots", slots, 0, 1, "fraction of the cache's free slots the prefetcher may fill (K)");
+  }
 };
 
 class MoeInfinityPolicy : public Policy {
  public:
   enum class Phase { kPrefill, kDecode };
+  using Tracing = MoeInfinityTracing;
+  using Cache = MoeInfinityCache;
 
   // facts.worker must be set: matching and EAMC insertion run there.
   MoeInfinityPolicy(const PolicyFacts& facts, MoeInfinityOptions options);

@@ -50,38 +50,82 @@ constexpr double kConfigureJobUs = 2.0;
 constexpr double kConfigureStepUs = 0.03;
 
 enum class PrefetchMode { kRouter, kRandom, kNone };
+enum class Budgets { kConfig, kUniform };  // Per-layer budgets: configurator or uniform.
+enum class Replace { kMiss, kConfig };     // When cached tops change.
+
+struct MoepicOptions {
+  using Evict = ExpertPriorities::Kind;
+  double theta = -1;
+  Budgets budgets = Budgets::kConfig;
+  PrefetchMode prefetch = PrefetchMode::kRouter;
+  Evict evict = Evict::kLcp;
+  Replace replace = Replace::kMiss;
+  double rho = 0.25, omega = 128, zeta = 0.01;
+  int64_t tau = 5000;
+  int buffer = 0;
+  double load_ms = 0, expert_ms = 0, attn_ms = 0, head_ms = 0;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Real("theta", theta, -1, 1,
+           "split ratio for every layer; -1: chosen per layer by the configurator (1: no "
+           "split, 0: prefetch only)");
+    v.Choice("budgets", budgets, {{Budgets::kConfig, "config"}, {Budgets::kUniform, "uniform"}},
+             "per-layer budgets from the configurator (Alg. 1) or uniform (Table 3's w/o CCA)");
+    v.Choice("prefetch", prefetch,
+             {{PrefetchMode::kRouter, "router"},
+              {PrefetchMode::kRandom, "random"},
+              {PrefetchMode::kNone, "none"}},
+             "speculative prefetch by the next layer's router (Eq. 3), in random order (w/o "
+             "SP), or none (Cache Only)");
+    v.Choice("evict", evict,
+             {{Evict::kLcp, "lcp"},
+              {Evict::kLru, "lru"},
+              {Evict::kLfu, "lfu"},
+              {Evict::kRandom, "random"}},
+             "cache priority: LCP mu*rho^(nu/omega) (Eq. 4) or the baselines of Table 1");
+    v.Choice("replace", replace, {{Replace::kMiss, "miss"}, {Replace::kConfig, "config"}},
+             "when cached tops change: on every miss (§3.3) or only at reconfiguration");
+    v.Real("rho", rho, 1e-6, 0.999999, "LCP balance between frequency and recency");
+    v.Real("omega", omega, 1, 1e9, "LCP observation window (tokens)");
+    v.Real("zeta", zeta, 1e-4, 0.5, "budget moved per configurator step (share of V_e)");
+    v.Int("tau", tau, 1, 1e12, "tokens between reconfigurations");
+    v.Int("buffer", buffer, 0, 4096,
+          "prefetch buffer in whole experts per layer (0: top-k, the paper's U_b)");
+    v.Real("load_ms", load_ms, 0, 1e9, "T_load of one expert (0: from the driver's costs)");
+    v.Real("expert_ms", expert_ms, 0, 1e9, "T_comp of one expert (0: from the driver)");
+    v.Real("attn_ms", attn_ms, 0, 1e9, "T_comp of one attention block (0: from the driver)");
+    v.Real("head_ms", head_ms, 0, 1e9, "T_comp of the LM head (0: from the driver)");
+  }
+};
 
 class MoepicPolicy : public Policy {
  public:
-  MoepicPolicy(const PolicyFacts& f, const Params& p)
+  MoepicPolicy(const PolicyFacts& f, const MoepicOptions& o)
       : facts_(f),
-        priorities_(f.num_layers, f.num_experts, ExpertPriorities::ParseKind(p.String("evict")),
-                    p.Real("rho"), p.Real("omega"), f.seed),
+        priorities_(f.num_layers, f.num_experts, o.evict, o.rho, o.omega, f.seed),
+        prefetch_(o.prefetch),
+        fixed_theta_(o.theta),
+        uniform_(o.budgets == Budgets::kUniform),
+        replace_on_miss_(o.replace == Replace::kMiss),
+        zeta_(o.zeta),
+        tau_(o.tau),
         rng_(f.seed * 0x9e3779b97f4a7c15ULL + 1) {
-    const std::string& mode = p.String("prefetch");
-    prefetch_ = mode == "router"   ? PrefetchMode::kRouter
-                : mode == "random" ? PrefetchMode::kRandom
-                                   : PrefetchMode::kNone;
     if (prefetch_ == PrefetchMode::kRouter) routers_.emplace(f, "moepic");
-    fixed_theta_ = p.Real("theta");
-    uniform_ = p.String("budgets") == "uniform";
-    replace_on_miss_ = p.String("replace") == "miss";
-    zeta_ = p.Real("zeta");
-    tau_ = p.Int("tau");
     chunks_ = f.chunks_per_expert();
     chunk_neurons_ = f.chunk_neurons > 0 ? f.chunk_neurons : f.neurons;
-    buffer_experts_ = p.Int("buffer") > 0 ? static_cast<int>(p.Int("buffer")) : f.top_k;
+    buffer_experts_ = o.buffer > 0 ? o.buffer : f.top_k;
     if (prefetch_ == PrefetchMode::kNone) buffer_experts_ = 0;
 
     // Costs: the parameters where given, else the driver's (simulator: its cost model).
     costs_ = f.step_costs;
-    auto take = [&](const char* name, double* field) {
-      if (p.Real(name) > 0) *field = p.Real(name);
+    auto take = [&](double value, double* field) {
+      if (value > 0) *field = value;
     };
-    take("load_ms", &costs_.load_expert_ms);
-    take("expert_ms", &costs_.expert_ms);
-    take("attn_ms", &costs_.attention_ms);
-    take("head_ms", &costs_.head_ms);
+    take(o.load_ms, &costs_.load_expert_ms);
+    take(o.expert_ms, &costs_.expert_ms);
+    take(o.attn_ms, &costs_.attention_ms);
+    take(o.head_ms, &costs_.head_ms);
 
     moe_ = MoeLayers(f);
     Check(moe_.count() > 0, "policy moepic: the model has no MoE layer");
@@ -474,11 +518,11 @@ class MoepicPolicy : public Policy {
   PolicyFacts facts_;
   ExpertPriorities priorities_;
   std::optional<RouterTable> routers_;
-  PrefetchMode prefetch_ = PrefetchMode::kRouter;
-  double fixed_theta_ = -1;
-  bool uniform_ = false, replace_on_miss_ = true;
-  double zeta_ = 0.01;
-  int64_t tau_ = 5000;
+  PrefetchMode prefetch_;  // The options' (MoepicOptions).
+  double fixed_theta_;
+  bool uniform_, replace_on_miss_;
+  double zeta_;
+  int64_t tau_;
   int chunks_ = 1, chunk_neurons_ = 0, buffer_experts_ = 0;
   StepCosts costs_;
   int64_t top_pages_ = 0;
@@ -500,71 +544,6 @@ class MoepicPolicy : public Policy {
   uint64_t rng_;
 };
 
-std::vector<ParamSpec> MoepicParams() {
-  using T = ParamType;
-  const double inf = std::numeric_limits<double>::infinity();
-  return {
-      {"theta",
-       T::kReal,
-       "-1",
-       -1,
-       1,
-       {},
-       "split ratio for every layer; -1: chosen per layer by the configurator (1: no split, "
-       "0: prefetch only)"},
-      {"budgets",
-       T::kString,
-       "config",
-       -inf,
-       inf,
-       {"config", "uniform"},
-       "per-layer budgets from the configurator (Alg. 1) or uniform (Table 3's w/o CCA)"},
-      {"prefetch",
-       T::kString,
-       "router",
-       -inf,
-       inf,
-       {"router", "random", "none"},
-       "speculative prefetch by the next layer's router (Eq. 3), in random order (w/o SP), "
-       "or none (Cache Only)"},
-      {"evict",
-       T::kString,
-       "lcp",
-       -inf,
-       inf,
-       {"lcp", "lru", "lfu", "random"},
-       "cache priority: LCP mu*rho^(nu/omega) (Eq. 4) or the baselines of Table 1"},
-      {"replace",
-       T::kString,
-       "miss",
-       -inf,
-       inf,
-       {"miss", "config"},
-       "when cached tops change: on every miss (§3.3) or only at reconfiguration"},
-      {"rho", T::kReal, "0.25", 1e-6, 0.999999, {}, "LCP balance between frequency and recency"},
-      {"omega", T::kReal, "128", 1, 1e9, {}, "LCP observation window (tokens)"},
-      {"zeta",
-       T::kReal,
-       "0.01",
-       1e-4,
-       0.5,
-       {},
-       "budget moved per configurator step (share of V_e)"},
-      {"tau", T::kInt, "5000", 1, 1e12, {}, "tokens between reconfigurations"},
-      {"buffer",
-       T::kInt,
-       "0",
-       0,
-       4096,
-       {},
-       "prefetch buffer in whole experts per layer (0: top-k, the paper's U_b)"},
-      {"load_ms", T::kReal, "0", 0, 1e9, {}, "T_load of one expert (0: from the driver's costs)"},
-      {"expert_ms", T::kReal, "0", 0, 1e9, {}, "T_comp of one expert (0: from the driver)"},
-      {"attn_ms", T::kReal, "0", 0, 1e9, {}, "T_comp of one attention block (0: from the driver)"},
-      {"head_ms", T::kReal, "0", 0, 1e9, {}, "T_comp of the LM head (0: from the driver)"},
-  };
-}
-
 MOEX_REGISTER_POLICY({
     .name = "moepic",
     .roles = kPrefetches | kEvicts,
@@ -572,12 +551,12 @@ MOEX_REGISTER_POLICY({
            "bottoms by next-layer gate speculation, per-layer budgets and splits from the "
            "exposed-latency configurator",
     .source = "MoEpic (Yan et al.) §3.1-3.4, Algorithm 1",
-    .params = MoepicParams(),
+    .params = ParamSpecsOf<MoepicOptions>(),
     .trace_needs = kNeedsRouterWeights | kNeedsHidden,
     .test_specs = {"moepic:tau=8,load_ms=2,expert_ms=0.5,attn_ms=0.2,head_ms=0.3",
                    "moepic:theta=1,prefetch=none,evict=lfu", "moepic:theta=0"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<MoepicPolicy>(f, p);
+      return std::make_unique<MoepicPolicy>(f, p.As<MoepicOptions>());
     },
 });
 

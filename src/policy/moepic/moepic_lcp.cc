@@ -12,14 +12,6 @@ double LcpPriority(double mu, double nu, double rho, double omega) {
   return mu * std::pow(rho, nu / omega);
 }
 
-ExpertPriorities::Kind ExpertPriorities::ParseKind(const std::string& name) {
-  if (name == "lcp") return Kind::kLcp;
-  if (name == "lru") return Kind::kLru;
-  if (name == "lfu") return Kind::kLfu;
-  if (name == "random") return Kind::kRandom;
-  Fail("unknown cache priority '", name, "' (lcp, lru, lfu, random)");
-}
-
 ExpertPriorities::ExpertPriorities(int num_layers, int num_experts, Kind kind, double rho,
                                    double omega, uint64_t seed)
     : num_layers_(num_layers),

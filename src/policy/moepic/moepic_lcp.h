@@ -22,7 +22,6 @@ double LcpPriority(double mu, double nu, double rho, double omega);
 class ExpertPriorities {
  public:
   enum class Kind { kLcp, kLru, kLfu, kRandom };
-  static Kind ParseKind(const std::string& name);  // lcp | lru | lfu | random
 
   ExpertPriorities(int num_layers, int num_experts, Kind kind, double rho, double omega,
                    uint64_t seed);

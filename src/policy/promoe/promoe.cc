@@ -36,12 +36,56 @@ namespace moex::policy {
 namespace {
 
 enum class PredictorKind { kLearned, kToken, kSkip };
+// Early preemption at a gate (§5.2): that layer's leftover prefetches, every layer's, none.
+enum class Preempt { kLayer, kAll, kNone };
 
-PredictorKind ParseKind(const std::string& s) {
-  if (s == "learned") return PredictorKind::kLearned;
-  if (s == "token") return PredictorKind::kToken;
-  return PredictorKind::kSkip;
-}
+struct PromoeOptions {
+  PredictorKind predictor = PredictorKind::kLearned;
+  int distance = 2;
+  bool prefetch = true;
+  Preempt preempt = Preempt::kLayer;
+  bool layer_cache = true;
+  int max_prefetch = 0;
+  int hidden = 0;  // 0: d/2.
+  int epochs = 4, batch = 64;
+  double lr = 0.001;
+  int64_t samples = 16384;
+  uint64_t seed = 1;
+  WorkerGflops worker;
+
+  template <class V>
+  void VisitParams(V& v) {
+    v.Choice("predictor", predictor,
+             {{PredictorKind::kLearned, "learned"},
+              {PredictorKind::kToken, "token"},
+              {PredictorKind::kSkip, "skip"}},
+             "learned MLP (§4.2), token-based or skip-based (a later router on this input, "
+             "§3.2)");
+    v.Int("distance", distance, 1, 8,
+          "MoE layers ahead a gate input predicts: 2 = stride prefetching (§4.3), 1 = "
+          "layer-wise");
+    v.Bool("prefetch", prefetch, "prefetch predictions (0: per-layer LRU only)");
+    v.Choice("preempt", preempt,
+             {{Preempt::kLayer, "layer"}, {Preempt::kAll, "all"}, {Preempt::kNone, "none"}},
+             "early preemption at a gate (§5.2): drop that layer's leftover speculative "
+             "prefetches, every layer's (§5.4's wording), or none");
+    v.Bool("layer_cache", layer_cache,
+           "equal per-layer shares of the cache (the paper's per-layer LRU); 0: one shared "
+           "cache");
+    v.Int("max_prefetch", max_prefetch, 0, 1 << 20,
+          "most experts prefetched per layer and pass (0: the union of every token's top-k)");
+    v.Int("hidden", hidden, 0, 1 << 16,
+          "predictor hidden width (0: d/2, the paper's ~2M parameters at d = 2048)");
+    v.Int("epochs", epochs, 1, 1000, "training epochs over the samples");
+    v.Int("batch", batch, 1, 1 << 16, "training minibatch");
+    v.Real("lr", lr, 1e-7, 1, "Adam learning rate");
+    v.Int("samples", samples, 16, 1 << 26,
+          "training samples kept per layer (a uniform reservoir over the learning traces' "
+          "tokens)");
+    v.Int("seed", seed, 0, 1e15, "initialisation, sampling and split seed");
+    worker.VisitParams(v);
+  }
+};
 
 // Training samples of one target layer: the source layer's gate inputs and the target
 // layer's routed experts, kept as a uniform reservoir of at most `cap` tokens.
@@ -53,27 +97,27 @@ struct SampleReservoir {
 
 class PromoePolicy : public Policy {
  public:
-  PromoePolicy(const PolicyFacts& f, const Params& p)
+  PromoePolicy(const PolicyFacts& f, const PromoeOptions& o)
       : facts_(f),
-        params_(p),
-        kind_(ParseKind(p.String("predictor"))),
-        distance_(static_cast<int>(p.Int("distance"))),
-        prefetch_(p.Bool("prefetch")),
-        preempt_(p.String("preempt")),
-        per_layer_cache_(p.Bool("layer_cache")),
-        max_prefetch_(static_cast<int>(p.Int("max_prefetch"))),
-        sample_cap_(p.Int("samples")),
-        worker_gflops_(p.Real("worker_gflops")),
-        rng_(p.Int("seed")) {
+        opt_(o),
+        kind_(o.predictor),
+        distance_(o.distance),
+        prefetch_(o.prefetch),
+        preempt_(o.preempt),
+        per_layer_cache_(o.layer_cache),
+        max_prefetch_(o.max_prefetch),
+        sample_cap_(o.samples),
+        worker_gflops_(o.worker.gflops),
+        rng_(o.seed) {
     Check(f.hidden_size > 0 || kind_ == PredictorKind::kToken,
           "promoe: the model's hidden size is unknown; the learned and skip predictors need it");
-    hidden_width_ = static_cast<int>(p.Int("hidden"));
+    hidden_width_ = o.hidden;
     // The paper's ~2M parameters at d = 2048 is a width of about d/2; keep that ratio.
     if (hidden_width_ == 0) hidden_width_ = std::max(32, f.hidden_size / 2);
-    training_.epochs = static_cast<int>(p.Int("epochs"));
-    training_.batch = static_cast<int>(p.Int("batch"));
-    training_.learning_rate = p.Real("lr");
-    training_.seed = static_cast<uint64_t>(p.Int("seed"));
+    training_.epochs = o.epochs;
+    training_.batch = o.batch;
+    training_.learning_rate = o.lr;
+    training_.seed = o.seed;
     moe_ = MoeLayers(f);
     source_of_.assign(static_cast<size_t>(f.num_layers), -1);
     target_of_.assign(static_cast<size_t>(f.num_layers), -1);
@@ -89,7 +133,7 @@ class PromoePolicy : public Policy {
   }
 
   std::string name() const override {
-    const std::string nd = params_.NonDefault();
+    const std::string nd = NonDefault(opt_);
     return nd.empty() ? "promoe" : "promoe:" + nd;
   }
 
@@ -242,7 +286,7 @@ class PromoePolicy : public Policy {
       ++trained;
     }
     (*report)["promoe"] = {
-        {"predictor", params_.String("predictor")},
+        {"predictor", ParamText(opt_, "predictor")},
         {"distance", distance_},
         {"hidden", hidden_width_},
         {"trained_layers", trained},
@@ -283,11 +327,11 @@ class PromoePolicy : public Policy {
   // pick are dropped (`preempt=layer`), or every layer's outstanding ones (`all`, §5.4's
   // wording). The routed experts' queued reads were already promoted to demand.
   void EarlyPreemption(const GateEvent& e, Decisions* out) {
-    if (preempt_ == "none") return;
+    if (preempt_ == Preempt::kNone) return;
     std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
     for (auto it = predicted_.begin(); it != predicted_.end();) {
       const bool this_layer = it->first == e.layer;
-      if (!this_layer && preempt_ != "all") {
+      if (!this_layer && preempt_ != Preempt::kAll) {
         ++it;
         continue;
       }
@@ -456,11 +500,11 @@ class PromoePolicy : public Policy {
   }
 
   PolicyFacts facts_;
-  Params params_;
+  PromoeOptions opt_;
   PredictorKind kind_;
   int distance_;
   bool prefetch_;
-  std::string preempt_;
+  Preempt preempt_;
   bool per_layer_cache_;
   int max_prefetch_;
   int64_t sample_cap_;
@@ -486,81 +530,18 @@ class PromoePolicy : public Policy {
   std::set<int> gated_;                            // Layers whose gate came this pass.
 };
 
-std::vector<ParamSpec> PromoeParams() {
-  using T = ParamType;
-  const double inf = std::numeric_limits<double>::infinity();
-  return {
-      {"predictor",
-       T::kString,
-       "learned",
-       -inf,
-       inf,
-       {"learned", "token", "skip"},
-       "learned MLP (§4.2), token-based or skip-based (a later router on this input, §3.2)"},
-      {"distance",
-       T::kInt,
-       "2",
-       1,
-       8,
-       {},
-       "MoE layers ahead a gate input predicts: 2 = stride prefetching (§4.3), 1 = layer-wise"},
-      {"prefetch", T::kBool, "1", 0, 1, {}, "prefetch predictions (0: per-layer LRU only)"},
-      {"preempt",
-       T::kString,
-       "layer",
-       -inf,
-       inf,
-       {"layer", "all", "none"},
-       "early preemption at a gate (§5.2): drop that layer's leftover speculative prefetches, "
-       "every layer's (§5.4's wording), or none"},
-      {"layer_cache",
-       T::kBool,
-       "1",
-       0,
-       1,
-       {},
-       "equal per-layer shares of the cache (the paper's per-layer LRU); 0: one shared cache"},
-      {"max_prefetch",
-       T::kInt,
-       "0",
-       0,
-       1 << 20,
-       {},
-       "most experts prefetched per layer and pass (0: the union of every token's top-k)"},
-      {"hidden",
-       T::kInt,
-       "0",
-       0,
-       1 << 16,
-       {},
-       "predictor hidden width (0: d/2, the paper's ~2M parameters at d = 2048)"},
-      {"epochs", T::kInt, "4", 1, 1000, {}, "training epochs over the samples"},
-      {"batch", T::kInt, "64", 1, 1 << 16, {}, "training minibatch"},
-      {"lr", T::kReal, "0.001", 1e-7, 1, {}, "Adam learning rate"},
-      {"samples",
-       T::kInt,
-       "16384",
-       16,
-       1 << 26,
-       {},
-       "training samples kept per layer (a uniform reservoir over the learning traces' tokens)"},
-      {"seed", T::kInt, "1", 0, 1e15, {}, "initialisation, sampling and split seed"},
-      WorkerGflopsParam(),
-  };
-}
-
 MOEX_REGISTER_POLICY({
     .name = "promoe",
     .roles = kPrefetches,
     .doc = "learned per-layer predictors from an earlier layer's gate input, stride "
            "prefetching, early preemption at each gate, per-layer LRU caches",
     .source = "ProMoE (Song et al.) §4.2-4.3, §5.1-5.4",
-    .params = PromoeParams(),
+    .params = ParamSpecsOf<PromoeOptions>(),
     .trace_needs = kNeedsHidden,
     .test_specs = {"promoe:predictor=skip", "promoe:predictor=token,preempt=all",
                    "promoe:predictor=skip,distance=1,layer_cache=0"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      return std::make_unique<PromoePolicy>(f, p);
+      return std::make_unique<PromoePolicy>(f, p.As<PromoeOptions>());
     },
 });
 

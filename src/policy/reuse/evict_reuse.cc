@@ -31,6 +31,31 @@ struct ReuseOptions {
   double guard_half_life = 32;  // Passes.
   double guard_margin = 0.02;
   int64_t nextgate_tokens = 8;  // Largest pass the next-gate feature is computed for.
+
+  template <class V>
+  void VisitParams(V& v) {
+    ReuseEstimator::Options& e = estimator;
+    v.Int("horizon", e.horizon, 2, 4096,
+          "next-use labels clamp here (gates of the expert's layer)");
+    v.Real("long_half_life", e.long_half_life, 1, 1e6,
+           "half-life of the model-level routing rate (gates)");
+    v.Real("short_half_life", e.short_half_life, 1, 1e6,
+           "half-life of the request-level rate (gates)");
+    v.Int("min_samples", e.min_samples, 1, 1e9, "samples a table cell needs before it is used");
+    v.Bool("admission", admission,
+           "bypass misses predicted to be used later than every cached expert");
+    v.Bool("guard", guard, "score by recency while LRU's shadow cache hits clearly more");
+    v.Real("guard_half_life", guard_half_life, 1, 1e6,
+           "half-life of the guard's hit counts (passes)");
+    v.Real("guard_margin", guard_margin, 0, 10, "LRU must hit this much more to take over");
+    v.Bool("age", e.features.age, "feature: gates since the expert was last routed");
+    v.Bool("rate", e.features.rate, "feature: model-level decayed routing rate");
+    v.Bool("recent", e.features.recent, "feature: request-level decayed routing rate");
+    v.Bool("nextgate", e.features.nextgate,
+           "feature: next layer's router on this gate's input (needs gate inputs)");
+    v.Int("nextgate_tokens", nextgate_tokens, 1, 1e9,
+          "largest pass (tokens) the next-gate feature is computed for");
+  }
 };
 
 class ReuseEvictor : public Policy {
@@ -203,89 +228,10 @@ MOEX_REGISTER_POLICY({
     .doc = "evict (or do not admit) the expert whose predicted next use is farthest: its "
            "layer's place in the gate cycle plus a learned next-use estimate",
     .source = "issue 39: reuse-distance prediction (after Mockingjay, LRB) on the gate cycle",
-    .params = {{.name = "horizon",
-                .type = ParamType::kInt,
-                .default_value = "64",
-                .min = 2,
-                .max = 4096,
-                .doc = "next-use labels clamp here (gates of the expert's layer)"},
-               {.name = "long_half_life",
-                .type = ParamType::kReal,
-                .default_value = "256",
-                .min = 1,
-                .max = 1e6,
-                .doc = "half-life of the model-level routing rate (gates)"},
-               {.name = "short_half_life",
-                .type = ParamType::kReal,
-                .default_value = "8",
-                .min = 1,
-                .max = 1e6,
-                .doc = "half-life of the request-level rate (gates)"},
-               {.name = "min_samples",
-                .type = ParamType::kInt,
-                .default_value = "16",
-                .min = 1,
-                .max = 1e9,
-                .doc = "samples a table cell needs before it is used"},
-               {.name = "admission",
-                .type = ParamType::kBool,
-                .default_value = "true",
-                .doc = "bypass misses predicted to be used later than every cached expert"},
-               {.name = "guard",
-                .type = ParamType::kBool,
-                .default_value = "true",
-                .doc = "score by recency while LRU's shadow cache hits clearly more"},
-               {.name = "guard_half_life",
-                .type = ParamType::kReal,
-                .default_value = "32",
-                .min = 1,
-                .max = 1e6,
-                .doc = "half-life of the guard's hit counts (passes)"},
-               {.name = "guard_margin",
-                .type = ParamType::kReal,
-                .default_value = "0.02",
-                .min = 0,
-                .max = 10,
-                .doc = "LRU must hit this much more to take over"},
-               {.name = "age",
-                .type = ParamType::kBool,
-                .default_value = "true",
-                .doc = "feature: gates since the expert was last routed"},
-               {.name = "rate",
-                .type = ParamType::kBool,
-                .default_value = "true",
-                .doc = "feature: model-level decayed routing rate"},
-               {.name = "recent",
-                .type = ParamType::kBool,
-                .default_value = "true",
-                .doc = "feature: request-level decayed routing rate"},
-               {.name = "nextgate",
-                .type = ParamType::kBool,
-                .default_value = "true",
-                .doc = "feature: next layer's router on this gate's input (needs gate inputs)"},
-               {.name = "nextgate_tokens",
-                .type = ParamType::kInt,
-                .default_value = "8",
-                .min = 1,
-                .max = 1e9,
-                .doc = "largest pass (tokens) the next-gate feature is computed for"}},
+    .params = ParamSpecsOf<ReuseOptions>(),
     .test_specs = {"nextgate+reuse", "reuse:admission=false,guard=false"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
-      ReuseOptions o;
-      o.estimator.horizon = static_cast<int>(p.Int("horizon"));
-      o.estimator.long_half_life = p.Real("long_half_life");
-      o.estimator.short_half_life = p.Real("short_half_life");
-      o.estimator.min_samples = static_cast<int>(p.Int("min_samples"));
-      o.estimator.features = {.age = p.Bool("age"),
-                              .rate = p.Bool("rate"),
-                              .recent = p.Bool("recent"),
-                              .nextgate = p.Bool("nextgate")};
-      o.admission = p.Bool("admission");
-      o.guard = p.Bool("guard");
-      o.guard_half_life = p.Real("guard_half_life");
-      o.guard_margin = p.Real("guard_margin");
-      o.nextgate_tokens = p.Int("nextgate_tokens");
-      return std::make_unique<ReuseEvictor>(f, o);
+      return std::make_unique<ReuseEvictor>(f, p.As<ReuseOptions>());
     },
 });
 

@@ -23,8 +23,14 @@ const float* BiasOrNull(const std::vector<float>& b) {
 }  // namespace
 
 Transformer::Transformer(const Model& model, MoeExecutor& executor)
-    : model_(model), executor_(executor), rope_(model.config) {
-  if (policy::EventSink* stack = executor.event_sink()) events_.Add(stack);
+    : model_(model), executor_(executor), rope_(model.config), stack_(executor.event_sink()) {
+  if (stack_ != nullptr) events_.Add(stack_);
+}
+
+void Transformer::AddSink(policy::EventSink* sink) {
+  if (stack_ != nullptr) events_.Remove(stack_);
+  events_.Add(sink);
+  if (stack_ != nullptr) events_.Add(stack_);
 }
 
 std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {

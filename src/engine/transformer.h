@@ -45,11 +45,12 @@ class Transformer {
   // request_begin / request_end: ids count from 0 over this transformer's lifetime.
   int64_t BeginRequest(std::span<const int32_t> prompt);
   void EndRequest(int64_t request);
-  // The event stream goes to these sinks, each event once, in the order they were added:
-  // the executor's offload stack (MoeExecutor::event_sink) first, from construction, then
-  // observers (a trace recorder, statistics). REQUIRES: a sink outlives every event after
-  // it was added (or is removed first).
-  void AddSink(policy::EventSink* sink) { events_.Add(sink); }
+  // The event stream goes to these sinks, each event once: observers (a trace recorder,
+  // statistics) in the order they were added, then the executor's offload stack
+  // (MoeExecutor::event_sink), so an observer that throws (a recorder on a full disk) stops
+  // the event before the stack pins anything for it. REQUIRES: a sink outlives every event
+  // after it was added (or is removed first).
+  void AddSink(policy::EventSink* sink);
   void RemoveSink(policy::EventSink* sink) { events_.Remove(sink); }
   // Routing replay: MoE layers follow `source` instead of the router (null: the router).
   void set_routing_source(RoutingSource* source) { routing_source_ = source; }
@@ -74,7 +75,8 @@ class Transformer {
   const Model& model_;
   MoeExecutor& executor_;
   RopeTable rope_;
-  policy::EventFanOut events_;
+  policy::EventFanOut events_;  // Observers, then stack_.
+  policy::EventSink* stack_ = nullptr;
   RoutingSource* routing_source_ = nullptr;
   int64_t next_request_ = 0;
   int64_t next_iteration_ = 0;

@@ -33,6 +33,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -273,7 +274,11 @@ struct Block32Kernel {
         acc[r * T + t] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * dx), acc[r * T + t]);
         if constexpr (Q::kHasOffset) {
-          corr[r * T + t] += Q::Offset(b[r]) * dx * static_cast<float>(x[t].s[0] + x[t].s[1]);
+          // An explicit fma: a contracted `corr += m * dx * s` is fused or not depending on
+          // how GCC's SLP vectoriser packs the tile's R * T scalars, which differs with T (seen
+          // under -march=native), so a token's bits depended on its tile (docs/kernels.md).
+          corr[r * T + t] = std::fma(Q::Offset(b[r]) * dx,
+                                     static_cast<float>(x[t].s[0] + x[t].s[1]), corr[r * T + t]);
         }
       }
     }

@@ -26,6 +26,7 @@
 #include "kernels/simd-inl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -457,8 +458,13 @@ HWY_INLINE void BlockDotWith(const float* a, const float* m, const CodeFn& code,
 #pragma GCC unroll 4
       for (size_t t = 0; t < T; ++t) acc[r * T + t] = hn::MulAdd(av, qx[r * T + t], acc[r * T + t]);
       if constexpr (Q::kHasMin) {
+        // An explicit fma, not `corr += m * xs`: GCC contracts that into an fma only where it
+        // stays scalar (or is vectorised whole), and its SLP vectoriser packs these scalars
+        // differently for each R * T (under -march=native: fused for one token, multiplied
+        // then added for two or more), so a token's bits depended on its tile.
 #pragma GCC unroll 4
-        for (size_t t = 0; t < T; ++t) corr[r * T + t] += m[r * kSubs + s] * xs[t][s];
+        for (size_t t = 0; t < T; ++t)
+          corr[r * T + t] = std::fma(m[r * kSubs + s], xs[t][s], corr[r * T + t]);
       }
     }
   }

@@ -1,6 +1,7 @@
-// The one event stream: the fan-out forwards each event to its sinks in order, and the
-// Transformer emits every event once, to its observers and then to the executor's offload
-// stack (so an observer that throws stops the event before the stack acts on it).
+// The one event stream: a gate event's routed set, the fan-out that forwards each event to
+// its sinks in order, and the Transformer, which emits every event once, to its observers
+// and then to the executor's offload stack (so an observer that throws stops the event
+// before the stack acts on it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +59,22 @@ TEST(EventFanOut, ForwardsEachEventToItsSinksInOrderUntilRemoved) {
   EXPECT_EQ(log, (std::vector<std::string>{"a:request_begin", "b:request_begin", "a:gate3",
                                            "b:gate3", "a:expert_done", "b:expert_done",
                                            "b:iteration_end", "b:request_end"}));
+}
+
+// The routed set of a gate: its distinct experts, ascending, filled once by the event's
+// builder. Three tokens, top-2: {4, 1}, {1, 0}, {4, 2} route to 0, 1, 2 and 4.
+TEST(GateEventRouted, SetRoutedSortsAndDropsRepeats) {
+  const std::vector<int32_t> ids = {4, 1, 1, 0, 4, 2};
+  policy::GateEvent e;
+  e.n_tokens = 3;
+  e.top_k = 2;
+  e.ids = ids.data();
+  EXPECT_TRUE(e.routed_experts().empty());
+  std::vector<int32_t> storage = {9, 9, 9, 9, 9, 9, 9};  // Reused: what it held goes.
+  policy::SetRouted(&e, &storage);
+  EXPECT_EQ(std::vector<int32_t>(e.routed_experts().begin(), e.routed_experts().end()),
+            (std::vector<int32_t>{0, 1, 2, 4}));
+  EXPECT_EQ(e.n_routed, 4);
 }
 
 // A resident executor that names a logging sink as its offload stack.

@@ -16,19 +16,20 @@
 #include "engine/generator.h"
 #include "engine/moe_executor.h"
 #include "engine/rope.h"
-#include "engine/sampler.h"
 #include "engine/router.h"
+#include "engine/sampler.h"
 #include "engine/transformer.h"
 #include "model/model.h"
 #include "model/random_model.h"
 #include "policy/policy.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
-#include "tiers/cache_plan.h"
+#include "support/policy_events.h"
+#include "support/random_weight_source.h"
 #include "support/reference_model.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
-#include "support/random_weight_source.h"
+#include "tiers/cache_plan.h"
 
 namespace moex {
 namespace {
@@ -210,7 +211,7 @@ TEST(SparseMixerTest, NextGatePrefetchPredictsTheSparseMixerPair) {
     g.hidden = h.data();
     g.d = 8;
     policy::Decisions d;
-    p->OnGate(g, &d);
+    p->OnGate(testing::Routed(g), &d);
     ASSERT_EQ(d.prefetch.size(), 2u);
     EXPECT_EQ(d.prefetch[0].expert.expert, r.ids[0]) << "trial " << trial;
     EXPECT_EQ(d.prefetch[1].expert.expert, r.ids[1]) << "trial " << trial;

@@ -25,6 +25,7 @@
 #include "policy/registry.h"
 #include "sim/replay.h"
 #include "support/engine_runs.h"
+#include "support/policy_events.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
 #include "tiers/offload_metrics.h"
@@ -125,7 +126,7 @@ GateEvent Gate(int layer, const std::vector<int32_t>& ids, int k) {
   g.n_tokens = static_cast<int64_t>(ids.size()) / k;
   g.num_experts = 4;
   g.ids = ids.data();
-  return g;
+  return testing::Routed(g);
 }
 
 // One pass of one request over every layer, each routing `routed[layer]`.

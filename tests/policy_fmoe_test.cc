@@ -19,6 +19,7 @@
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
+#include "support/policy_events.h"
 
 namespace moex::policy {
 namespace {
@@ -284,7 +285,7 @@ class Harness {
     g.ids = ids_.data();
     g.probs = probs_.data();
     Decisions d;
-    policy->OnGate(g, &d);
+    policy->OnGate(testing::Routed(g), &d);
     worker_.Poll(&d);
     return d;
   }
@@ -545,7 +546,7 @@ TEST(FmoePolicy, MissingProbabilitiesOrEmbeddingsAreErrors) {
   g.top_k = 1;
   g.num_experts = 4;
   g.ids = ids.data();
-  EXPECT_THROW(h.policy->OnGate(g, &d), Error);  // No probabilities.
+  EXPECT_THROW(h.policy->OnGate(testing::Routed(g), &d), Error);  // No probabilities.
 }
 
 TEST(FmoePolicy, StateRoundTripsAndBadStateIsAnError) {

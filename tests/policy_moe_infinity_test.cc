@@ -20,6 +20,7 @@
 #include "policy/policy_state.h"
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
+#include "support/policy_events.h"
 
 namespace moex::policy {
 namespace {
@@ -288,7 +289,7 @@ class Harness {
     g.num_experts = facts_.num_experts;
     g.ids = ids_.data();
     Decisions d;
-    policy->OnGate(g, &d);
+    policy->OnGate(testing::Routed(g), &d);
     worker_.Poll(&d);
     return d;
   }

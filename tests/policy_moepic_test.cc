@@ -19,6 +19,7 @@
 #include "policy/policy_worker.h"
 #include "policy/registry.h"
 #include "support/engine_runs.h"
+#include "support/policy_events.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
 #include "tiers/offload_controller.h"
@@ -311,7 +312,7 @@ struct Harness {
       g.weights = weights.data();
       g.hidden = h.data();
       g.d = kD;
-      const auto plan = controller->Gate(g, &cmds);
+      const auto plan = controller->Gate(testing::Routed(g), &cmds);
       for (const auto& p : plan) controller->ExpertDone({p.key.layer, p.key.expert}, &cmds);
     }
     controller->IterationEnd(&cmds);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "policy/registry.h"
+#include "support/policy_events.h"
 
 namespace moex::policy {
 namespace {
@@ -212,7 +213,7 @@ TEST(RegroupPolicy, RegroupsRequestsByTheirLastPaths) {
     g.top_k = 2;
     g.num_experts = 6;
     g.ids = ids.data();
-    p->OnGate(g, &d);
+    p->OnGate(testing::Routed(g), &d);
   }
   p->OnIterationEnd(&d);
   std::vector<PassCandidate> candidates;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "serve/cache_view.h"
 #include "serve/expert_activity.h"
+#include "support/policy_events.h"
 
 namespace moex::serve {
 namespace {
@@ -22,7 +23,7 @@ policy::GateEvent Gate(int layer, int64_t n_tokens, int top_k, const std::vector
   e.top_k = top_k;
   e.num_experts = 4;
   e.ids = ids.data();
-  return e;
+  return testing::Routed(e);
 }
 
 TEST(ServeExpertActivity, CountsTokensPerExpertAndDistinctExpertsPerGate) {

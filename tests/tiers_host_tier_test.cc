@@ -2,6 +2,7 @@
 // (real io_uring reads) and check the outputs are bit-identical to fully resident experts
 // for every budget and policy, the budget is never exceeded, hit/miss counts replay
 // exactly without I/O, and read faults fail one layer cleanly.
+#include "support/policy_events.h"
 #include "tiers/host_tier.h"
 
 #include <gtest/gtest.h>
@@ -52,7 +53,7 @@ struct LayerInput {
     e.probs = probs.data();
     e.hidden = x.data();
     e.d = c.hidden_size;
-    return e;
+    return testing::Routed(e);
   }
 };
 

@@ -141,7 +141,8 @@ void RouteSparseMixer(const float* logits, int64_t n, const ModelConfig& config,
   }
 }
 
-policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hidden, int64_t d) {
+policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hidden, int64_t d,
+                              std::vector<int32_t>* routed) {
   policy::GateEvent e;
   e.layer = layer;
   e.n_tokens = routing.n_tokens;
@@ -152,6 +153,7 @@ policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hi
   e.probs = routing.probs.empty() ? nullptr : routing.probs.data();
   e.hidden = routing.gate_input != nullptr ? routing.gate_input : hidden;
   e.d = routing.gate_input != nullptr ? routing.gate_input_d : d;
+  policy::SetRouted(&e, routed);
   return e;
 }
 

@@ -71,6 +71,7 @@ void RouteSparseMixer(const float* logits, int64_t n, const ModelConfig& config,
 
 // The gate event of `layer` for this routing; `hidden` [n, d] is the router's input. Views
 // into `routing` and `hidden`, valid while they are.
-policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hidden, int64_t d);
+policy::GateEvent GateEventOf(int layer, const Routing& routing, const float* hidden, int64_t d,
+                              std::vector<int32_t>* routed);
 
 }  // namespace moex

@@ -87,6 +87,7 @@ class Transformer {
   std::vector<float> latent_q_, latent_out_;  // MLA: queries and outputs in latent space.
   std::vector<int64_t> iteration_requests_, iteration_token_counts_;
   std::vector<int32_t> iteration_tokens_;
+  std::vector<int32_t> routed_;      // The gate event's routed set.
   std::vector<char> decode_tokens_;  // Per token of the pass: its request's only token.
   std::vector<int64_t> positions_;
   Routing routing_;

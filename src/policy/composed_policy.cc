@@ -1,6 +1,6 @@
 #include "policy/composed_policy.h"
 
-#include <set>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -40,8 +40,7 @@ void ComposedPolicy::OnGate(const GateEvent& e, Decisions* out) {
   const size_t from = out->prefetch.size();
   ev.OnGate(e, out);
   if (!learning()) {
-    std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
-    for (int32_t id : routed) ev.OnTouch({e.layer, id}, true);
+    for (int32_t id : e.routed_experts()) ev.OnTouch({e.layer, id}, true);
     for (size_t i = from; i < out->prefetch.size(); ++i) ev.OnTouch(out->prefetch[i].expert, false);
   }
   for (size_t i = 0; i + 1 < parts_.size(); ++i) {

@@ -3,9 +3,11 @@
 // nothing else, so both drivers get the same decisions from the same events.
 #pragma once
 
+#include <algorithm>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace moex::policy {
@@ -56,7 +58,24 @@ struct GateEvent {
   const float* probs = nullptr;    // [n_tokens, num_experts] full gate probabilities.
   const float* hidden = nullptr;   // [n_tokens, d] the gate's input hidden state.
   int64_t d = 0;
+  // The distinct experts of `ids`, ascending: filled once by whoever builds the event
+  // (SetRouted), so no listener derives it again.
+  const int32_t* routed = nullptr;
+  int64_t n_routed = 0;
+
+  std::span<const int32_t> routed_experts() const {
+    return {routed, static_cast<size_t>(n_routed)};
+  }
 };
+
+// Fills e->routed from e->ids, into `storage` (which must outlive the event).
+inline void SetRouted(GateEvent* e, std::vector<int32_t>* storage) {
+  storage->assign(e->ids, e->ids + e->n_tokens * e->top_k);
+  std::sort(storage->begin(), storage->end());
+  storage->erase(std::unique(storage->begin(), storage->end()), storage->end());
+  e->routed = storage->data();
+  e->n_routed = static_cast<int64_t>(storage->size());
+}
 
 struct ExpertDoneEvent {
   int layer = 0;

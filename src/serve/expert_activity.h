@@ -41,7 +41,6 @@ class ExpertActivity : public policy::EventSink {
   int num_layers_, num_experts_;
   std::vector<int64_t> activations_;  // [layer * num_experts + expert]
   std::vector<int64_t> accesses_;     // [layer]
-  std::vector<char> seen_;            // Scratch: experts of the current gate.
   int64_t gates_ = 0;
   int64_t pass_experts_ = 0;
   bool decode_only_ = false;

@@ -439,7 +439,7 @@ class Simulation {
   // each chunk as soon as it has landed, resident ones first (the executor's order).
   void Gate(const trace::TraceGate& g) {
     const std::vector<tiers::PlannedExpert> plan =
-        controller_->Gate(trace::GateEventOf(g, header_), &commands_);
+        controller_->Gate(trace::GateEventOf(g, header_, &routed_), &commands_);
     Apply();
 
     std::map<int32_t, int64_t> tokens_of;
@@ -501,6 +501,7 @@ class Simulation {
   ModelConfig policy_config_;
   tiers::CacheGeometry geometry_;
   policy::PolicyFacts facts_;
+  std::vector<int32_t> routed_;  // The gate event's routed set.
   std::function<void(const policy::Policy&, const policy::PolicyFacts&)> on_finish_;
   int64_t record_bytes_ = 0;
   int32_t next_staging_page_ = 0;

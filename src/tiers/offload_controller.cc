@@ -125,9 +125,9 @@ void OffloadController::IterationBegin(const policy::IterationBeginEvent& e,
 
 std::vector<PlannedExpert> OffloadController::Gate(const policy::GateEvent& e,
                                                    std::vector<CacheCommand>* out) {
-  std::vector<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
-  std::sort(routed.begin(), routed.end());
-  routed.erase(std::unique(routed.begin(), routed.end()), routed.end());
+  Check(e.n_tokens == 0 || e.n_routed > 0, "the gate event of layer ", e.layer,
+        " carries no routed set (policy::SetRouted)");
+  const std::span<const int32_t> routed = e.routed_experts();
   for (int32_t id : routed)
     Check(id >= 0 && id < cache_.geometry().num_experts, "gate of layer ", e.layer,
           " routes to expert ", id, " of ", cache_.geometry().num_experts);

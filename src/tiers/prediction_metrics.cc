@@ -30,7 +30,7 @@ void PredictionMetrics::Predict(const policy::ExpertKey& k) {
   d = std::max(d, Distance(target));
 }
 
-void PredictionMetrics::Resolve(int layer, const std::vector<int32_t>& routed,
+void PredictionMetrics::Resolve(int layer, std::span<const int32_t> routed,
                                 const std::function<bool(int32_t)>& in_time) {
   std::vector<int>& pending = pending_[static_cast<size_t>(layer)];
   std::vector<Bucket>& buckets = buckets_[static_cast<size_t>(layer)];

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -29,7 +30,7 @@ class PredictionMetrics {
   void AtGate(int layer) { position_ = moe_index_[static_cast<size_t>(layer)]; }
   void Predict(const policy::ExpertKey& key);
   // Scores the predictions for this gate. `in_time(expert)`: resident and landed.
-  void Resolve(int layer, const std::vector<int32_t>& routed,
+  void Resolve(int layer, std::span<const int32_t> routed,
                const std::function<bool(int32_t)>& in_time);
 
   struct Bucket {

@@ -1,7 +1,6 @@
 #include "trace/policy_learning.h"
 
 #include <algorithm>
-#include <set>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -35,6 +34,7 @@ LearningSummary LearnFromTraces(policy::Policy& policy, const policy::PolicyFact
   if (paths.empty()) return summary;
   Stopwatch watch;
   policy::Decisions discard;
+  std::vector<int32_t> routed;  // A gate event's routed set.
   policy.OnLearnBegin();
   for (const std::string& path : paths) {
     TraceReader reader(path);
@@ -54,10 +54,10 @@ LearningSummary LearnFromTraces(policy::Policy& policy, const policy::PolicyFact
           policy.OnIterationBegin(IterationBeginEventOf(it, h), &discard);
           for (const TraceGate& g : it.gates) {
             ++summary.gates;
-            policy.OnGate(GateEventOf(g, h), &discard);
+            const policy::GateEvent gate = GateEventOf(g, h, &routed);
+            policy.OnGate(gate, &discard);
             // The engine finishes a layer's experts in its own order; ascending here.
-            for (int32_t id : std::set<int32_t>(g.ids.begin(), g.ids.end()))
-              policy.OnExpertDone({g.layer, id}, &discard);
+            for (int32_t id : gate.routed_experts()) policy.OnExpertDone({g.layer, id}, &discard);
           }
           policy.OnIterationEnd(&discard);
           break;

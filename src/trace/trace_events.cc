@@ -19,7 +19,8 @@ policy::IterationBeginEvent IterationBeginEventOf(const TraceIteration& it, cons
   return e;
 }
 
-policy::GateEvent GateEventOf(const TraceGate& g, const TraceHeader& h) {
+policy::GateEvent GateEventOf(const TraceGate& g, const TraceHeader& h,
+                              std::vector<int32_t>* routed) {
   policy::GateEvent e;
   e.layer = g.layer;
   e.n_tokens = g.n_tokens;
@@ -30,6 +31,7 @@ policy::GateEvent GateEventOf(const TraceGate& g, const TraceHeader& h) {
   e.probs = g.probs.empty() ? nullptr : g.probs.data();
   e.hidden = g.hidden.empty() ? nullptr : g.hidden.data();
   e.d = h.model.hidden_size;
+  policy::SetRouted(&e, routed);
   return e;
 }
 

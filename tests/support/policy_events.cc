@@ -1,5 +1,8 @@
 #include "support/policy_events.h"
 
+#include <deque>
+#include <mutex>
+
 namespace moex::testing {
 
 ModelConfig SmallPolicyConfig(int num_layers) {
@@ -23,6 +26,14 @@ policy::GateEvent TopTwoGate(int layer, const std::vector<int32_t>& ids,
   e.ids = ids.data();
   e.hidden = hidden ? hidden->data() : nullptr;
   e.d = hidden ? 8 : 0;
+  return Routed(e);
+}
+
+policy::GateEvent Routed(policy::GateEvent e) {
+  static std::mutex mutex;
+  static std::deque<std::vector<int32_t>> kept;  // Stable addresses; a test's events are few.
+  std::lock_guard<std::mutex> lock(mutex);
+  policy::SetRouted(&e, &kept.emplace_back());
   return e;
 }
 

@@ -17,4 +17,8 @@ ModelConfig SmallPolicyConfig(int num_layers);
 policy::GateEvent TopTwoGate(int layer, const std::vector<int32_t>& ids,
                              const std::vector<float>* hidden = nullptr);
 
+// A hand-built gate event with its routed set filled (policy::SetRouted, which the engine and
+// the trace helpers do for theirs), into storage the test process keeps.
+policy::GateEvent Routed(policy::GateEvent e);
+
 }  // namespace moex::testing

@@ -2,8 +2,8 @@
 // gate input is fed to layer l+1's router; its per-token top-k are prefetched, highest
 // score first. When layer l+1's real gate arrives, predictions it did not route to are
 // cancelled (early preemption), so their queued chunks stop using the link.
+#include <algorithm>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "policy/common/router_prediction.h"
@@ -22,9 +22,9 @@ class NextGatePrefetcher : public Policy {
     // Early preemption: drop this layer's predictions that the real gate did not pick.
     auto it = predicted_.find(e.layer);
     if (it != predicted_.end()) {
-      std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
       for (int32_t id : it->second)
-        if (!routed.count(id)) out->cancel.push_back({e.layer, id});
+        if (!std::ranges::binary_search(e.routed_experts(), id))
+          out->cancel.push_back({e.layer, id});
       predicted_.erase(it);
     }
     const int next = facts_.NextMoeLayer(e.layer);

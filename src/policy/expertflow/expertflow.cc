@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -314,17 +313,16 @@ void ExpertFlowPolicy::OnGate(const GateEvent& e, Decisions* out) {
     return;
   }
   const int E = facts_.num_experts;
-  std::vector<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
-  for (int32_t id : routed)
-    if (id >= 0 && id < E) ++frequency_[static_cast<size_t>(m) * E + static_cast<size_t>(id)];
+  for (int64_t i = 0; i < e.n_tokens * e.top_k; ++i)
+    if (e.ids[i] >= 0 && e.ids[i] < E)
+      ++frequency_[static_cast<size_t>(m) * E + static_cast<size_t>(e.ids[i])];
   for (const auto& [row, index] : pass_scored_)
     if (static_cast<int64_t>(row) < e.n_tokens)
       for (int j = 0; j < e.top_k; ++j) {
         const int32_t id = e.ids[static_cast<int64_t>(row) * e.top_k + j];
         if (id >= 0 && id < E) scored_[index].truth.Set(m, id);
       }
-  std::sort(routed.begin(), routed.end());
-  routed.erase(std::unique(routed.begin(), routed.end()), routed.end());
+  const std::vector<int32_t> routed(e.routed_experts().begin(), e.routed_experts().end());
   gated_ = m;
   routed_now_ = routed;
   done_now_ = 0;

@@ -177,8 +177,6 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
     if (s.tokens > 0)
       for (int j = 0; j < J; ++j) row[j] /= static_cast<float>(s.tokens);
   }
-  std::set<int32_t> routed;
-  for (int64_t i = 0; i < e.n_tokens * e.top_k; ++i) routed.insert(e.ids[i]);
   current_ = ord;
   ++gates_seen_;
 
@@ -190,7 +188,7 @@ void FmoePolicy::OnGate(const GateEvent& e, Decisions* out) {
       continue;
     }
     if (opt_.cancel && !learning() && it->first.layer == e.layer &&
-        !routed.contains(it->first.expert))
+        !std::ranges::binary_search(e.routed_experts(), it->first.expert))
       out->cancel.push_back(it->first);
     protected_score_[Index(it->first)] = -1;
     it = protected_.erase(it);

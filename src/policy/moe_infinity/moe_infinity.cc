@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "core/error.h"
 #include "policy/policy_worker.h"
@@ -100,7 +99,6 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
 
   // The iteration EAMs: each request's rows, and the pass's row for the query.
   std::vector<float> row(static_cast<size_t>(facts_.num_experts), 0.0f);
-  std::set<int32_t> routed;
   int64_t token = 0;
   for (const Segment& s : pass_) {
     RequestTrace& t = requests_.at(s.request);
@@ -111,7 +109,6 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
               " routes to expert ", id, " of ", facts_.num_experts);
         t.iteration.Add(ord, id);
         row[static_cast<size_t>(id)] += 1;
-        routed.insert(id);
       }
   }
   current_ = ord;
@@ -123,7 +120,8 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
       ++it;
       continue;
     }
-    if (opt_.cancel && !learning() && !routed.contains(it->first.expert))
+    if (opt_.cancel && !learning() &&
+        !std::ranges::binary_search(e.routed_experts(), it->first.expert))
       out->cancel.push_back(it->first);
     it = protected_.erase(it);
   }
@@ -131,9 +129,7 @@ void MoeInfinityPolicy::OnGate(const GateEvent& e, Decisions* out) {
   if (learning() || !opt_.prefetch) return;
   const int64_t slots =
       static_cast<int64_t>(std::floor(opt_.slots * static_cast<double>(facts_.capacity_experts)));
-  SubmitPrefetch(
-      ord, std::move(row),
-      static_cast<int>(std::max<int64_t>(0, slots - static_cast<int64_t>(routed.size()))));
+  SubmitPrefetch(ord, std::move(row), static_cast<int>(std::max<int64_t>(0, slots - e.n_routed)));
 }
 
 double MoeInfinityPolicy::QueryCostUs(int ordinal, int nonzero, Phase phase) const {

@@ -221,9 +221,7 @@ class MoepicPolicy : public Policy {
   void OnGate(const GateEvent& e, Decisions* out) override {
     const int layer = e.layer;
     if (moe_.Ordinal(layer) < 0) return;
-    std::vector<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
-    std::sort(routed.begin(), routed.end());
-    routed.erase(std::unique(routed.begin(), routed.end()), routed.end());
+    const std::vector<int32_t> routed(e.routed_experts().begin(), e.routed_experts().end());
 
     if (!learning()) {
       // The real gate ends the layer's prefetch: unrouted predictions leave (a cached top

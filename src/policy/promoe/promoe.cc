@@ -328,7 +328,7 @@ class PromoePolicy : public Policy {
   // wording). The routed experts' queued reads were already promoted to demand.
   void EarlyPreemption(const GateEvent& e, Decisions* out) {
     if (preempt_ == Preempt::kNone) return;
-    std::set<int32_t> routed(e.ids, e.ids + e.n_tokens * e.top_k);
+    const std::span<const int32_t> routed = e.routed_experts();
     for (auto it = predicted_.begin(); it != predicted_.end();) {
       const bool this_layer = it->first == e.layer;
       if (!this_layer && preempt_ != Preempt::kAll) {
@@ -336,7 +336,8 @@ class PromoePolicy : public Policy {
         continue;
       }
       for (int32_t id : it->second)
-        if (!this_layer || !routed.count(id)) out->cancel.push_back({it->first, id});
+        if (!this_layer || !std::ranges::binary_search(routed, id))
+          out->cancel.push_back({it->first, id});
       it = predicted_.erase(it);
     }
   }

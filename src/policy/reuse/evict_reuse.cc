@@ -177,9 +177,8 @@ class ReuseEvictor : public Policy {
   // Replays this gate's demand through both shadows (as the real cache does, before the
   // gate's OnGate) and chooses the scoring for what follows.
   void Guard(const GateEvent& e) {
-    std::set<int32_t> ids(e.ids, e.ids + e.n_tokens * e.top_k);
     std::vector<ExpertKey> routed;
-    for (int32_t id : ids) routed.push_back({e.layer, id});
+    for (int32_t id : e.routed_experts()) routed.push_back({e.layer, id});
     cycle_.ServingGate(e.layer);
     const int64_t self = shadow_self_.Serve(
         routed, [&](const ExpertKey& k) { return Score(k, false); },

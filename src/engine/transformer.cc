@@ -276,7 +276,8 @@ void Transformer::FeedForward(int layer, int64_t total) {
         L.router_bias.empty() ? nullptr : L.router_bias.data());
   if (routing_source_ != nullptr) routing_source_->Override(layer, decode_tokens_, &routing_);
   // The one gate event: the offload stack plans the layer's demand from it, which Run computes.
-  events_.OnGate(GateEventOf(layer, routing_, normed_.data(), d, &routed_));
+  // Built only when someone listens (a resident run without observers skips the routed set).
+  if (!events_.empty()) events_.OnGate(GateEventOf(layer, routing_, normed_.data(), d, &routed_));
 
   std::fill(ffn_out_.begin(), ffn_out_.begin() + static_cast<ptrdiff_t>(T * d), 0.0f);
   executor_.Run(layer, routing_, normed_.data(), ffn_out_.data());

@@ -10,48 +10,52 @@ src=${1:-"$(dirname "$0")/../src"}
 # Lowest first; a layer may include any layer before it.
 order=(core io text kernels model policy tiers engine trace sim serve cli)
 
-rank() {
-  local i
-  for i in "${!order[@]}"; do
-    if [ "${order[$i]}" = "$1" ]; then echo "$i"; return; fi
-  done
-  echo -1
-}
-
-# The folder of a path under policy/: "" for the top, else its first subfolder.
+# Layer name -> rank, and a policy file's folder (empty at the top of policy/), computed in
+# the shell itself: a subshell per include made this check take half a minute.
+declare -A rank_of
+for i in "${!order[@]}"; do rank_of[${order[$i]}]=$i; done
+folder=""
 policy_folder() {
   local rest=${1#policy/}
-  case "$rest" in */*) echo "${rest%%/*}" ;; *) echo "" ;; esac
+  case "$rest" in */*) folder=${rest%%/*} ;; *) folder="" ;; esac
 }
 
 bad=0
-while IFS= read -r file; do
+# Every file's layer, then every include: "FILE:LAYER/HEADER" lines from one grep.
+mapfile -t files < <(find "$src" \( -name '*.h' -o -name '*.cc' \) | sort)
+for file in "${files[@]}"; do
   rel=${file#"$src"/}
-  layer=${rel%%/*}
-  own=$(rank "$layer")
-  if [ "$own" -lt 0 ]; then
+  if [ -z "${rank_of[${rel%%/*}]:-}" ]; then
     echo "check-layers: $rel is in no known layer (add it to the order)"
     bad=1
-    continue
   fi
-  while IFS= read -r inc; do
-    target=${inc%%/*}
-    r=$(rank "$target")
-    [ "$r" -lt 0 ] && continue  # Not a layer of src/ (e.g. hwy/).
-    if [ "$r" -gt "$own" ]; then
-      echo "check-layers: $rel ($layer) includes $inc from the higher layer $target"
+done
+while IFS= read -r line; do
+  file=${line%%:*}
+  inc=${line#*:}
+  inc=${inc#\#include \"}
+  inc=${inc%%\"*}
+  rel=${file#"$src"/}
+  layer=${rel%%/*}
+  own=${rank_of[$layer]:--1}
+  target=${inc%%/*}
+  r=${rank_of[$target]:--1}
+  [ "$own" -lt 0 ] || [ "$r" -lt 0 ] && continue  # Not a layer of src/ (e.g. hwy/).
+  if [ "$r" -gt "$own" ]; then
+    echo "check-layers: $rel ($layer) includes $inc from the higher layer $target"
+    bad=1
+  fi
+  if [ "$layer" = policy ] && [ "$target" = policy ]; then
+    policy_folder "$rel"
+    from=$folder
+    policy_folder "$inc"
+    to=$folder
+    if [ -n "$to" ] && [ "$to" != "$from" ] && { [ "$to" != common ] || [ -z "$from" ]; }; then
+      echo "check-layers: $rel (policy/$from) includes $inc from the folder policy/$to"
       bad=1
     fi
-    if [ "$layer" = policy ] && [ "$target" = policy ]; then
-      from=$(policy_folder "$rel")
-      to=$(policy_folder "$inc")
-      if [ -n "$to" ] && [ "$to" != "$from" ] && { [ "$to" != common ] || [ -z "$from" ]; }; then
-        echo "check-layers: $rel (policy/$from) includes $inc from the folder policy/$to"
-        bad=1
-      fi
-    fi
-  done < <(sed -n 's/^#include "\([a-z_]*\/[^"]*\)".*/\1/p' "$file")
-done < <(find "$src" -name '*.h' -o -name '*.cc' | sort)
+  fi
+done < <(grep -H '^#include "[a-z_]*/[^"]*"' "${files[@]}" || true)
 if [ "$bad" -eq 0 ]; then
   echo "check-layers: every include points down (${order[*]}); no policy folder includes another's"
 fi

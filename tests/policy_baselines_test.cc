@@ -110,9 +110,11 @@ class WorkerPrefetcher : public Policy {
   void OnGate(const GateEvent&, Decisions*) override {
     if (submitted_) return;
     submitted_ = true;
-    facts_.worker->Submit([]() -> PolicyWorker::Apply {
-      return [](Decisions* d) { d->prefetch.push_back({{0, 5}, Tier::kHost, 0, {}}); };
-    });
+    facts_.worker->Submit(
+        ExpertKey{0, 5}, [](const ExpertKey& k) { return k; },
+        [](const ExpertKey& k, Decisions* d) {
+          d->prefetch.push_back({k, Tier::kHost, 0, {}});
+        });
   }
 
  private:
@@ -127,7 +129,8 @@ TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
   const tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 3};
   auto worker = std::make_unique<PolicyWorker>(PolicyWorker::Mode::kSync);
   // A job before the controller exists (as --learn-from's) is not the run's policy time.
-  worker->Submit([]() -> PolicyWorker::Apply { return {}; });
+  worker->Submit(
+      0, [](const int& x) { return x; }, [](const int&, Decisions*) {});
   PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, nullptr, 0);
   f.worker = worker.get();
   std::vector<ComposedPolicy::Part> parts;
@@ -163,10 +166,11 @@ TEST(PolicyTest, AFailingWorkerJobIsAnErrorNotACrash) {
   for (auto mode :
        {PolicyWorker::Mode::kAsync, PolicyWorker::Mode::kSync, PolicyWorker::Mode::kModelled}) {
     PolicyWorker worker(mode);
-    worker.Submit([]() -> PolicyWorker::Apply { throw Error("job failed"); });
-    worker.Submit([]() -> PolicyWorker::Apply {
-      return [](Decisions* d) { d->cancel.push_back({0, 1}); };
-    });
+    worker.Submit(
+        0, [](const int&) -> int { throw Error("job failed"); }, [](const int&, Decisions*) {});
+    worker.Submit(
+        ExpertKey{0, 1}, [](const ExpertKey& k) { return k; },
+        [](const ExpertKey& k, Decisions* d) { d->cancel.push_back(k); });
     worker.Drain();
     Decisions d;
     EXPECT_THROW(worker.Flush(&d), Error);

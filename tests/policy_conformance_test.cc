@@ -131,19 +131,23 @@ class ProbePolicy : public policy::Policy {
       if (k.expert % 2 == 0) out->retain.push_back({k, {0, f_.neurons / 2}});
     done_.clear();
     // The worker finds each layer's most routed expert so far; its Apply prefetches them.
-    std::vector<int64_t> snapshot = routed_count_;
-    const int layers = f_.num_layers, experts = f_.num_experts;
+    struct Counts {
+      std::vector<int64_t> routed;  // [layer × expert]
+      int layers = 0, experts = 0;
+    };
     f_.worker->Submit(
-        [snapshot, layers, experts]() -> policy::PolicyWorker::Apply {
+        Counts{routed_count_, f_.num_layers, f_.num_experts},
+        [](const Counts& c) {
           std::vector<ExpertKey> top;
-          for (int l = 0; l < layers; ++l) {
-            const auto row = snapshot.begin() + static_cast<std::ptrdiff_t>(l) * experts;
-            const auto best = std::max_element(row, row + experts);
+          for (int l = 0; l < c.layers; ++l) {
+            const auto row = c.routed.begin() + static_cast<std::ptrdiff_t>(l) * c.experts;
+            const auto best = std::max_element(row, row + c.experts);
             if (*best > 0) top.push_back({l, static_cast<int32_t>(best - row)});
           }
-          return [top](Decisions* d) {
-            for (const ExpertKey& k : top) d->prefetch.push_back({k, policy::Tier::kHost, 1, {}});
-          };
+          return top;
+        },
+        [](const std::vector<ExpertKey>& top, Decisions* d) {
+          for (const ExpertKey& k : top) d->prefetch.push_back({k, policy::Tier::kHost, 1, {}});
         },
         5.0);
   }

@@ -319,6 +319,35 @@ TEST_F(HostTierTest, ReadErrorFailsOneLayerAndTheNextWorks) {
   EXPECT_FALSE(std::filesystem::exists(opts_.out_path + ".corrupt"));
 }
 
+// Wiring errors are clear errors, not a wrong result: an executor that asks for a layer's
+// plan when the tier never saw that layer's gate (a transformer that does not emit events to
+// the offload stack), and a gate event built without its routed set.
+TEST_F(HostTierTest, APlanWithoutItsGateAndAGateWithoutItsRoutedSetAreErrors) {
+  HostTier tier(ExpertStore::Open(opts_.out_path), config_, Options(50, "lru"));
+  const LayerInput& in = inputs_[0];
+  try {
+    tier.TakePlan(in.layer);
+    FAIL() << "a plan was taken without a gate";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not see layer " + std::to_string(in.layer)),
+              std::string::npos)
+        << e.what();
+  }
+  tier.OnGate(in.Event(config_));
+  EXPECT_THROW(tier.TakePlan(in.layer + 1), Error);  // Another layer's plan.
+  policy::GateEvent bare = in.Event(config_);
+  bare.routed = nullptr;
+  bare.n_routed = 0;
+  try {
+    tier.OnGate(bare);
+    FAIL() << "a gate without its routed set was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("carries no routed set"), std::string::npos) << e.what();
+  }
+  // The tier still serves a well-formed layer afterwards.
+  EXPECT_EQ(Offloaded(tier, in), Reference(tier.store(), in));
+}
+
 TEST_F(HostTierTest, CorruptBlockIsCaughtAtReadAndFlagsTheStore) {
   ExpertStore store = ExpertStore::Open(opts_.out_path);
   const LayerInput& in = inputs_[0];

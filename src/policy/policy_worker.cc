@@ -36,7 +36,7 @@ double PolicyWorker::Run(Entry& e) {
       .count();
 }
 
-void PolicyWorker::Submit(Job job, double modelled_us) {
+void PolicyWorker::SubmitJob(Job job, double modelled_us) {
   if (mode_ == Mode::kAsync) {
     {
       MutexLock lock(&mutex_);

@@ -4,11 +4,12 @@
 // finished jobs, in submission order, on its own thread at the next event, where they may
 // update the policy and emit decisions. The forward pass never waits for a job.
 //
-// The snapshot form of Submit makes that contract a type: the computation is a function of
-// the snapshot alone (a captureless lambda or a function, so it cannot reach the policy
-// through `this`), and only the apply step, which runs on the driver's thread, sees the
-// policy. The Job form is the older, unchecked one: its lambda must capture by value what it
-// reads and must not read the policy's mutable state.
+// Submit makes that contract a type: the computation is a function of the snapshot alone (a
+// captureless lambda or a function, so it cannot reach the policy through `this`), and only
+// the apply step, which runs on the driver's thread, sees the policy. State a policy's jobs
+// own across calls (a collection they match against and grow) travels in the snapshot as a
+// shared pointer that only jobs touch; what the driver also reads (a trained predictor)
+// travels as a pointer to const, replaced, never changed, when learning publishes anew.
 //
 // Modes:
 //  - kSync: the job runs inside Submit; its Apply runs at the next poll (deterministic;
@@ -46,11 +47,10 @@ class PolicyWorker {
   PolicyWorker& operator=(const PolicyWorker&) = delete;
 
   Mode mode() const { return mode_; }
-  // `modelled_us`: the job's cost for the simulator (< 0: use its measured time).
-  void Submit(Job job, double modelled_us = -1) EXCLUDES(mutex_);
-  // The checked form: runs compute(snapshot) as the job, then apply(result, decisions) as its
-  // Apply step. `compute` must convert to Result (*)(const Snapshot&): a function, or a
-  // lambda that captures nothing. Snapshot and Result must be copyable.
+  // Runs compute(snapshot) as a job, then apply(result, decisions) as its Apply step.
+  // `compute` must convert to Result (*)(const Snapshot&): a function, or a lambda that
+  // captures nothing. Snapshot and Result must be copyable. `modelled_us`: the job's cost
+  // for the simulator (< 0: use its measured time).
   template <class Snapshot, class Compute, class ApplyFn>
   void Submit(Snapshot snapshot, Compute compute, ApplyFn apply, double modelled_us = -1);
   // kModelled: the simulated clock (µs) that decides when a job's Apply is released.
@@ -80,6 +80,7 @@ class PolicyWorker {
     double ready_us = 0;         // kModelled: when Apply may run.
     std::exception_ptr error{};  // What the job threw: raised by the Poll that reaches it.
   };
+  void SubmitJob(Job job, double modelled_us) EXCLUDES(mutex_);
   void RunLoop() EXCLUDES(mutex_);
   void PollUpTo(Decisions* out, bool ignore_time) EXCLUDES(mutex_);
   double Run(Entry& entry);  // Runs the job, returns its measured time (µs).
@@ -108,7 +109,7 @@ void PolicyWorker::Submit(Snapshot snapshot, Compute compute, ApplyFn apply, dou
   static_assert(std::is_invocable_v<ApplyFn&, const Result&, Decisions*>,
                 "the apply step is called as apply(const Result&, Decisions*)");
   Result (*const fn)(const Snapshot&) = compute;
-  Submit(
+  SubmitJob(
       [snapshot = std::move(snapshot), fn, apply = std::move(apply)]() -> Apply {
         return [result = fn(snapshot), apply](Decisions* out) { apply(result, out); };
       },

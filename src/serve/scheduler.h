@@ -134,14 +134,6 @@ class JobHandle {
 
 class Scheduler {
  public:
-  // A request ready to run in the next pass.
-  struct Candidate {
-    int64_t request = -1;   // Event-stream request id.
-    bool decoding = false;  // Else prefilling.
-    int64_t tokens = 0;     // Tokens it would put in the pass.
-    int64_t position = 0;   // Tokens already in its KV cache.
-  };
-
   // `tokenizer` may be null (token ids only, no text).
   Scheduler(Transformer& transformer, const Tokenizer* tokenizer, SchedulerOptions options,
             ServeMetrics* metrics = nullptr);
@@ -174,6 +166,14 @@ class Scheduler {
   int running() const;
 
  private:
+  // A request ready to run in the next pass.
+  struct Candidate {
+    int64_t request = -1;   // Event-stream request id.
+    bool decoding = false;  // Else prefilling.
+    int64_t tokens = 0;     // Tokens it would put in the pass.
+    int64_t position = 0;   // Tokens already in its KV cache.
+  };
+
   struct Sequence;
   void Loop();
   void Admit();

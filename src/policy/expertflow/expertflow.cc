@@ -57,7 +57,7 @@ std::string ExpertFlowPolicy::name() const {
 // ---- Prediction ------------------------------------------------------------------------
 
 bool ExpertFlowPolicy::CanPredict() const {
-  if (kind_ == Kind::kLearned) return !predictor_.empty();
+  if (kind_ == Kind::kLearned) return !predictor_->empty();
   return std::any_of(frequency_.begin(), frequency_.end(), [](int64_t c) { return c > 0; });
 }
 
@@ -68,29 +68,51 @@ RoutingPath ExpertFlowPolicy::FrequencyPath() const {
   return TopKPath(scores.data(), L, E, topk_);
 }
 
-std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const std::vector<RequestContext>& contexts,
+ExpertFlowPolicy::PathQuery ExpertFlowPolicy::Query() const {
+  const bool frequency = kind_ == Kind::kFrequency;
+  return {predictor_,   frequency,          frequency ? FrequencyPath() : RoutingPath(),
+          moe_.count(), facts_.num_experts, topk_,
+          threshold_};
+}
+
+std::vector<RoutingPath> ExpertFlowPolicy::TokenPaths(const PathQuery& q,
+                                                      const std::vector<RequestContext>& contexts,
                                                       const std::vector<int32_t>& tokens,
-                                                      const RoutingPath* frequent,
-                                                      std::vector<float>* logits_out) const {
-  const int L = moe_.count(), E = facts_.num_experts;
+                                                      std::vector<float>* logits_out) {
+  const int L = q.layers, E = q.experts;
   std::vector<RoutingPath> paths;
-  if (kind_ == Kind::kFrequency) {
-    paths.assign(tokens.size(), frequent ? *frequent : FrequencyPath());
+  if (q.frequency) {
+    paths.assign(tokens.size(), q.frequent);
     return paths;
   }
   std::vector<float> logits(tokens.size() * static_cast<size_t>(L) * static_cast<size_t>(E));
-  predictor_.Predict(contexts, tokens, logits.data());
+  q.predictor->Predict(contexts, tokens, logits.data());
   paths.reserve(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     const float* z = logits.data() + i * static_cast<size_t>(L) * E;
-    paths.push_back(threshold_ > 0 ? ThresholdPath(z, L, E, threshold_) : TopKPath(z, L, E, topk_));
+    paths.push_back(q.threshold > 0 ? ThresholdPath(z, L, E, q.threshold)
+                                    : TopKPath(z, L, E, q.topk));
   }
   if (logits_out) *logits_out = std::move(logits);
   return paths;
 }
 
+ExpertFlowPolicy::PassPaths ExpertFlowPolicy::PredictPass(const PassQuery& q) {
+  PassPaths r;
+  std::vector<float> logits;
+  r.paths = TokenPaths(q.paths, q.contexts, q.tokens, &logits);
+  // For the report, the scored tokens' paths under both binarisations too.
+  const int L = q.paths.layers, E = q.paths.experts;
+  const size_t width = static_cast<size_t>(L) * static_cast<size_t>(E);
+  for (const auto& [row, index] : q.scored)
+    if (!logits.empty())
+      r.both.push_back({TopKPath(logits.data() + row * width, L, E, q.paths.topk),
+                        ThresholdPath(logits.data() + row * width, L, E, 0.5)});
+  return r;
+}
+
 RequestContext ExpertFlowPolicy::FreshContext(const int32_t* prompt, int64_t n) const {
-  if (kind_ == Kind::kLearned && !predictor_.empty()) return predictor_.Begin(prompt, n);
+  if (kind_ == Kind::kLearned && !predictor_->empty()) return predictor_->Begin(prompt, n);
   return {};
 }
 
@@ -114,7 +136,7 @@ RoutingPath ExpertFlowPolicy::PredictPassPath(const PassCandidate& c) const {
     contexts.push_back(ctx);
     RoutingPathPredictor::Advance(&ctx, t);
   }
-  for (const RoutingPath& p : TokenPaths(contexts, tokens)) path.OrWith(p);
+  for (const RoutingPath& p : TokenPaths(Query(), contexts, tokens)) path.OrWith(p);
   return path;
 }
 
@@ -217,40 +239,26 @@ void ExpertFlowPolicy::OnIterationBegin(const IterationBeginEvent& e, Decisions*
   const uint64_t pass = pass_;
   const double flops =
       kind_ == Kind::kLearned
-          ? 2.0 * static_cast<double>(predictor_.parameters() -
-                                      static_cast<int64_t>(predictor_.vocab()) * predictor_.dim())
+          ? 2.0 * static_cast<double>(predictor_->parameters() -
+                                      static_cast<int64_t>(predictor_->vocab()) * predictor_->dim())
           : 0.0;
   const double cost_us = 10.0 + flops * static_cast<double>(tokens.size()) / (worker_gflops_ * 1e3);
+  // The job reads its own reference to the predictor (learning and loading publish a new
+  // one) and a copy of the counts, which the gates keep updating.
   facts_.worker->Submit(
-      [this, contexts = std::move(contexts), tokens = std::move(tokens), pass,
-       scored = pass_scored_,
-       frequent = kind_ == Kind::kFrequency ? FrequencyPath() : RoutingPath()]() {
-        // The job reads the predictor (changed only by learning and loading, never while
-        // serving) and a copy of the counts, which the gates keep updating.
-        std::vector<float> logits;
-        std::vector<RoutingPath> paths = TokenPaths(contexts, tokens, &frequent, &logits);
-        // For the report, the scored tokens' paths under both binarisations too.
-        std::vector<std::pair<RoutingPath, RoutingPath>> both;
-        const size_t width =
-            static_cast<size_t>(moe_.count()) * static_cast<size_t>(facts_.num_experts);
-        const int L = moe_.count(), E = facts_.num_experts;
-        for (const auto& [row, index] : scored)
-          if (!logits.empty())
-            both.push_back({TopKPath(logits.data() + row * width, L, E, topk_),
-                            ThresholdPath(logits.data() + row * width, L, E, 0.5)});
-        return [this, paths = std::move(paths), pass, scored, both](Decisions* d) {
-          // Accuracy samples are filled whenever the prediction lands.
-          for (size_t i = 0; i < scored.size(); ++i) {
-            const auto [row, index] = scored[i];
-            scored_[index].predicted = paths[row];
-            if (i < both.size()) {
-              topk_scored_[index] = both[i].first;
-              threshold_scored_[index] = both[i].second;
-            }
+      PassQuery{Query(), std::move(contexts), std::move(tokens), pass_scored_}, &PredictPass,
+      [this, pass, scored = pass_scored_](const PassPaths& r, Decisions* d) {
+        // Accuracy samples are filled whenever the prediction lands.
+        for (size_t i = 0; i < scored.size(); ++i) {
+          const auto [row, index] = scored[i];
+          scored_[index].predicted = r.paths[row];
+          if (i < r.both.size()) {
+            topk_scored_[index] = r.both[i].first;
+            threshold_scored_[index] = r.both[i].second;
           }
-          if (pass != pass_) return;  // The pass ended before its prediction came.
-          StartPlan(paths, d);
-        };
+        }
+        if (pass != pass_) return;  // The pass ended before its prediction came.
+        StartPlan(r.paths, d);
       },
       cost_us);
 }
@@ -429,11 +437,11 @@ void ExpertFlowPolicy::OnLearnEnd() {
   train_loss_ = p.Train(sequences, training_, [&](int64_t done, int64_t total) {
     progress.Update(total ? done * 100 / total : 100);
   });
-  predictor_ = std::move(p);
-  validation_loss_ = validation.empty() ? 0 : predictor_.Loss(validation);
+  predictor_ = std::make_shared<const RoutingPathPredictor>(std::move(p));
+  validation_loss_ = validation.empty() ? 0 : predictor_->Loss(validation);
   // Re-seat the contexts of requests already known (learning may follow serving).
   for (auto& [id, s] : requests_) s.ctx = FreshContext(nullptr, 0);
-  Log(LogLevel::kInfo, "expertflow: predictor of ", predictor_.parameters(), " parameters on ",
+  Log(LogLevel::kInfo, "expertflow: predictor of ", predictor_->parameters(), " parameters on ",
       train_tokens_, " tokens: loss ", train_loss_, ", held-out loss ", validation_loss_, " (",
       validation_tokens_, " tokens)");
 }
@@ -441,8 +449,8 @@ void ExpertFlowPolicy::OnLearnEnd() {
 // ---- State and report ------------------------------------------------------------------
 
 void ExpertFlowPolicy::SaveState(StateWriter& out) const {
-  out.U64(predictor_.empty() ? 0 : 1);
-  if (!predictor_.empty()) predictor_.Save(out);
+  out.U64(predictor_->empty() ? 0 : 1);
+  if (!predictor_->empty()) predictor_->Save(out);
   out.F64(train_loss_);
   out.F64(validation_loss_);
   out.I64(train_tokens_);
@@ -469,7 +477,7 @@ void ExpertFlowPolicy::LoadState(StateReader& in) {
     c = in.I64();
     Check(c >= 0, in.origin(), ": ExpertFlow state with a negative count");
   }
-  predictor_ = std::move(p);
+  predictor_ = std::make_shared<const RoutingPathPredictor>(std::move(p));
   train_loss_ = train_loss;
   validation_loss_ = validation_loss;
   train_tokens_ = train_tokens;
@@ -507,8 +515,8 @@ void ExpertFlowPolicy::ReportJson(nlohmann::json* report) const {
   }
   (*report)["expertflow"] = {
       {"predictor", ParamText(opt_, "predictor")},
-      {"parameters", predictor_.parameters()},
-      {"bytes", predictor_.parameters() * 4},
+      {"parameters", predictor_->parameters()},
+      {"bytes", predictor_->parameters() * 4},
       {"train_tokens", train_tokens_},
       {"train_loss", train_loss_},
       {"validation_tokens", validation_tokens_},

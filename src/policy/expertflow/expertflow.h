@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "policy/common/routing_path.h"
@@ -106,7 +108,7 @@ class ExpertFlowPolicy : public Policy {
   void LoadState(StateReader& in) override;
   void ReportJson(nlohmann::json* report) const override;
 
-  const RoutingPathPredictor& predictor() const { return predictor_; }
+  const RoutingPathPredictor& predictor() const { return *predictor_; }
   const PlecPlan& plan() const { return plan_; }
   // Decode tokens served so far with their predicted and true paths (accuracy report).
   const std::vector<PathSample>& scored() const { return scored_; }
@@ -119,13 +121,34 @@ class ExpertFlowPolicy : public Policy {
   };
 
   bool CanPredict() const;
-  // Paths of `tokens`, token i after contexts[i]: [n] top-k paths, and per (layer, expert)
-  // how many tokens picked it (the fetch order inside a layer).
-  // `frequent`: the frequency predictor's path, when the caller has a copy.
-  std::vector<RoutingPath> TokenPaths(const std::vector<RequestContext>& contexts,
-                                      const std::vector<int32_t>& tokens,
-                                      const RoutingPath* frequent = nullptr,
-                                      std::vector<float>* logits = nullptr) const;
+  // What predicting paths reads, by value: the pass's job takes it as its snapshot.
+  struct PathQuery {
+    std::shared_ptr<const RoutingPathPredictor> predictor;
+    bool frequency = false;  // The frequency predictor: every token gets `frequent`.
+    RoutingPath frequent;
+    int layers = 0, experts = 0, topk = 0;
+    double threshold = 0;
+  };
+  PathQuery Query() const;
+  // Paths of `tokens`, token i after contexts[i]: [n] top-k paths (or thresholded), and the
+  // predictor's logits when asked.
+  static std::vector<RoutingPath> TokenPaths(const PathQuery& q,
+                                             const std::vector<RequestContext>& contexts,
+                                             const std::vector<int32_t>& tokens,
+                                             std::vector<float>* logits = nullptr);
+  // The pass's prediction, on the policy worker (PolicyWorker::Submit's snapshot form).
+  struct PassQuery {
+    PathQuery paths;
+    std::vector<RequestContext> contexts;
+    std::vector<int32_t> tokens;
+    std::vector<std::pair<size_t, size_t>> scored;  // (gate row, index in scored_)
+  };
+  struct PassPaths {
+    std::vector<RoutingPath> paths;
+    // Per scored token with logits, its path binarised by top-k and by σ ≥ 0.5.
+    std::vector<std::pair<RoutingPath, RoutingPath>> both;
+  };
+  static PassPaths PredictPass(const PassQuery& q);
   RoutingPath FrequencyPath() const;
   RequestContext FreshContext(const int32_t* prompt, int64_t n) const;
   RequestState& State(int64_t request);
@@ -150,7 +173,10 @@ class ExpertFlowPolicy : public Policy {
   double worker_gflops_;
   PathTraining training_;
   MoeLayers moe_;
-  RoutingPathPredictor predictor_;
+  // Read-only once published: a job holds its own reference while learning or loading
+  // publishes a new one.
+  std::shared_ptr<const RoutingPathPredictor> predictor_ =
+      std::make_shared<const RoutingPathPredictor>();
   double train_loss_ = 0, validation_loss_ = 0;
   int64_t train_tokens_ = 0, validation_tokens_ = 0;
   std::vector<int64_t> frequency_;  // [moe index × expert] routed tokens, learning and serving.

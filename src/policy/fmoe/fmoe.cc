@@ -36,6 +36,27 @@ struct FmoePolicy::Matching {
   std::vector<std::vector<float>> trajectories;  // Their layers so far, [layers·J] each.
 };
 
+struct FmoePolicy::SemanticQuery {
+  std::shared_ptr<Matching> matching;
+  std::vector<std::vector<float>> sems;  // One per request of the pass.
+  int distance = 0;
+  bool whole = false;  // search=semantic: whole maps.
+  int experts = 0;
+};
+
+struct FmoePolicy::TrajectoryQuery {
+  std::shared_ptr<Matching> matching;
+  int64_t pass = 0;
+  int ordinal = 0, target = 0;
+  std::vector<std::vector<float>> rows;  // The gated layer's distribution, per request.
+  int experts = 0;
+};
+
+struct FmoePolicy::StoreInsert {
+  std::shared_ptr<Matching> matching;
+  std::vector<std::pair<std::vector<float>, std::vector<float>>> entries;  // (semantic, map)
+};
+
 FmoePolicy::FmoePolicy(const PolicyFacts& facts, FmoeOptions options)
     : facts_(facts), opt_(std::move(options)) {
   Check(facts_.worker != nullptr, "policy fmoe needs a policy worker");
@@ -105,40 +126,44 @@ void FmoePolicy::SubmitSemantic() {
   const double cost_us = fmoe_cost::kJobUs +
                          fmoe_cost::kMacUs * static_cast<double>(store_size_) *
                              static_cast<double>(sems.size() * (sems.empty() ? 0 : sems[0].size()));
+  const int64_t pass = pass_seq_;
   facts_.worker->Submit(
-      [this, m = matching_, pass = pass_seq_, sems = std::move(sems), d, whole,
-       J]() -> PolicyWorker::Apply {
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<Guide> guides;
-        for (const std::vector<float>& sem : sems) {
-          const ExpertMapStore::Match match = m->store.MatchSemantic(sem);
-          if (match.slot < 0) continue;
-          const float* map = m->store.Map(match.slot);
-          if (whole) {
-            guides.push_back(
-                {-1, match.score, std::vector<float>(map, map + m->store.layers() * J)});
-            continue;
-          }
-          for (int t = 0; t < d; ++t)
-            guides.push_back({t, match.score, std::vector<float>(map + t * J, map + (t + 1) * J)});
+      SemanticQuery{matching_, std::move(sems), d, whole, J}, &SearchSemantic,
+      [this, pass, whole](const Searched& r, Decisions* out) {
+        if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
+        CountSearches(r.guides, r.us, true);
+        if (!whole) {
+          ApplyGuides(r.guides, out);
+          return;
         }
-        const double us = ElapsedUs(start);
-        return [this, pass, guides = std::move(guides), us, whole](Decisions* out) {
-          if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
-          CountSearches(guides, us, true);
-          if (!whole) {
-            ApplyGuides(guides, out);
-            return;
-          }
-          // search=semantic: this match guides every layer; those whose turn came while
-          // the worker searched (layers up to the latest gate's + d) are prefetched now.
-          semantic_maps_ = guides;
-          const int d_now = std::min(opt_.distance, moe_.count());
-          for (int t = current_ + 1; t <= current_ + d_now && t < moe_.count(); ++t)
-            PrefetchSemanticTarget(t, out);
-        };
+        // search=semantic: this match guides every layer; those whose turn came while the
+        // worker searched (layers up to the latest gate's + d) are prefetched now.
+        semantic_maps_ = r.guides;
+        const int d_now = std::min(opt_.distance, moe_.count());
+        for (int t = current_ + 1; t <= current_ + d_now && t < moe_.count(); ++t)
+          PrefetchSemanticTarget(t, out);
       },
       cost_us);
+}
+
+FmoePolicy::Searched FmoePolicy::SearchSemantic(const SemanticQuery& q) {
+  const auto start = std::chrono::steady_clock::now();
+  ExpertMapStore& store = q.matching->store;
+  const int J = q.experts;
+  Searched r;
+  for (const std::vector<float>& sem : q.sems) {
+    const ExpertMapStore::Match match = store.MatchSemantic(sem);
+    if (match.slot < 0) continue;
+    const float* map = store.Map(match.slot);
+    if (q.whole) {
+      r.guides.push_back({-1, match.score, std::vector<float>(map, map + store.layers() * J)});
+      continue;
+    }
+    for (int t = 0; t < q.distance; ++t)
+      r.guides.push_back({t, match.score, std::vector<float>(map + t * J, map + (t + 1) * J)});
+  }
+  r.us = ElapsedUs(start);
+  return r;
 }
 
 void FmoePolicy::PrefetchSemanticTarget(int target, Decisions* out) {
@@ -220,41 +245,53 @@ void FmoePolicy::SubmitTrajectory(int ordinal) {
   const int target = ordinal + std::min(opt_.distance, moe_.count());
   const double cost_us = fmoe_cost::kJobUs + fmoe_cost::kMacUs * static_cast<double>(store_size_) *
                                                  static_cast<double>(rows.size()) * J;
+  const int64_t pass = pass_seq_;
   facts_.worker->Submit(
-      [this, m = matching_, pass = pass_seq_, ordinal, target, rows = std::move(rows),
-       J]() -> PolicyWorker::Apply {
-        const auto start = std::chrono::steady_clock::now();
-        if (m->pass != pass || m->matches.size() != rows.size()) {
-          m->pass = pass;
-          m->matches.assign(rows.size(), TrajectoryMatch{});
-          m->trajectories.assign(rows.size(), {});
-        }
-        std::vector<Guide> guides;
-        for (size_t r = 0; r < rows.size(); ++r) {
-          TrajectoryMatch& match = m->matches[r];
-          std::vector<float>& traj = m->trajectories[r];
-          traj.insert(traj.end(), rows[r].begin(), rows[r].end());
-          // A store that changed (or layers missed) since the pass began: match from scratch.
-          if (match.stale(m->store) || match.layers_added() != ordinal) {
-            match.Reset(m->store);
-            for (int l = 0; l < ordinal && static_cast<size_t>(l + 1) * J <= traj.size(); ++l)
-              match.AddLayer(m->store, l, &traj[static_cast<size_t>(l) * J]);
-            if (match.layers_added() != ordinal) continue;
-          }
-          match.AddLayer(m->store, ordinal, rows[r].data());
-          const ExpertMapStore::Match best = match.Best(m->store);
-          if (best.slot < 0) continue;
-          const float* p = m->store.Map(best.slot) + static_cast<size_t>(target) * J;
-          guides.push_back({target, best.score, std::vector<float>(p, p + J)});
-        }
-        const double us = ElapsedUs(start);
-        return [this, pass, guides = std::move(guides), us](Decisions* out) {
-          if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
-          CountSearches(guides, us, false);
-          ApplyGuides(guides, out);
-        };
+      TrajectoryQuery{matching_, pass, ordinal, target, std::move(rows), J}, &SearchTrajectory,
+      [this, pass](const Searched& r, Decisions* out) {
+        if (pass != pass_seq_ || !in_pass_ || learning()) return;  // Its pass is over.
+        CountSearches(r.guides, r.us, false);
+        ApplyGuides(r.guides, out);
       },
       cost_us);
+}
+
+FmoePolicy::Searched FmoePolicy::SearchTrajectory(const TrajectoryQuery& q) {
+  const auto start = std::chrono::steady_clock::now();
+  Matching* m = q.matching.get();
+  const int J = q.experts, ordinal = q.ordinal, target = q.target;
+  const std::vector<std::vector<float>>& rows = q.rows;
+  if (m->pass != q.pass || m->matches.size() != rows.size()) {
+    m->pass = q.pass;
+    m->matches.assign(rows.size(), TrajectoryMatch{});
+    m->trajectories.assign(rows.size(), {});
+  }
+  Searched found;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    TrajectoryMatch& match = m->matches[r];
+    std::vector<float>& traj = m->trajectories[r];
+    traj.insert(traj.end(), rows[r].begin(), rows[r].end());
+    // A store that changed (or layers missed) since the pass began: match from scratch.
+    if (match.stale(m->store) || match.layers_added() != ordinal) {
+      match.Reset(m->store);
+      for (int l = 0; l < ordinal && static_cast<size_t>(l + 1) * J <= traj.size(); ++l)
+        match.AddLayer(m->store, l, &traj[static_cast<size_t>(l) * J]);
+      if (match.layers_added() != ordinal) continue;
+    }
+    match.AddLayer(m->store, ordinal, rows[r].data());
+    const ExpertMapStore::Match best = match.Best(m->store);
+    if (best.slot < 0) continue;
+    const float* p = m->store.Map(best.slot) + static_cast<size_t>(target) * J;
+    found.guides.push_back({target, best.score, std::vector<float>(p, p + J)});
+  }
+  found.us = ElapsedUs(start);
+  return found;
+}
+
+double FmoePolicy::Insert(const StoreInsert& q) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [sem, map] : q.entries) q.matching->store.Insert(sem, map);
+  return ElapsedUs(start);
 }
 
 void FmoePolicy::CountSearches(const std::vector<Guide>& guides, double job_us, bool semantic) {
@@ -329,16 +366,11 @@ void FmoePolicy::OnIterationEnd(Decisions*) {
                                                    static_cast<double>(entries.size());
     store_size_ = std::min(store_size_ + static_cast<int>(entries.size()), opt_.store);
     facts_.worker->Submit(
-        [this, m = matching_, entries = std::move(entries),
-         learning = learning()]() -> PolicyWorker::Apply {
-          const auto start = std::chrono::steady_clock::now();
-          for (const auto& [sem, map] : entries) m->store.Insert(sem, map);
-          const double us = ElapsedUs(start);
-          if (learning) return {};
-          return [this, us](Decisions*) {
-            insert_us_ += us;
-            ++insert_jobs_;
-          };
+        StoreInsert{matching_, std::move(entries)}, &Insert,
+        [this, learning = learning()](double us, Decisions*) {
+          if (learning) return;
+          insert_us_ += us;
+          ++insert_jobs_;
         },
         cost_us);
   }

@@ -122,6 +122,18 @@ class FmoePolicy : public Policy {
     double priority = 0;
   };
   struct Matching;  // What the worker's jobs own.
+  // The worker's jobs (PolicyWorker::Submit's snapshot form): each computes on its query
+  // alone; the apply steps below them read and update the policy.
+  struct SemanticQuery;
+  struct TrajectoryQuery;
+  struct StoreInsert;
+  struct Searched {
+    std::vector<Guide> guides;
+    double us = 0;  // Measured search time.
+  };
+  static Searched SearchSemantic(const SemanticQuery& q);
+  static Searched SearchTrajectory(const TrajectoryQuery& q);
+  static double Insert(const StoreInsert& q);
 
   void ClearProtected();
   size_t Index(const ExpertKey& k) const;

@@ -29,6 +29,24 @@ struct MoeInfinityPolicy::Matching {
   EamCollection& Of(bool prefill_phase) { return prefill_phase ? prefill : decode; }
 };
 
+struct MoeInfinityPolicy::PrefetchQuery {
+  // Request-level tracing: the collections to match against (else null and `prior`).
+  std::shared_ptr<Matching> matching;
+  ExpertActivationMatrix prior;  // Model-level counts, or every expert alike.
+  int64_t pass = 0;
+  bool prefill = false;
+  int ordinal = 0;
+  std::vector<float> row;  // The pass's EAM row of this layer.
+  int matches = 0, observed = 0, lookahead = 0;
+  bool proximity = false;
+  int slots_free = 0;
+};
+
+struct MoeInfinityPolicy::CollectionInsert {
+  std::shared_ptr<Matching> matching;
+  ExpertActivationMatrix prefill, decode;  // A finished request's EAMs (zero: none).
+};
+
 MoeInfinityPolicy::MoeInfinityPolicy(const PolicyFacts& facts, MoeInfinityOptions options)
     : facts_(facts), opt_(std::move(options)) {
   Check(facts_.worker != nullptr, "policy moe-infinity needs a policy worker");
@@ -146,46 +164,57 @@ void MoeInfinityPolicy::SubmitPrefetch(int ordinal, std::vector<float> row, int 
       static_cast<int>(std::count_if(row.begin(), row.end(), [](float v) { return v != 0; }));
   const double cost_us =
       QueryCostUs(ordinal, nonzero, pass_prefill_ ? Phase::kPrefill : Phase::kDecode);
-  const int64_t pass = pass_seq_;
-  const int lookahead = opt_.lookahead;
-  const bool proximity = opt_.proximity;
-  PolicyWorker::Job job;
+  PrefetchQuery q;
+  q.pass = pass_seq_;
+  q.prefill = pass_prefill_;
+  q.ordinal = ordinal;
+  q.lookahead = opt_.lookahead;
+  q.proximity = opt_.proximity;
+  q.slots_free = slots_free;
   if (opt_.tracing == Tracing::kRequest) {
-    job = [this, m = matching_, pass, prefill = pass_prefill_, ordinal, row = std::move(row),
-           matches = opt_.matches, observed = opt_.observed_rows, lookahead, proximity,
-           slots_free]() -> PolicyWorker::Apply {
-      EamCollection& c = m->Of(prefill);
-      if (m->query_pass != pass || m->query_prefill != prefill) {
-        m->matcher.Reset();
-        m->query_pass = pass;
-        m->query_prefill = prefill;
-      }
-      m->matcher.AddRow(c, ordinal, row);
-      std::vector<int> slots;
-      for (const EamcMatcher::Match& match : m->matcher.Nearest(c, matches, observed))
-        slots.push_back(match.slot);
-      auto ranked = PrefetchPriorities(c.Sum(slots, ordinal + 1), ordinal, lookahead, proximity,
-                                       static_cast<size_t>(slots_free));
-      return [this, pass, slots_free, ranked = std::move(ranked)](Decisions* out) {
-        ApplyPrefetch(pass, slots_free, ranked, out);
-      };
-    };
+    q.matching = matching_;
+    q.row = std::move(row);
+    q.matches = opt_.matches;
+    q.observed = opt_.observed_rows;
   } else {
     // Model-level counts (BrainStorm), or every expert alike (dependency prefetching).
-    ExpertActivationMatrix prior = model_eam_;
+    q.prior = model_eam_;
     if (opt_.tracing == Tracing::kNone)
       for (int i = 0; i < moe_.count(); ++i)
-        for (int j = 0; j < facts_.num_experts; ++j) prior.Add(i, j, 1);
-    job = [this, pass, ordinal, prior = std::move(prior), lookahead, proximity,
-           slots_free]() -> PolicyWorker::Apply {
-      auto ranked =
-          PrefetchPriorities(prior, ordinal, lookahead, proximity, static_cast<size_t>(slots_free));
-      return [this, pass, slots_free, ranked = std::move(ranked)](Decisions* out) {
-        ApplyPrefetch(pass, slots_free, ranked, out);
-      };
-    };
+        for (int j = 0; j < facts_.num_experts; ++j) q.prior.Add(i, j, 1);
   }
-  facts_.worker->Submit(std::move(job), cost_us);
+  const int64_t pass = q.pass;
+  facts_.worker->Submit(
+      std::move(q), &RankPrefetch,
+      [this, pass, slots_free](const std::vector<PrefetchCandidate>& ranked, Decisions* out) {
+        ApplyPrefetch(pass, slots_free, ranked, out);
+      },
+      cost_us);
+}
+
+std::vector<PrefetchCandidate> MoeInfinityPolicy::RankPrefetch(const PrefetchQuery& q) {
+  const size_t slots_free = static_cast<size_t>(q.slots_free);
+  if (!q.matching)
+    return PrefetchPriorities(q.prior, q.ordinal, q.lookahead, q.proximity, slots_free);
+  Matching* m = q.matching.get();
+  EamCollection& c = m->Of(q.prefill);
+  if (m->query_pass != q.pass || m->query_prefill != q.prefill) {
+    m->matcher.Reset();
+    m->query_pass = q.pass;
+    m->query_prefill = q.prefill;
+  }
+  m->matcher.AddRow(c, q.ordinal, q.row);
+  std::vector<int> slots;
+  for (const EamcMatcher::Match& match : m->matcher.Nearest(c, q.matches, q.observed))
+    slots.push_back(match.slot);
+  return PrefetchPriorities(c.Sum(slots, q.ordinal + 1), q.ordinal, q.lookahead, q.proximity,
+                            slots_free);
+}
+
+bool MoeInfinityPolicy::Insert(const CollectionInsert& q) {
+  q.matching->prefill.Insert(q.prefill);
+  q.matching->decode.Insert(q.decode);
+  return true;
 }
 
 void MoeInfinityPolicy::ApplyPrefetch(int64_t pass, int slots_free,
@@ -270,13 +299,8 @@ void MoeInfinityPolicy::OnRequestEnd(const RequestEndEvent& e, Decisions*) {
   const double cost_us =
       cost::kJobUs + 2 * (cost::kCellEntryUs * cells * opt_.eamc + cells * 0.001);
   facts_.worker->Submit(
-      [m = matching_, prefill = std::move(t.prefill),
-       decode = std::move(t.decode)]() -> PolicyWorker::Apply {
-        m->prefill.Insert(prefill);
-        m->decode.Insert(decode);
-        return {};
-      },
-      cost_us);
+      CollectionInsert{matching_, std::move(t.prefill), std::move(t.decode)}, &Insert,
+      [](bool, Decisions*) {}, cost_us);
 }
 
 void MoeInfinityPolicy::OnTouch(const ExpertKey& k, bool) {

@@ -128,6 +128,11 @@ class MoeInfinityPolicy : public Policy {
     int64_t tokens;
   };
   struct Matching;  // What the worker's jobs own.
+  // The worker's jobs (PolicyWorker::Submit's snapshot form), each on its query alone.
+  struct PrefetchQuery;
+  struct CollectionInsert;
+  static std::vector<PrefetchCandidate> RankPrefetch(const PrefetchQuery& q);
+  static bool Insert(const CollectionInsert& q);
 
   RequestTrace& Trace(int64_t request, int64_t prompt_len);
   void SubmitPrefetch(int ordinal, std::vector<float> row, int slots_free);

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -129,7 +130,8 @@ class PromoePolicy : public Policy {
     predictors_.resize(static_cast<size_t>(f.num_layers));
     scores_.resize(static_cast<size_t>(f.num_layers));
     reservoirs_.resize(static_cast<size_t>(f.num_layers));
-    if (kind_ == PredictorKind::kSkip) routers_.emplace(f, "promoe:predictor=skip");
+    if (kind_ == PredictorKind::kSkip)
+      routers_ = std::make_shared<const RouterTable>(f, "promoe:predictor=skip");
   }
 
   std::string name() const override {
@@ -186,7 +188,7 @@ class PromoePolicy : public Policy {
     if (!prefetch_ || kind_ == PredictorKind::kToken) return;
     const int target = target_of_[L];
     if (target < 0 || e.hidden == nullptr || e.d != facts_.hidden_size) return;
-    if (kind_ == PredictorKind::kLearned && predictors_[static_cast<size_t>(target)].empty()) {
+    if (kind_ == PredictorKind::kLearned && !Trained(target)) {
       if (!warned_untrained_)
         Log(LogLevel::kWarn,
             "promoe: no trained predictor (learn with --learn-from traces "
@@ -199,14 +201,16 @@ class PromoePolicy : public Policy {
     std::vector<float> hidden(e.hidden, e.hidden + e.n_tokens * e.d);
     const int64_t n = e.n_tokens;
     const uint64_t pass = pass_;
+    const std::shared_ptr<const ExpertPredictorMlp> mlp =
+        kind_ == PredictorKind::kLearned ? predictors_[static_cast<size_t>(target)] : nullptr;
     facts_.worker->Submit(
-        [this, hidden = std::move(hidden), n, target, pass]() {
-          std::vector<int32_t> picks = Predict(target, hidden.data(), n);
-          return [this, picks = std::move(picks), target, pass](Decisions* d) {
-            // Too late once the target's gate has come (or its pass has ended).
-            if (pass != pass_ || gated_.count(target)) return;
-            Issue(target, picks, d);
-          };
+        Inference{mlp, routers_, target, std::move(hidden), n, facts_.num_experts, facts_.top_k,
+                  facts_.hidden_size, max_prefetch_},
+        &Predict,
+        [this, target, pass](const std::vector<int32_t>& picks, Decisions* d) {
+          // Too late once the target's gate has come (or its pass has ended).
+          if (pass != pass_ || gated_.count(target)) return;
+          Issue(target, picks, d);
         },
         InferenceCostUs(target, n));
   }
@@ -221,8 +225,8 @@ class PromoePolicy : public Policy {
   void SaveState(StateWriter& out) const override {
     out.U64(predictors_.size());
     for (size_t l = 0; l < predictors_.size(); ++l) {
-      out.U64(predictors_[l].empty() ? 0 : 1);
-      if (!predictors_[l].empty()) predictors_[l].Save(out);
+      out.U64(Trained(static_cast<int>(l)) ? 1 : 0);
+      if (Trained(static_cast<int>(l))) predictors_[l]->Save(out);
       out.F64(scores_[l].train_loss);
       out.F64(scores_[l].eval.loss);
       out.F64(scores_[l].eval.accuracy);
@@ -243,12 +247,14 @@ class PromoePolicy : public Policy {
   void LoadState(StateReader& in) override {
     Check(in.U64() == predictors_.size(), in.origin(), ": ProMoE state of another model");
     for (size_t l = 0; l < predictors_.size(); ++l) {
-      predictors_[l] = {};
+      predictors_[l] = nullptr;
       if (in.U64() != 0) {
-        predictors_[l].Load(in);
-        Check(predictors_[l].d() == facts_.hidden_size &&
-                  predictors_[l].experts() == facts_.num_experts && source_of_[l] >= 0,
+        ExpertPredictorMlp mlp;
+        mlp.Load(in);
+        Check(mlp.d() == facts_.hidden_size && mlp.experts() == facts_.num_experts &&
+                  source_of_[l] >= 0,
               in.origin(), ": ProMoE predictor for layer ", l, " does not fit this model");
+        predictors_[l] = std::make_shared<const ExpertPredictorMlp>(std::move(mlp));
       }
       scores_[l].train_loss = in.F64();
       scores_[l].eval.loss = in.F64();
@@ -273,10 +279,10 @@ class PromoePolicy : public Policy {
     int trained = 0;
     for (int l = 0; l < facts_.num_layers; ++l) {
       const size_t i = static_cast<size_t>(l);
-      if (predictors_[i].empty()) continue;
+      if (!Trained(l)) continue;
       layers.push_back({{"layer", l},
                         {"source_layer", source_of_[i]},
-                        {"parameters", predictors_[i].parameters()},
+                        {"parameters", predictors_[i]->parameters()},
                         {"train_samples", scores_[i].train_samples},
                         {"train_loss", scores_[i].train_loss},
                         {"eval_samples", scores_[i].eval.samples},
@@ -309,7 +315,7 @@ class PromoePolicy : public Policy {
   double InferenceCostUs(int target, int64_t n_tokens) const {
     const double params =
         kind_ == PredictorKind::kLearned
-            ? static_cast<double>(predictors_[static_cast<size_t>(target)].parameters())
+            ? static_cast<double>(predictors_[static_cast<size_t>(target)]->parameters())
             : static_cast<double>(facts_.num_experts) * facts_.hidden_size;
     return 10.0 + 2.0 * params * static_cast<double>(n_tokens) / (worker_gflops_ * 1e3);
   }
@@ -358,17 +364,28 @@ class PromoePolicy : public Policy {
 
   // Per token the top-k of the predictor's scores; their union, by summed probability
   // (experts many tokens need first), at most max_prefetch.
-  std::vector<int32_t> Predict(int target, const float* hidden, int64_t n) const {
-    const int E = facts_.num_experts, k = facts_.top_k;
-    std::vector<float> scores(static_cast<size_t>(n) * E);
-    if (kind_ == PredictorKind::kLearned) {
-      predictors_[static_cast<size_t>(target)].Forward(hidden, n, scores.data());
-    } else {
-      return Capped(routers_->Predict(target, hidden, n, facts_.hidden_size).topk);
-    }
+  // A prediction on the policy worker (PolicyWorker::Submit's snapshot form): the gate
+  // input's copy and the predictor it reads, by reference counts the policy shares.
+  struct Inference {
+    std::shared_ptr<const ExpertPredictorMlp> mlp;  // predictor=learned
+    std::shared_ptr<const RouterTable> routers;     // predictor=skip
+    int target = 0;
+    std::vector<float> hidden;  // [n, d]
+    int64_t n = 0;
+    int experts = 0, top_k = 0, d = 0, max_prefetch = 0;
+  };
+
+  // Per token the top-k of the predictor's scores; their union, by summed probability
+  // (experts many tokens need first), at most max_prefetch.
+  static std::vector<int32_t> Predict(const Inference& q) {
+    const int E = q.experts, k = q.top_k;
+    if (!q.mlp)
+      return Capped(q.routers->Predict(q.target, q.hidden.data(), q.n, q.d).topk, q.max_prefetch);
+    std::vector<float> scores(static_cast<size_t>(q.n) * E);
+    q.mlp->Forward(q.hidden.data(), q.n, scores.data());
     std::vector<double> mass(static_cast<size_t>(E), 0);
     std::vector<char> picked(static_cast<size_t>(E), 0);
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < q.n; ++i) {
       float* row = scores.data() + i * E;
       const float top = *std::max_element(row, row + E);
       double sum = 0;
@@ -377,25 +394,30 @@ class PromoePolicy : public Policy {
         mass[static_cast<size_t>(j)] += std::exp(static_cast<double>(row[j] - top)) / sum;
       for (int32_t id : TopKIndices(row, E, k)) picked[static_cast<size_t>(id)] = 1;
     }
-    return ByMass(picked, mass);
+    return ByMass(picked, mass, q.max_prefetch);
   }
 
   // The picked experts, most total mass first (ties: lower id), at most max_prefetch.
-  std::vector<int32_t> ByMass(const std::vector<char>& picked,
-                              const std::vector<double>& mass) const {
+  static std::vector<int32_t> ByMass(const std::vector<char>& picked,
+                                     const std::vector<double>& mass, int max_prefetch) {
     std::vector<int32_t> picks;
     for (size_t j = 0; j < picked.size(); ++j)
       if (picked[j]) picks.push_back(static_cast<int32_t>(j));
     std::stable_sort(picks.begin(), picks.end(), [&](int32_t a, int32_t b) {
       return mass[static_cast<size_t>(a)] > mass[static_cast<size_t>(b)];
     });
-    return Capped(std::move(picks));
+    return Capped(std::move(picks), max_prefetch);
   }
 
-  std::vector<int32_t> Capped(std::vector<int32_t> picks) const {
-    if (max_prefetch_ > 0 && static_cast<int>(picks.size()) > max_prefetch_)
-      picks.resize(static_cast<size_t>(max_prefetch_));
+  static std::vector<int32_t> Capped(std::vector<int32_t> picks, int max_prefetch) {
+    if (max_prefetch > 0 && static_cast<int>(picks.size()) > max_prefetch)
+      picks.resize(static_cast<size_t>(max_prefetch));
     return picks;
+  }
+
+  bool Trained(int layer) const {
+    const auto& p = predictors_[static_cast<size_t>(layer)];
+    return p && !p->empty();
   }
 
   // Token-based (§3.2): for each token of the pass, the experts it was most often routed
@@ -416,7 +438,7 @@ class PromoePolicy : public Policy {
       for (int32_t id : TopKIndices(row.data(), E, k))
         if (row[static_cast<size_t>(id)] > 0) picked[static_cast<size_t>(id)] = 1;
     }
-    return ByMass(picked, mass);
+    return ByMass(picked, mass, max_prefetch_);
   }
 
   // The row of a MoE layer (a gate's, or one of moe_.layers()) in the token table.
@@ -493,7 +515,8 @@ class PromoePolicy : public Policy {
     s.train_loss = mlp.Train(xt.data(), it.data(), n_train, static_cast<int>(k), training_);
     s.train_samples = n_train;
     s.eval = mlp.Evaluate(xe.data(), ie.data(), n_eval, static_cast<int>(k));
-    predictors_[static_cast<size_t>(target)] = std::move(mlp);
+    predictors_[static_cast<size_t>(target)] =
+        std::make_shared<const ExpertPredictorMlp>(std::move(mlp));
     Log(LogLevel::kInfo, "promoe: layer ", target, " predictor from layer ", source_of_[target],
         ": ", n_train, " samples, loss ", s.train_loss, ", held-out accuracy ", s.eval.accuracy);
     r = {};
@@ -515,10 +538,12 @@ class PromoePolicy : public Policy {
   std::mt19937_64 rng_;
   MoeLayers moe_;
   std::vector<int> source_of_, target_of_;      // Per layer: the MoE layer `distance` before/after.
-  std::vector<ExpertPredictorMlp> predictors_;  // Per target layer.
+  // Per target layer (null: none). Read-only once published: a prediction job holds its own
+  // reference while learning or loading publishes a new one.
+  std::vector<std::shared_ptr<const ExpertPredictorMlp>> predictors_;
   std::vector<LayerScore> scores_;
   std::vector<SampleReservoir> reservoirs_;
-  std::optional<RouterTable> routers_;
+  std::shared_ptr<const RouterTable> routers_;                       // predictor=skip
   std::unordered_map<int32_t, std::vector<uint32_t>> token_counts_;  // [moe layer, expert]
 
   bool budgets_sent_ = false;

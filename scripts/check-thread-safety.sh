@@ -92,6 +92,23 @@ else
   fi
 fi
 
+# The headers nearly every checked file includes, parsed once: a precompiled header for the
+# flags most files share (a third of the check's time), used by the files with those flags.
+# A file whose flags differ (another -march, say) is checked without it.
+common=$(printf '%s' "$list" | cut -f2 | sort | uniq -c | sort -rn | head -1 | sed 's/^ *[0-9]* //')
+if [ -n "$common" ]; then
+  pch_dir=$(mktemp -d)
+  trap 'rm -rf "$pch_dir"' EXIT
+  printf '#include <%s>\n' algorithm atomic chrono condition_variable cstdint deque functional \
+    map memory mutex optional set string thread unordered_map vector nlohmann/json.hpp \
+    > "$pch_dir/common.h"
+  # shellcheck disable=SC2086  # A word list.
+  if "$clang" $common -x c++-header "$pch_dir/common.h" -o "$pch_dir/common.pch" 2>/dev/null; then
+    list=$(printf '%s' "$list" | awk -F '\t' -v c="$common" -v p="$pch_dir/common.pch" \
+      '$2 == c { $2 = $2 " -include-pch " p } { print $1 "\t" $2 }')$'\n'
+  fi
+fi
+
 if ! printf '%s' "$list" | run; then
   echo "check-thread-safety: FAILED (clang -Wthread-safety, $count files)"
   exit 1

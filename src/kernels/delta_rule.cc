@@ -55,15 +55,20 @@ void GatedDeltaRule(const float* q, const float* k, int64_t qk_stride, const flo
     }
     std::fill(state.u + first * dv, state.u + (first + m) * dv, 0.0f);
     std::fill(qS, qS + m * dv, 0.0f);
-    for (int64_t r = 0; r < dk; ++r) {
-      const float* row = S + r * dv;
-      for (int64_t t = 0; t < m; ++t) {
-        const float kt = state.k[(first + t) * dk + r], qt = q[(t0 + t) * qk_stride + r];
-        float* ks = state.u + (first + t) * dv;
-        float* qs = qS + t * dv;
-        for (int64_t j = 0; j < dv; ++j) {
-          ks[j] += kt * row[j];
-          qs[j] += qt * row[j];
+    // A few tokens at a time, so that their sums stay in L1 while S's rows stream by.
+    constexpr int64_t kTile = 4;
+    for (int64_t b = 0; b < m; b += kTile) {
+      const int64_t e = std::min(m, b + kTile);
+      for (int64_t r = 0; r < dk; ++r) {
+        const float* row = S + r * dv;
+        for (int64_t t = b; t < e; ++t) {
+          const float kt = state.k[(first + t) * dk + r], qt = q[(t0 + t) * qk_stride + r];
+          float* ks = state.u + (first + t) * dv;
+          float* qs = qS + t * dv;
+          for (int64_t j = 0; j < dv; ++j) {
+            ks[j] += kt * row[j];
+            qs[j] += qt * row[j];
+          }
         }
       }
     }

@@ -166,6 +166,12 @@ class Qwen3Next : public Family {
   // layers by attention.recurrent_layers or else full_attention_interval (default 4), and
   // stores the norms with the 1 added.
   void ReadGgufConfig(const GgufFile& f, ModelConfig& c) const override {
+    // The converter appends the MTP layers as the last blocks (never run, as in llama.cpp).
+    const int nextn = kKeys.Int(f, "nextn_predict_layers", 0);
+    Check(nextn < c.num_layers, f.path(), ": ", kKeys.Key("nextn_predict_layers"), " (", nextn,
+          ") leaves no layers of block_count ", c.num_layers);
+    c.num_layers -= nextn;
+    c.num_nextn_predict_layers = nextn;
     GatedDeltaNet g;
     g.conv_kernel = kKeys.PositiveInt(f, "ssm.conv_kernel");
     g.k_head_dim = kKeys.PositiveInt(f, "ssm.state_size");

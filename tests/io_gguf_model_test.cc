@@ -136,6 +136,8 @@ ModelConfig TinyConfig(Arch arch) {
       break;  // MLA / fused experts: tests/deepseek_gguf_test.cc, tests/gpt_oss_test.cc.
     case Arch::kMiniMaxM2:
       break;  // Its gate and partial rotary: tests/minimax_m2_test.cc.
+    case Arch::kQwen3Next:
+      break;  // Its Gated DeltaNet tensors: tests/qwen3_next_test.cc.
   }
   c.Validate();
   return c;

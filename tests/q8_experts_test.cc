@@ -98,8 +98,15 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
   const ModelConfig config = RandomModelConfig(GetParam(), ModelSize::kTiny);
   auto model = LoadModel(WriteQ8Model(dir, config, "q8.gguf"));
   ASSERT_EQ(model->expert_shape.gate_up, DType::kQ8_0);
-  // MLA with q_lora_rank (deepseek_v3) has q_a_proj where the others have q_proj.
-  const TensorView* q = model->layers[0].q != nullptr ? model->layers[0].q : model->layers[0].q_a;
+  // The first attention layer's (Gated DeltaNet layers have none); MLA with q_lora_rank
+  // (deepseek_v3) has q_a_proj where the others have q_proj.
+  const LayerWeights* attn = &model->layers[0];
+  for (const LayerWeights& L : model->layers)
+    if (L.q != nullptr || L.q_a != nullptr) {
+      attn = &L;
+      break;
+    }
+  const TensorView* q = attn->q != nullptr ? attn->q : attn->q_a;
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->dtype, DType::kQ8_0);
   EXPECT_EQ(model->embed->dtype, DType::kQ8_0);
@@ -123,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
-                                           Arch::kMiniMaxM2),
+                                           Arch::kMiniMaxM2, Arch::kQwen3Next),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // q4_0 / q8_0 Linear weights get their interleaved copy (kernels/interleave.h) at load when

@@ -149,5 +149,34 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Arch::kOlmoe, "25%", "Offloaded25"}),
     [](const auto& info) { return info.param.name; });
 
+// Gated DeltaNet layers (qwen3_next) keep a recurrent state that blocks of rows cannot
+// restore: with the prefix cache on, a turn that re-sends the history reuses nothing and
+// gets the tokens of a server without the cache; several requests at once each continue
+// their own state.
+TEST(ServePrefixCacheRecurrent, GatedDeltaNetReusesNothingAndAgrees) {
+  cli::ModelOptions model;
+  model.model = testing::TinyModelPath(Arch::kQwen3Next);
+  model.policy = "lru";
+  model.policy_worker = "sync";
+  RunningServer cached(model, Options(int64_t{64} << 20));
+  RunningServer plain(model, Options(0));
+  const std::vector<int32_t> p = {30, 31, 32, 33, 34, 35, 36, 37, 38, 39};
+  const Reply first = Complete(cached, p, 5);
+  EXPECT_EQ(first.tokens, Complete(plain, p, 5).tokens);
+  const std::vector<int32_t> again = Join(Join(p, first.tokens), {40, 41, 42});
+  Reply second, second_plain, other, other_plain;
+  std::thread a([&] { second = Complete(cached, again, 5); });
+  std::thread b([&] { other = Complete(cached, {7, 8, 9, 10, 11, 12, 13}, 6); });
+  a.join();
+  b.join();
+  second_plain = Complete(plain, again, 5);
+  other_plain = Complete(plain, {7, 8, 9, 10, 11, 12, 13}, 6);
+  EXPECT_EQ(second.tokens, second_plain.tokens);
+  EXPECT_EQ(other.tokens, other_plain.tokens);
+  EXPECT_EQ(second.cached, 0);
+  const std::string metrics = cached.Get("/metrics").body;
+  EXPECT_NE(metrics.find("moex_prefix_cache_hits_total 0\n"), std::string::npos) << metrics;
+}
+
 }  // namespace
 }  // namespace moex::serve

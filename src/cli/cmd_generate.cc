@@ -151,6 +151,8 @@ int RunGenerate(const GenerateOptions& o) {
                    {"device_cache_bytes", 0},
                    // Per position over all layers: K and V rows, or MLA's latent + k_pe.
                    {"kv_cache_bytes_per_token", KvCache::BytesPerToken(config)},
+                   // Per sequence whatever its length: Gated DeltaNet layers' state.
+                   {"recurrent_state_bytes_per_sequence", KvCache::StateBytes(config)},
                    {"kv_cache_kind", config.mla ? "mla_latent" : "kv"}};
   std::cout << out.dump(2) << "\n";
   return 0;

@@ -252,7 +252,9 @@ std::string ChooseHostBudget(const ModelOptions& o, const Model& model, int64_t 
   }
   const AutoBudget a = ComputeAutoBudget(
       AvailableMemoryBytes(), std::max<int64_t>(0, ModelFileBytes(model.path) - experts),
-      KvCache::BytesPerToken(model.config) * context * o.kv_sequences, experts);
+      (KvCache::BytesPerToken(model.config) * context + KvCache::StateBytes(model.config)) *
+          o.kv_sequences,
+      experts);
   if (a.fits) {
     if (o.host_budget == "auto")
       std::fprintf(stderr, "moex: --host-budget auto: every expert fits (%s): all stay resident\n",

@@ -21,7 +21,7 @@ size_t PrefixCache::KeyHash::operator()(const Key& key) const {
 }
 
 PrefixCache::PrefixCache(const ModelConfig& config, int64_t budget_bytes, int64_t block_tokens)
-    : budget_(budget_bytes), block_tokens_(block_tokens) {
+    : budget_(config.HasRecurrentLayers() ? 0 : budget_bytes), block_tokens_(block_tokens) {
   Check(budget_bytes >= 0, "prefix cache budget must not be negative");
   Check(block_tokens >= 1, "prefix cache blocks need at least one token");
   const KvCache probe(config, 1);

@@ -14,6 +14,10 @@
 // V, MLA's latent row), so windows and sinks need nothing more: they read the copied rows
 // as they read computed ones.
 //
+// Models with Gated DeltaNet layers (config.delta_net) are never served from it: those
+// layers keep a state that depends on every earlier token rather than rows per position, and
+// blocks of rows cannot restore it, so the cache stays disabled for them (enabled() false).
+//
 // Eviction is LRU over leaf blocks: a hit or a store touches its chain from the leaf up, so
 // a parent is always more recent than its children and the least recent block is a leaf.
 // Not thread-safe: one owner (the scheduler thread).
@@ -43,7 +47,8 @@ struct PrefixCacheStats {
 
 class PrefixCache {
  public:
-  // budget_bytes 0 disables the cache: Restore finds nothing and Store keeps nothing.
+  // budget_bytes 0, or a config with recurrent layers, disables the cache: Restore finds
+  // nothing and Store keeps nothing.
   // REQUIRES: budget_bytes >= 0, block_tokens >= 1.
   PrefixCache(const ModelConfig& config, int64_t budget_bytes, int64_t block_tokens = 16);
   ~PrefixCache();

@@ -39,6 +39,9 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   int64_t total = 0;
   for (const BatchItem& item : items) {
     Check(item.cache != nullptr && !item.tokens.empty(), "batch item without tokens or cache");
+    Check(!item.cache->state_lost(),
+          "a failed forward pass left this sequence's recurrent state partly updated; start "
+          "the sequence again");
     Check(item.cache->length() + static_cast<int64_t>(item.tokens.size()) <= item.cache->capacity(),
           "sequence of ", item.cache->length() + static_cast<int64_t>(item.tokens.size()),
           " tokens exceeds its context capacity of ", item.cache->capacity());
@@ -78,11 +81,17 @@ std::vector<float> Transformer::Forward(std::span<const BatchItem> items) {
   EmitIterationBegin(items, total);
   try {
     for (int layer = 0; layer < c.num_layers; ++layer) {
-      Attention(layer, items, total);
+      if (c.IsLinearLayer(layer)) {
+        GatedDeltaNet(layer, items, total);
+      } else {
+        Attention(layer, items, total);
+      }
       FeedForward(layer, total);
     }
   } catch (...) {
-    // The caches were not advanced, so the sequences stay as they were before this pass.
+    // The caches were not advanced, so the sequences' rows stay as they were before this
+    // pass; a recurrent state updated in place cannot be, so such a sequence is refused.
+    for (const BatchItem& item : items) item.cache->MarkStateLost();
     events_.OnIterationEnd();
     throw;
   }
@@ -188,12 +197,26 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
   Grow(proj_, T * d);
 
   Norm(hidden_.data(), L.attn_norm, L.attn_norm_bias, total, normed_.data());
+  // Gated attention: q_proj's rows hold each head's query then its gate.
+  const bool gated = c.attention_output_gate;
+  if (gated) {
+    Grow(q_gate_, T * 2 * q_dim);
+    Grow(out_gate_, T * q_dim);
+  }
   // q, k and v in one parallel region: one fork/join per layer instead of three.
   const kernels::LinearOutput qkv[] = {
-      kernels::OutputOf(*L.q, q_.data(), BiasOrNull(L.q_bias), L.q_scale),
+      kernels::OutputOf(*L.q, gated ? q_gate_.data() : q_.data(), BiasOrNull(L.q_bias), L.q_scale),
       kernels::OutputOf(*L.k, k_.data(), BiasOrNull(L.k_bias), L.k_scale),
       kernels::OutputOf(*L.v, v_.data(), BiasOrNull(L.v_bias), L.v_scale)};
   kernels::LinearMulti(qkv, normed_.data(), total);
+  if (gated) {
+    for (size_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < c.num_heads; ++h) {
+        const float* src = &q_gate_[(t * c.num_heads + static_cast<size_t>(h)) * 2 * hd];
+        std::memcpy(&q_[t * q_dim + h * hd], src, sizeof(float) * hd);
+        std::memcpy(&out_gate_[t * q_dim + h * hd], src + hd, sizeof(float) * hd);
+      }
+  }
   if (c.qk_norm) {
     if (c.qk_norm_per_head) {  // Qwen3: each head normalised on its own.
       kernels::RmsNorm(q_.data(), L.q_norm.data(), total * c.num_heads, hd, c.rms_norm_eps,
@@ -239,6 +262,8 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
                        &attn_[static_cast<size_t>(row * q_dim)], extras);
     row += n;
   }
+  if (gated)
+    for (size_t i = 0; i < T * q_dim; ++i) attn_[i] *= 1.0f / (1.0f + std::exp(-out_gate_[i]));
   kernels::Linear(*L.o, attn_.data(), total, proj_.data(), BiasOrNull(L.o_bias), L.o_scale);
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }

@@ -66,6 +66,9 @@ class Transformer {
   void Attention(int layer, std::span<const BatchItem> items, int64_t total);
   // Multi-head Latent Attention (config.mla), in engine/mla_attention.cc.
   void MlaAttention(int layer, std::span<const BatchItem> items, int64_t total);
+  // A Gated DeltaNet layer (config.delta_net), in engine/gated_delta_net.cc: each item's
+  // tokens continue the recurrent state its cache keeps, prefill in chunks.
+  void GatedDeltaNet(int layer, std::span<const BatchItem> items, int64_t total);
   void FeedForward(int layer, int64_t total);
   void DenseSwiGlu(const DenseFfn& ffn, const float* x, int64_t n, float* out);
   // The model's norm (RMSNorm, or LayerNorm with `bias`) over n rows of hidden_size.
@@ -85,6 +88,9 @@ class Transformer {
   std::vector<float> hidden_, normed_, q_, k_, v_, attn_, proj_, ffn_out_, gate_, up_;
   std::vector<float> router_logits_, cos_, sin_, pooled_;
   std::vector<float> latent_q_, latent_out_;  // MLA: queries and outputs in latent space.
+  std::vector<float> q_gate_, out_gate_;      // Gated attention: q_proj's rows, the gates.
+  // Gated DeltaNet: projections, convolved q/k/v, z, b/a, beta and decay, the heads' output.
+  std::vector<float> gdn_proj_, gdn_qkv_, gdn_conv_, gdn_z_, gdn_ba_, gdn_beta_, gdn_g_, gdn_out_;
   std::vector<int64_t> iteration_requests_, iteration_token_counts_;
   std::vector<int32_t> iteration_tokens_;
   std::vector<int32_t> routed_;      // The gate event's routed set.

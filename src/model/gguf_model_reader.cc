@@ -171,6 +171,13 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         continue;
       }
     }
+    // llama.cpp's ssm_a (Qwen3-Next's -exp(A_log)) has no suffix.
+    if (config.delta_net && parts.size() == 3 && parts[0] == "blk" && parts[2] == "ssm_a") {
+      if (const std::optional<int> l = ParseIndex(parts[1]); l && *l < config.num_layers) {
+        Add(LayerPrefix(*l) + TensorNamesFor(config).gdn_neg_a, *f.FindTensor(info.name));
+        continue;
+      }
+    }
     const std::optional<int> layer =
         parts.size() >= 4 && parts[0] == "blk" ? ParseIndex(parts[1]) : std::nullopt;
     if (!layer || !IsSuffix(suffix)) {
@@ -200,6 +207,10 @@ GgufWeights::GgufWeights(std::shared_ptr<const GgufFile> file, const ModelConfig
         split_kv_b[l][stem == "attn_k_b" ? 0 : 1] = &e.view;
         continue;
       }
+    }
+    if (config.delta_net && parts.size() == 4 && stem == "ssm_dt" && suffix == "bias") {
+      Add(LayerPrefix(l) + TensorNamesFor(config).gdn_dt_bias, *f.FindTensor(info.name));
+      continue;
     }
     if (config.arch == Arch::kGptOss && parts.size() == 4 && stem == gguf_gpt_oss::kGgufSinks &&
         suffix == "weight") {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -307,6 +308,101 @@ bool WriteGptOssSinks(const ModelConfig& c, const std::string& name, const Tenso
   return true;
 }
 
+// A tensor written as f32 values f(x) of its own.
+Plan TransformedF32(const std::string& out, std::vector<int64_t> shape, const TensorView& t,
+                    float (*f)(float)) {
+  auto values = std::make_shared<std::vector<float>>(TensorToF32(t));
+  for (float& v : *values) v = f(v);
+  return {out, std::move(shape), MakeRowCopy({&t}, DType::kF32, 0, false, t.name),
+          [values](size_t offset, std::span<std::byte> bytes) {
+            std::memcpy(bytes.data(), reinterpret_cast<const std::byte*>(values->data()) + offset,
+                        bytes.size());
+          }};
+}
+
+// What llama.cpp's converter changes in Qwen3-Next's tensors (its Qwen3NextModel): the
+// zero-centred norms stored with the 1 added, A_log stored as ssm_a = -exp(A_log) (a name
+// without a suffix), dt_bias as ssm_dt.bias, conv1d squeezed to [channels, kernel], all f32;
+// the MTP layers (mtp.*) are not written. True when `name` was handled.
+bool WriteDeltaNetSpecial(const ModelConfig& c, const std::string& name, const TensorView& t,
+                          const GgufWriteOptions& o,
+                          std::map<std::pair<int, std::string>, Plan>& plans) {
+  if (name.rfind("mtp.", 0) == 0) return true;
+  const auto add_one = [](float x) { return x + 1.0f; };
+  if (name == "model.norm.weight" && c.norm_weight_offset != 0.0f) {
+    plans[{INT_MAX, "output_norm.weight"}] =
+        TransformedF32("output_norm.weight", t.shape, t, add_one);
+    return true;
+  }
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t end = name.find('.', prefix.size());
+  if (end == std::string::npos) return false;
+  const std::optional<int> layer =
+      ParseIndex(std::string_view(name).substr(prefix.size(), end - prefix.size()));
+  if (!layer || *layer >= c.num_layers) return false;
+  const std::string rest = name.substr(end + 1), blk = "blk." + std::to_string(*layer) + ".";
+  const std::pair<const char*, const char*> norms[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"}};
+  for (const auto& [hf, gguf] : norms)
+    if (rest == hf && c.norm_weight_offset != 0.0f) {
+      plans[{*layer, blk + gguf}] = TransformedF32(blk + gguf, t.shape, t, add_one);
+      return true;
+    }
+  const TensorNames n = TensorNamesFor(c);
+  if (rest == n.gdn_a_log) {
+    plans[{*layer, blk + "ssm_a"}] =
+        TransformedF32(blk + "ssm_a", t.shape, t, [](float a) { return -std::exp(a); });
+    return true;
+  }
+  if (rest == n.gdn_dt_bias) {
+    plans[{*layer, blk + "ssm_dt.bias"}] = {blk + "ssm_dt.bias", t.shape,
+                                            MakeRowCopy({&t}, DType::kF32, 0, false, t.name)};
+    return true;
+  }
+  if (rest == n.gdn_qkvz && c.delta_net) {
+    // As llama.cpp's converter does: HF's per-key-head groups [q, k, v, z] become attn_qkv
+    // (every q head, every k head, every v head) and attn_gate (every z head), by rows.
+    const GatedDeltaNet& g = *c.delta_net;
+    const int64_t dk = g.k_head_dim, rv = g.num_v_heads / g.num_k_heads * g.v_head_dim;
+    const int64_t group = 2 * dk + 2 * rv;
+    Check(t.shape.size() == 2 && t.shape[0] == g.num_k_heads * group, t.name, ": shape ",
+          ShapeString(t.shape), " has not ", g.num_k_heads * group, " rows");
+    auto qkv = std::make_shared<std::vector<int64_t>>();
+    auto z = std::make_shared<std::vector<int64_t>>();
+    for (const int64_t offset : {int64_t{0}, dk})  // Every q head, then every k head.
+      for (int64_t h = 0; h < g.num_k_heads; ++h)
+        for (int64_t i = 0; i < dk; ++i) qkv->push_back(h * group + offset + i);
+    for (int64_t h = 0; h < g.num_k_heads; ++h)
+      for (int64_t i = 0; i < rv; ++i) {
+        qkv->push_back(h * group + 2 * dk + i);
+        z->push_back(h * group + 2 * dk + rv + i);
+      }
+    for (const auto& [stem, rows] :
+         {std::pair{std::string("attn_qkv"), qkv}, std::pair{std::string("attn_gate"), z}}) {
+      const std::string out = blk + stem + ".weight";
+      RowCopy copy = MakeRowCopy({&t}, OutputDType(stem, t, WithMix(o, stem, *layer, c.num_layers)),
+                                 0, false, t.name);
+      copy.gather = rows;
+      copy.total_units = static_cast<int64_t>(rows->size());
+      plans[{*layer, out}] = {out, {copy.total_units, t.shape[1]}, copy};
+    }
+    return true;
+  }
+  if (rest == n.gdn_conv && c.delta_net) {
+    const std::vector<int64_t> shape = {c.delta_net->conv_dim(), c.delta_net->conv_kernel};
+    Check(t.numel() == shape[0] * shape[1], t.name, ": shape ", ShapeString(t.shape), " is not [",
+          shape[0], ", 1, ", shape[1], "]");
+    plans[{*layer, blk + "ssm_conv1d.weight"}] = {blk + "ssm_conv1d.weight", shape,
+                                                  MakeRowCopy({&t}, DType::kF32, 0, false, t.name)};
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const GgufFile* tokenizer,
@@ -337,6 +433,7 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
         WriteMlaSpecial(config, name, t, options, plans))
       continue;
     if (config.arch == Arch::kGptOss && WriteGptOssSinks(config, name, t, options, plans)) continue;
+    if (config.delta_net && WriteDeltaNetSpecial(config, name, t, options, plans)) continue;
     const size_t dot = name.rfind('.');
     const std::string suffix = dot == std::string::npos ? "" : name.substr(dot + 1);
     const std::string stem = dot == std::string::npos ? name : name.substr(0, dot);

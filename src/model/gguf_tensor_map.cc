@@ -69,7 +69,8 @@ void RowCopy::Copy(size_t offset, std::span<std::byte> out) const {
     const TensorView* part = parts[s / units_per_part];
     const int64_t local = s % units_per_part;
     // Without permutation, copy the rest of this part's run in one go.
-    const int64_t run = permute_heads == 0 ? std::min(n - k, units_per_part - local) : int64_t{1};
+    const int64_t run =
+        permute_heads == 0 && !gather ? std::min(n - k, units_per_part - local) : int64_t{1};
     const std::byte* src = part->data + local * src_unit;
     std::byte* dst = out.data() + k * out_unit;
     if (src_dtype == out_dtype) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -68,10 +69,14 @@ struct RowCopy {
   int64_t total_units = 0;
   int permute_heads = 0;   // 0 = identity.
   bool unpermute = false;  // GGUF -> HF instead of HF -> GGUF.
+  // When set (and permute_heads 0), output unit u is source unit (*gather)[u]: a subset of the
+  // rows in another order (Qwen3-Next's grouped in_proj_qkvz split into attn_qkv, attn_gate).
+  std::shared_ptr<const std::vector<int64_t>> gather;
 
   // llama.cpp's permute views each head's rows as [2, head_dim/2] and transposes them to
   // [head_dim/2, 2]: GGUF row 2i+j of a head is HF row j*head_dim/2+i.
   int64_t SourceUnit(int64_t u) const {
+    if (gather) return (*gather)[static_cast<size_t>(u)];
     if (permute_heads == 0) return u;
     const int64_t hd = total_units / permute_heads;
     const int64_t half = hd / 2;

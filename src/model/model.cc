@@ -78,6 +78,45 @@ const TensorView* Matrix(const WeightSource& w, const std::string& name, int64_t
   return &w.Get(name, {rows, cols});
 }
 
+// A norm weight with the config's offset added (zero-centred norms, ModelConfig).
+std::vector<float> LoadNorm(const WeightSource& w, const std::string& name, int64_t size,
+                            float offset) {
+  std::vector<float> v = LoadF32(w, name, size);
+  if (offset != 0.0f)
+    for (float& x : v) x += offset;
+  return v;
+}
+
+// A Gated DeltaNet layer's tensors (ModelConfig::delta_net).
+void LoadGatedDeltaNet(const WeightSource& w, const TensorNames& n, const ModelConfig& c, int i,
+                       LayerWeights& L) {
+  const GatedDeltaNet& g = *c.delta_net;
+  auto layer = [&](const std::string& name) { return TensorNames::Layer(i, name); };
+  const int64_t d = c.hidden_size, nv = g.num_v_heads;
+  if (w.Find(layer(n.gdn_qkvz)) != nullptr) {
+    L.gdn_qkvz = Matrix(w, layer(n.gdn_qkvz), g.conv_dim() + g.value_dim(), d);
+  } else {
+    L.gdn_qkv = Matrix(w, layer(n.gdn_qkv), g.conv_dim(), d);
+    L.gdn_z = Matrix(w, layer(n.gdn_z), g.value_dim(), d);
+  }
+  L.gdn_ba = Matrix(w, layer(n.gdn_ba), 2 * nv, d);
+  L.gdn_out = Matrix(w, layer(n.gdn_out), d, g.value_dim());
+  // HF's Conv1d weight is [channels, 1, kernel]; llama.cpp's converter squeezes it.
+  const TensorView& conv = w.Get(layer(n.gdn_conv));
+  Check(conv.numel() == g.conv_dim() * g.conv_kernel, "tensor '", w.FileName(layer(n.gdn_conv)),
+        "' in ", w.Describe(), " has shape ", ShapeString(conv.shape), ", expected [", g.conv_dim(),
+        ", 1, ", g.conv_kernel, "]");
+  L.gdn_conv = TensorToF32(conv);
+  L.gdn_dt_bias = LoadF32(w, layer(n.gdn_dt_bias), nv);
+  if (w.Find(layer(n.gdn_a_log)) != nullptr) {
+    L.gdn_decay = LoadF32(w, layer(n.gdn_a_log), nv);
+    for (float& a : L.gdn_decay) a = -std::exp(a);
+  } else {
+    L.gdn_decay = LoadF32(w, layer(n.gdn_neg_a), nv);
+  }
+  L.gdn_norm = LoadF32(w, layer(n.gdn_norm), g.v_head_dim);
+}
+
 DenseFfn LoadDenseFfn(const WeightSource& w, int layer, const std::string& gate,
                       const std::string& up, const std::string& down, int64_t d, int64_t f) {
   DenseFfn ffn;
@@ -162,7 +201,8 @@ void CopyLinearWeights(Model& model) {
   };
   redirect(model.lm_head);
   for (LayerWeights& L : model.layers) {
-    for (const TensorView** t : {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.router})
+    for (const TensorView** t : {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.router,
+                                 &L.gdn_qkvz, &L.gdn_qkv, &L.gdn_z, &L.gdn_ba, &L.gdn_out})
       redirect(*t);
     for (std::optional<DenseFfn>* ffn : {&L.shared_expert, &L.dense_ffn}) {
       if (!*ffn) continue;
@@ -197,7 +237,7 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
   model->lm_head = c.tie_word_embeddings && w.Find(n.lm_head) == nullptr
                        ? model->embed
                        : Matrix(w, n.lm_head, c.vocab_size, d);
-  model->final_norm = LoadF32(w, n.final_norm, d);
+  model->final_norm = LoadNorm(w, n.final_norm, d, c.norm_weight_offset);
   const bool layer_norm = c.norm == NormKind::kLayerNorm;
   if (layer_norm) model->final_norm_bias = LoadF32(w, n.final_norm_bias, d);
   if (c.lm_head_bias) model->lm_head_bias = LoadF32(w, n.lm_head_bias, c.vocab_size);
@@ -209,21 +249,23 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     auto layer = [&](const std::string& name) { return TensorNames::Layer(i, name); };
     // An empty name stays empty (OptionalScales skips it).
     auto layer_scale = [&](const std::string& name) { return name.empty() ? name : layer(name); };
-    L.attn_norm = LoadF32(w, layer(n.attn_norm), d);
-    L.ffn_norm = LoadF32(w, layer(n.ffn_norm), d);
+    L.attn_norm = LoadNorm(w, layer(n.attn_norm), d, c.norm_weight_offset);
+    L.ffn_norm = LoadNorm(w, layer(n.ffn_norm), d, c.norm_weight_offset);
     if (layer_norm) {
       L.attn_norm_bias = LoadF32(w, layer(n.attn_norm_bias), d);
       L.ffn_norm_bias = LoadF32(w, layer(n.ffn_norm_bias), d);
     }
-    if (c.mla) {
+    if (c.IsLinearLayer(i)) {
+      LoadGatedDeltaNet(w, n, c, i, L);
+    } else if (c.mla) {
       LoadMlaWeights(w, n, c, i, L);
     } else {
-      L.q = Matrix(w, layer(n.q), q_dim, d);
+      L.q = Matrix(w, layer(n.q), c.attention_output_gate ? 2 * q_dim : q_dim, d);
       L.k = Matrix(w, layer(n.k), kv_dim, d);
       L.v = Matrix(w, layer(n.v), kv_dim, d);
       L.o = Matrix(w, layer(n.o), d, q_dim);
     }
-    if (c.attention_bias) {
+    if (c.attention_bias && !c.IsLinearLayer(i)) {
       L.q_bias = LoadF32(w, layer(n.q_bias), q_dim);
       L.k_bias = LoadF32(w, layer(n.k_bias), kv_dim);
       L.v_bias = LoadF32(w, layer(n.v_bias), kv_dim);
@@ -232,10 +274,12 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     if (L.q != nullptr) L.q_scale = OptionalScale(w, layer_scale(n.q_scale));
     if (L.k != nullptr) L.k_scale = OptionalScale(w, layer_scale(n.k_scale));
     if (L.v != nullptr) L.v_scale = OptionalScale(w, layer_scale(n.v_scale));
-    L.o_scale = OptionalScale(w, layer_scale(n.o_scale));
-    if (c.qk_norm) {
-      L.q_norm = LoadF32(w, layer(n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
-      L.k_norm = LoadF32(w, layer(n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
+    if (L.o != nullptr) L.o_scale = OptionalScale(w, layer_scale(n.o_scale));
+    if (c.qk_norm && !c.IsLinearLayer(i)) {
+      L.q_norm = LoadNorm(w, layer(n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim,
+                          c.norm_weight_offset);
+      L.k_norm = LoadNorm(w, layer(n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim,
+                          c.norm_weight_offset);
     }
     if (c.attention_sinks) L.sinks = LoadF32(w, layer(n.sinks), c.num_heads);
     L.is_moe = c.IsMoeLayer(i);

@@ -67,6 +67,17 @@ struct LayerWeights {
   // (src/engine/mla_attention.cc), per head: k_up [kv_lora_rank, qk_nope] (q_nope -> latent
   // space) and v_up [v_head_dim, kv_lora_rank] (latent -> v).
   MlaHeads mla_k_up, mla_v_up;
+  // Gated DeltaNet layers (config.delta_net; the attention tensors above stay null). The
+  // input projection is either HF's grouped qkvz or q/k/v and z apart (TensorNames).
+  const TensorView* gdn_qkvz = nullptr;  // [2 key_dim + 2 value_dim, d], grouped per key head.
+  const TensorView* gdn_qkv = nullptr;   // [conv_dim, d]: all q heads, all k heads, all v heads.
+  const TensorView* gdn_z = nullptr;     // [value_dim, d]
+  const TensorView* gdn_ba = nullptr;    // [2 num_v_heads, d], grouped per key head.
+  const TensorView* gdn_out = nullptr;   // [d, value_dim]
+  std::vector<float> gdn_conv;           // [conv_dim, conv_kernel]
+  std::vector<float> gdn_dt_bias;        // [num_v_heads]
+  std::vector<float> gdn_decay;          // [num_v_heads]: -exp(A_log).
+  std::vector<float> gdn_norm;           // [v_head_dim], the gated RMSNorm's weight.
 
   bool is_moe = false;
   const TensorView* router = nullptr;    // [E, d]

@@ -333,6 +333,28 @@ void ModelConfig::Validate() const {
         FamiliesWith([](const Family::Features& f) { return f.partial_rotary; }), " only, not ",
         ArchName(arch));
   Check(!yarn || rope_dim == 0, "config: YaRN with partial rotary is not supported");
+  const auto delta_net_family = [](const Family::Features& f) { return f.gated_delta_net; };
+  Check((!delta_net && !attention_output_gate && norm_weight_offset == 0.0f) || has.gated_delta_net,
+        "config: Gated DeltaNet layers, gated attention and zero-centred norms are implemented "
+        "for ",
+        FamiliesWith(delta_net_family), " only, not ", ArchName(arch));
+  Check(norm_weight_offset == 0.0f || norm_weight_offset == 1.0f,
+        "config: norm_weight_offset must be 0 or 1, got ", norm_weight_offset);
+  Check(!delta_net == layer_linear.empty(),
+        "config: Gated DeltaNet needs one layer type per layer, and layer types need it");
+  if (delta_net) {
+    const GatedDeltaNet& g = *delta_net;
+    Check(static_cast<int>(layer_linear.size()) == num_layers, "config: layer_types has ",
+          layer_linear.size(), " entries for ", num_layers, " layers");
+    Check(g.num_k_heads > 0 && g.num_v_heads > 0 && g.k_head_dim > 0 && g.v_head_dim > 0,
+          "config: linear_num_key_heads, linear_num_value_heads, linear_key_head_dim and "
+          "linear_value_head_dim must be > 0 (got ",
+          g.num_k_heads, ", ", g.num_v_heads, ", ", g.k_head_dim, ", ", g.v_head_dim, ")");
+    Check(g.num_v_heads % g.num_k_heads == 0, "config: linear_num_value_heads (", g.num_v_heads,
+          ") must be a multiple of linear_num_key_heads (", g.num_k_heads, ")");
+    Check(g.conv_kernel >= 1 && g.conv_kernel <= 64,
+          "config: linear_conv_kernel_dim must be in 1..64, got ", g.conv_kernel);
+  }
   family.Validate(*this);
 }
 

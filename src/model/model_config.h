@@ -24,6 +24,8 @@ enum class Arch {
   kGptOss,       // model_type "gpt_oss" (gpt-oss-20b/120b): sinks, sliding layers, biased experts
   kMiniMaxM2,    // model_type "minimax_m2" (MiniMax-M2, M2.1): whole-width q/k norm, partial
                  // RoPE, V3's sigmoid gate with bias in one group
+  kQwen3Next,    // model_type "qwen3_next" (Qwen3-Next-80B-A3B): Gated DeltaNet layers between
+                 // gated full-attention layers, Qwen2-MoE's experts with a gated shared expert
 };
 
 // HF GptOssConfig's default layer_types (and llama.cpp's gpt-oss pattern): sliding, full,
@@ -96,6 +98,33 @@ struct LongRope {
   int original_max_position_embeddings = 0;
 };
 
+// Gated DeltaNet linear attention (Qwen3-Next's linear_attention layers). Per token, one
+// projection gives q, k (num_k_heads heads of k_head_dim), v and the output gate z (num_v_heads
+// heads of v_head_dim), another beta and the decay input a per v head; q, k and v pass a causal
+// depthwise convolution of conv_kernel taps and SiLU; q and k are L2-normalised, q scaled by
+// 1/sqrt(k_head_dim); v head h reads q/k head h / (num_v_heads / num_k_heads). Each v head keeps
+// a state S [k_head_dim, v_head_dim]: S <- exp(g) S, S <- S + k (beta (v - S^T k))^T, o = S^T q,
+// with beta = sigmoid(b) and g = -exp(A_log) softplus(a + dt_bias). The output is RMSNorm'd per
+// head, times silu(z), and projected back. A sequence caches no rows for these layers, only
+// its state (kv_cache.h).
+struct GatedDeltaNet {
+  int num_k_heads = 0;
+  int num_v_heads = 0;
+  int k_head_dim = 0;
+  int v_head_dim = 0;
+  int conv_kernel = 0;
+  int64_t key_dim() const { return static_cast<int64_t>(num_k_heads) * k_head_dim; }
+  int64_t value_dim() const { return static_cast<int64_t>(num_v_heads) * v_head_dim; }
+  // Channels of the convolution: q, k and v.
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+  // Floats a sequence keeps per layer: the convolution's last conv_kernel - 1 inputs and the
+  // recurrent state of every v head.
+  int64_t state_floats() const {
+    return (conv_kernel - 1) * conv_dim() +
+           static_cast<int64_t>(num_v_heads) * k_head_dim * v_head_dim;
+  }
+};
+
 struct ModelConfig {
   Arch arch = Arch::kMixtral;
   int vocab_size = 0;
@@ -129,6 +158,17 @@ struct ModelConfig {
   // of each q/k head (rotate-half within them), the rest pass through. 0: the whole head.
   int rope_dim = 0;
   int RotaryDim() const { return rope_dim > 0 ? rope_dim : head_dim; }
+  // Gated attention (Qwen3-Next): q_proj gives, per head, head_dim query rows then head_dim
+  // gate rows; the attention output is multiplied by sigmoid(gate) before o_proj.
+  bool attention_output_gate = false;
+  // Gated DeltaNet layers: set, and layer_linear has one entry per layer (true: a Gated
+  // DeltaNet layer, HF layer_types "linear_attention"; false: full attention).
+  std::optional<GatedDeltaNet> delta_net;
+  std::vector<bool> layer_linear;
+  // Added to the weight of every residual-stream norm and q/k norm when it is loaded: 1 for
+  // the zero-centred RMSNorm of Qwen3-Next's HF checkpoints, x / rms(x) * (1 + w); llama.cpp's
+  // converter stores 1 + w, so its GGUF files need 0.
+  float norm_weight_offset = 0.0f;
 
   // Routed experts.
   int num_experts = 0;
@@ -172,6 +212,11 @@ struct ModelConfig {
                                                                                 : sliding_window;
   }
   bool ExpertBiases() const { return swiglu_limit > 0; }
+  bool IsLinearLayer(int layer) const {
+    return !layer_linear.empty() && layer_linear[static_cast<size_t>(layer)];
+  }
+  // True when some layer keeps a recurrent state instead of KV rows.
+  bool HasRecurrentLayers() const { return delta_net.has_value(); }
   bool IsMoeLayer(int layer) const {
     return layer >= first_k_dense_replace && (layer % moe_layer_freq) == 0;
   }

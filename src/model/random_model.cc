@@ -346,7 +346,10 @@ void WriteRandomModel(const RandomModelOptions& o) {
                              out.size());
                });
   };
-  auto norm = [&](const std::string& name, int64_t size) { add(name, {size}, {1.0f, 0.2f}); };
+  // Zero-centred norms (norm_weight_offset) store w - offset, so draws center on 1 - offset.
+  auto norm = [&](const std::string& name, int64_t size) {
+    add(name, {size}, {1.0f - c.norm_weight_offset, 0.2f});
+  };
   auto bias = [&](const std::string& name, int64_t size) { add(name, {size}, {0.0f, 0.2f}); };
   const bool layer_norm = c.norm == NormKind::kLayerNorm;
   auto layer = [](int l, const std::string& name) { return TensorNames::Layer(l, name); };
@@ -355,7 +358,18 @@ void WriteRandomModel(const RandomModelOptions& o) {
   for (int l = 0; l < c.num_layers; ++l) {
     norm(layer(l, n.attn_norm), d);
     if (layer_norm) bias(layer(l, n.attn_norm_bias), d);
-    if (c.mla) {  // MLA: low-rank q (or plain q), latent + k_pe, its up-projection.
+    if (c.IsLinearLayer(l)) {  // Gated DeltaNet, in HF's grouped layout.
+      const GatedDeltaNet& g = *c.delta_net;
+      matrix(layer(l, n.gdn_qkvz), g.conv_dim() + g.value_dim(), d);
+      matrix(layer(l, n.gdn_ba), 2 * g.num_v_heads, d);
+      add(layer(l, n.gdn_conv), {g.conv_dim(), 1, g.conv_kernel},
+          {0.0f, std::sqrt(3.0f / static_cast<float>(g.conv_kernel))});
+      add(layer(l, n.gdn_dt_bias), {g.num_v_heads}, {1.0f, 0.5f});
+      // A = exp(A_log) between 0.4 and 2.7: decays that neither vanish nor stall.
+      add(layer(l, n.gdn_a_log), {g.num_v_heads}, {0.5f, 0.5f});
+      add(layer(l, n.gdn_norm), {g.v_head_dim}, {1.0f, 0.2f});
+      matrix(layer(l, n.gdn_out), d, g.value_dim());
+    } else if (c.mla) {  // MLA: low-rank q (or plain q), latent + k_pe, its up-projection.
       const Mla& m = *c.mla;
       const int64_t H = c.num_heads;
       if (m.q_lora_rank > 0) {
@@ -370,7 +384,7 @@ void WriteRandomModel(const RandomModelOptions& o) {
       matrix(layer(l, n.kv_b), H * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank);
       matrix(layer(l, n.o), d, H * m.v_head_dim);
     } else {
-      matrix(layer(l, n.q), q_dim, d);
+      matrix(layer(l, n.q), c.attention_output_gate ? 2 * q_dim : q_dim, d);
       matrix(layer(l, n.k), kv_dim, d);
       matrix(layer(l, n.v), kv_dim, d);
       matrix(layer(l, n.o), d, q_dim);
@@ -382,7 +396,7 @@ void WriteRandomModel(const RandomModelOptions& o) {
     }
     if (c.attention_out_bias) bias(layer(l, n.o_bias), d);
     if (c.attention_sinks) add(layer(l, n.sinks), {c.num_heads}, {0.0f, 2.0f});
-    if (c.qk_norm) {
+    if (c.qk_norm && !c.IsLinearLayer(l)) {
       norm(layer(l, n.q_norm), c.qk_norm_per_head ? c.head_dim : q_dim);
       norm(layer(l, n.k_norm), c.qk_norm_per_head ? c.head_dim : kv_dim);
     }

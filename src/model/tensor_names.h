@@ -45,6 +45,22 @@ struct TensorNames {
   std::string k_b = "self_attn.k_b.weight";
   std::string v_b = "self_attn.v_b.weight";
   std::string k_norm = "self_attn.k_norm.weight";
+  // Gated DeltaNet layers (config.delta_net). HF's Qwen3-Next fuses q, k, v and z into one
+  // projection grouped per key head (each group: its q head, k head, then the v and z heads
+  // that read it) and b, a the same way (each group: its v heads' b, then their a);
+  // llama.cpp's converter splits q/k/v (heads in order) from z, and keeps b/a grouped.
+  std::string gdn_qkvz = "linear_attn.in_proj_qkvz.weight";
+  std::string gdn_qkv = "linear_attn.in_proj_qkv.weight";
+  std::string gdn_z = "linear_attn.in_proj_z.weight";
+  std::string gdn_ba = "linear_attn.in_proj_ba.weight";
+  std::string gdn_conv =
+      "linear_attn.conv1d.weight";  // [conv_dim, 1, kernel] (or [conv_dim, kernel]).
+  std::string gdn_dt_bias = "linear_attn.dt_bias";
+  std::string gdn_a_log = "linear_attn.A_log";
+  // llama.cpp's ssm_a, -exp(A_log) as its converter stores it; no HF name.
+  std::string gdn_neg_a = "linear_attn.ssm_a";
+  std::string gdn_norm = "linear_attn.norm.weight";
+  std::string gdn_out = "linear_attn.out_proj.weight";
   std::string router = "mlp.gate.weight";
   std::string router_bias = "mlp.gate.e_score_correction_bias";  // DeepSeek-V3 (noaux_tc).
   std::string router_linear_bias = "mlp.gate.bias";  // Added to the logits (gpt-oss).

@@ -69,6 +69,12 @@ struct Ref {
 
   Vec Get(const std::string& name) const { return ToDouble(w.Get(name)); }
   Vec Layer(int l, const std::string& name) const { return Get(TensorNames::Layer(l, name)); }
+  // A residual-stream or q/k norm's weight: zero-centred norms (Qwen3-Next) compute with 1 + w.
+  Vec NormWeight(const std::string& full_name) const {
+    Vec v = Get(full_name);
+    for (double& e : v) e += c.norm_weight_offset;
+    return v;
+  }
 
   // y = W x for W [rows, cols] row-major.
   static Vec MatVec(const Vec& W, const Vec& x, int64_t rows) {
@@ -344,6 +350,115 @@ std::vector<Vec> ReferenceMla(const Ref& ref, int l, const std::vector<Vec>& x) 
   return out;
 }
 
+// One Gated DeltaNet layer's output (before the residual add) for every token of x (the
+// normed inputs), written from HF's Qwen3NextGatedDeltaNet with its token-by-token recurrence
+// (torch_recurrent_gated_delta_rule) from a zero state.
+std::vector<Vec> ReferenceGatedDeltaNet(const Ref& ref, int l, const std::vector<Vec>& x) {
+  const ModelConfig& c = ref.c;
+  const TensorNames& n = ref.names;
+  const GatedDeltaNet& g = *c.delta_net;
+  const int64_t nk = g.num_k_heads, nv = g.num_v_heads, dk = g.k_head_dim, dv = g.v_head_dim;
+  const int64_t r = nv / nk, K = g.conv_kernel, key_dim = g.key_dim(), conv_dim = g.conv_dim();
+  const int64_t T = static_cast<int64_t>(x.size());
+  auto at = [](const Vec& v, int64_t i) { return v[static_cast<size_t>(i)]; };
+  const bool grouped = ref.w.Find(TensorNames::Layer(l, n.gdn_qkvz)) != nullptr;
+  const Vec Wqkvz = grouped ? ref.Layer(l, n.gdn_qkvz) : Vec{};
+  const Vec Wqkv = grouped ? Vec{} : ref.Layer(l, n.gdn_qkv);
+  const Vec Wz = grouped ? Vec{} : ref.Layer(l, n.gdn_z);
+  const Vec Wba = ref.Layer(l, n.gdn_ba), conv = ref.Layer(l, n.gdn_conv),
+            dt_bias = ref.Layer(l, n.gdn_dt_bias), norm = ref.Layer(l, n.gdn_norm),
+            Wout = ref.Layer(l, n.gdn_out);
+  Vec A(static_cast<size_t>(nv));  // -exp(A_log), or llama.cpp's stored ssm_a.
+  if (ref.w.Find(TensorNames::Layer(l, n.gdn_a_log)) != nullptr) {
+    const Vec a_log = ref.Layer(l, n.gdn_a_log);
+    for (int64_t h = 0; h < nv; ++h) A[static_cast<size_t>(h)] = -std::exp(at(a_log, h));
+  } else {
+    A = ref.Layer(l, n.gdn_neg_a);
+  }
+  // mixed[t] = [q (all k heads), k, v (all v heads)] and z[t] before the convolution.
+  std::vector<Vec> mixed(static_cast<size_t>(T)), z(static_cast<size_t>(T)),
+      ba(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const Vec& xt = x[static_cast<size_t>(t)];
+    ba[static_cast<size_t>(t)] = Ref::MatVec(Wba, xt, 2 * nv);
+    if (!grouped) {
+      mixed[static_cast<size_t>(t)] = Ref::MatVec(Wqkv, xt, conv_dim);
+      z[static_cast<size_t>(t)] = Ref::MatVec(Wz, xt, g.value_dim());
+      continue;
+    }
+    // HF's fix_query_key_value_ordering: per key head [q, k, v (r heads), z (r heads)].
+    const Vec p = Ref::MatVec(Wqkvz, xt, conv_dim + g.value_dim());
+    Vec m(static_cast<size_t>(conv_dim)), zt(static_cast<size_t>(g.value_dim()));
+    const int64_t group = 2 * dk + 2 * r * dv;
+    for (int64_t h = 0; h < nk; ++h) {
+      for (int64_t i = 0; i < dk; ++i) {
+        m[static_cast<size_t>(h * dk + i)] = at(p, h * group + i);
+        m[static_cast<size_t>(key_dim + h * dk + i)] = at(p, h * group + dk + i);
+      }
+      for (int64_t i = 0; i < r * dv; ++i) {
+        m[static_cast<size_t>(2 * key_dim + h * r * dv + i)] = at(p, h * group + 2 * dk + i);
+        zt[static_cast<size_t>(h * r * dv + i)] = at(p, h * group + 2 * dk + r * dv + i);
+      }
+    }
+    mixed[static_cast<size_t>(t)] = m;
+    z[static_cast<size_t>(t)] = zt;
+  }
+  std::vector<Vec> S(static_cast<size_t>(nv), Vec(static_cast<size_t>(dk * dv), 0.0));
+  std::vector<Vec> out(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    // Causal depthwise convolution (zeros before the first token), then SiLU.
+    Vec y(static_cast<size_t>(conv_dim), 0.0);
+    for (int64_t ch = 0; ch < conv_dim; ++ch) {
+      double s = 0;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t src = t - (K - 1) + j;
+        if (src >= 0) s += at(conv, ch * K + j) * at(mixed[static_cast<size_t>(src)], ch);
+      }
+      y[static_cast<size_t>(ch)] = Ref::Silu(s);
+    }
+    // l2norm(x) = x / sqrt(sum x^2 + 1e-6) per head; q then scaled by 1/sqrt(dk).
+    for (int64_t h = 0; h < 2 * nk; ++h) {
+      double ss = 0;
+      for (int64_t i = 0; i < dk; ++i) ss += at(y, h * dk + i) * at(y, h * dk + i);
+      const double inv =
+          (h < nk ? 1.0 / std::sqrt(static_cast<double>(dk)) : 1.0) / std::sqrt(ss + 1e-6);
+      for (int64_t i = 0; i < dk; ++i) y[static_cast<size_t>(h * dk + i)] *= inv;
+    }
+    Vec o(static_cast<size_t>(g.value_dim()));
+    for (int64_t h = 0; h < nv; ++h) {
+      const int64_t kh = h / r;  // repeat_interleave of q and k over the v heads.
+      const double b = at(ba[static_cast<size_t>(t)], kh * 2 * r + h % r);
+      const double a = at(ba[static_cast<size_t>(t)], kh * 2 * r + r + h % r);
+      const double beta = 1.0 / (1.0 + std::exp(-b));
+      const double decay = std::exp(at(A, h) * std::log1p(std::exp(a + at(dt_bias, h))));
+      Vec& st = S[static_cast<size_t>(h)];
+      for (auto& e : st) e *= decay;
+      for (int64_t j = 0; j < dv; ++j) {
+        double mem = 0;
+        for (int64_t i = 0; i < dk; ++i)
+          mem += st[static_cast<size_t>(i * dv + j)] * at(y, key_dim + kh * dk + i);
+        const double delta = (at(y, 2 * key_dim + h * dv + j) - mem) * beta;
+        for (int64_t i = 0; i < dk; ++i)
+          st[static_cast<size_t>(i * dv + j)] += at(y, key_dim + kh * dk + i) * delta;
+      }
+      // o = S^T q, RMSNorm over the head (its own weight), times silu(z).
+      Vec oh(static_cast<size_t>(dv), 0.0);
+      double ms = 0;
+      for (int64_t j = 0; j < dv; ++j) {
+        for (int64_t i = 0; i < dk; ++i)
+          oh[static_cast<size_t>(j)] += st[static_cast<size_t>(i * dv + j)] * at(y, kh * dk + i);
+        ms += oh[static_cast<size_t>(j)] * oh[static_cast<size_t>(j)];
+      }
+      const double inv = 1.0 / std::sqrt(ms / static_cast<double>(dv) + c.rms_norm_eps);
+      for (int64_t j = 0; j < dv; ++j)
+        o[static_cast<size_t>(h * dv + j)] = oh[static_cast<size_t>(j)] * inv * at(norm, j) *
+                                             Ref::Silu(at(z[static_cast<size_t>(t)], h * dv + j));
+    }
+    out[static_cast<size_t>(t)] = Ref::MatVec(Wout, o, c.hidden_size);
+  }
+  return out;
+}
+
 // HF's fused gpt-oss expert tensors of layer l (gate_up_proj [E, d, 2F] with gate in the
 // even columns, its bias [E, 2F], down_proj [E, F, d], its bias [E, d]). A GGUF has no
 // fused tensors: they are rebuilt from its per-expert matrices (the layout llama.cpp's
@@ -501,7 +616,17 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       attn_norm_b = ref.Layer(l, n.attn_norm_bias);
       ffn_norm_b = ref.Layer(l, n.ffn_norm_bias);
     }
-    if (c.mla) {
+    if (c.IsLinearLayer(l)) {
+      const Vec attn_norm = ref.NormWeight(TensorNames::Layer(l, n.attn_norm));
+      std::vector<Vec> x(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t)
+        x[static_cast<size_t>(t)] = ref.Norm(h[static_cast<size_t>(t)], attn_norm, attn_norm_b);
+      const std::vector<Vec> o = ReferenceGatedDeltaNet(ref, l, x);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < d; ++i)
+          h[static_cast<size_t>(t)][static_cast<size_t>(i)] +=
+              o[static_cast<size_t>(t)][static_cast<size_t>(i)];
+    } else if (c.mla) {
       const Vec attn_norm = ref.Layer(l, n.attn_norm);
       std::vector<Vec> x(static_cast<size_t>(T));
       for (int64_t t = 0; t < T; ++t) x[static_cast<size_t>(t)] = ref.Norm(h[static_cast<size_t>(t)], attn_norm, attn_norm_b);
@@ -509,82 +634,105 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       for (int64_t t = 0; t < T; ++t)
         for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(t)][static_cast<size_t>(i)];
     } else {
-    const Vec attn_norm = ref.Layer(l, n.attn_norm), Wq = ref.Layer(l, n.q), Wk = ref.Layer(l, n.k),
-              Wv = ref.Layer(l, n.v), Wo = ref.Layer(l, n.o);
-    Vec qb, kb, vb, ob, qn, kn;
-    if (c.attention_out_bias) ob = ref.Layer(l, n.o_bias);
-    if (c.attention_bias) {
-      qb = ref.Layer(l, n.q_bias);
-      kb = ref.Layer(l, n.k_bias);
-      vb = ref.Layer(l, n.v_bias);
-    }
-    if (c.qk_norm) {
-      qn = ref.Layer(l, n.q_norm);
-      kn = ref.Layer(l, n.k_norm);
-    }
-    std::vector<Vec> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) {
-      const Vec x = ref.Norm(h[static_cast<size_t>(t)], attn_norm, attn_norm_b);
-      Vec qt = Ref::MatVec(Wq, x, H * hd), kt = Ref::MatVec(Wk, x, KV * hd), vt = Ref::MatVec(Wv, x, KV * hd);
+      const Vec attn_norm = ref.NormWeight(TensorNames::Layer(l, n.attn_norm)),
+                Wq = ref.Layer(l, n.q), Wk = ref.Layer(l, n.k), Wv = ref.Layer(l, n.v),
+                Wo = ref.Layer(l, n.o);
+      Vec qb, kb, vb, ob, qn, kn;
+      if (c.attention_out_bias) ob = ref.Layer(l, n.o_bias);
       if (c.attention_bias) {
-        for (size_t i = 0; i < qt.size(); ++i) qt[i] += qb[i];
-        for (size_t i = 0; i < kt.size(); ++i) kt[i] += kb[i];
-        for (size_t i = 0; i < vt.size(); ++i) vt[i] += vb[i];
+        qb = ref.Layer(l, n.q_bias);
+        kb = ref.Layer(l, n.k_bias);
+        vb = ref.Layer(l, n.v_bias);
       }
-      if (c.qk_norm && !c.qk_norm_per_head) {
-        qt = ref.RmsNorm(qt, qn, 0, H * hd);
-        kt = ref.RmsNorm(kt, kn, 0, KV * hd);
-      } else if (c.qk_norm) {
-        Vec q2, k2;
+      if (c.qk_norm) {
+        qn = ref.NormWeight(TensorNames::Layer(l, n.q_norm));
+        kn = ref.NormWeight(TensorNames::Layer(l, n.k_norm));
+      }
+      std::vector<Vec> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)),
+          v(static_cast<size_t>(T));
+      std::vector<Vec> gates(static_cast<size_t>(T));  // Gated attention: sigmoid(gate) per value.
+      for (int64_t t = 0; t < T; ++t) {
+        const Vec x = ref.Norm(h[static_cast<size_t>(t)], attn_norm, attn_norm_b);
+        Vec qt;
+        if (c.attention_output_gate) {
+          // HF Qwen3NextAttention: q_proj viewed as [heads, 2 head_dim], chunked into q, gate.
+          const Vec qg = Ref::MatVec(Wq, x, 2 * H * hd);
+          Vec gt;
+          for (int64_t hh = 0; hh < H; ++hh) {
+            qt.insert(qt.end(), qg.begin() + 2 * hh * hd, qg.begin() + (2 * hh + 1) * hd);
+            for (int64_t i = 0; i < hd; ++i)
+              gt.push_back(1.0 / (1.0 + std::exp(-qg[static_cast<size_t>((2 * hh + 1) * hd + i)])));
+          }
+          gates[static_cast<size_t>(t)] = gt;
+        } else {
+          qt = Ref::MatVec(Wq, x, H * hd);
+        }
+        Vec kt = Ref::MatVec(Wk, x, KV * hd), vt = Ref::MatVec(Wv, x, KV * hd);
+        if (c.attention_bias) {
+          for (size_t i = 0; i < qt.size(); ++i) qt[i] += qb[i];
+          for (size_t i = 0; i < kt.size(); ++i) kt[i] += kb[i];
+          for (size_t i = 0; i < vt.size(); ++i) vt[i] += vb[i];
+        }
+        if (c.qk_norm && !c.qk_norm_per_head) {
+          qt = ref.RmsNorm(qt, qn, 0, H * hd);
+          kt = ref.RmsNorm(kt, kn, 0, KV * hd);
+        } else if (c.qk_norm) {
+          Vec q2, k2;
+          for (int64_t hh = 0; hh < H; ++hh) {
+            Vec r = ref.RmsNorm(qt, qn, hh * hd, hd);
+            q2.insert(q2.end(), r.begin(), r.end());
+          }
+          for (int64_t hh = 0; hh < KV; ++hh) {
+            Vec r = ref.RmsNorm(kt, kn, hh * hd, hd);
+            k2.insert(k2.end(), r.begin(), r.end());
+          }
+          qt = q2;
+          kt = k2;
+        }
+        ref.Rope(qt, H, t, pass_end[static_cast<size_t>(t)]);
+        ref.Rope(kt, KV, t, pass_end[static_cast<size_t>(t)]);
+        q[static_cast<size_t>(t)] = qt;
+        k[static_cast<size_t>(t)] = kt;
+        v[static_cast<size_t>(t)] = vt;
+      }
+      const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+      // gpt-oss: per-head sink logits in the softmax (HF: softmax over [scores, sink], sink
+      // column dropped), and sliding layers masking keys j <= t - window.
+      const Vec sinks = c.attention_sinks ? ref.Layer(l, n.sinks) : Vec{};
+      const int64_t window = c.AttentionWindow(l);
+      for (int64_t t = 0; t < T; ++t) {
+        Vec out(static_cast<size_t>(H * hd), 0.0);
         for (int64_t hh = 0; hh < H; ++hh) {
-          Vec r = ref.RmsNorm(qt, qn, hh * hd, hd);
-          q2.insert(q2.end(), r.begin(), r.end());
+          const int64_t kvh = hh / (H / KV);
+          Vec s(static_cast<size_t>(t + 1), -INFINITY);
+          double mx = sinks.empty() ? -1e300 : sinks[static_cast<size_t>(hh)];
+          for (int64_t j = 0; j <= t; ++j) {
+            if (window > 0 && j <= t - window) continue;
+            double dot = 0;
+            for (int64_t i = 0; i < hd; ++i)
+              dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * hd + i)] *
+                     k[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
+            s[static_cast<size_t>(j)] = dot * scale;
+            mx = std::max(mx, s[static_cast<size_t>(j)]);
+          }
+          double sum = sinks.empty() ? 0.0 : std::exp(sinks[static_cast<size_t>(hh)] - mx);
+          for (auto& e : s) sum += (e = std::exp(e - mx));
+          for (int64_t j = 0; j <= t; ++j)
+            for (int64_t i = 0; i < hd; ++i)
+              out[static_cast<size_t>(hh * hd + i)] +=
+                  s[static_cast<size_t>(j)] / sum *
+                  v[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
         }
-        for (int64_t hh = 0; hh < KV; ++hh) {
-          Vec r = ref.RmsNorm(kt, kn, hh * hd, hd);
-          k2.insert(k2.end(), r.begin(), r.end());
-        }
-        qt = q2;
-        kt = k2;
+        if (c.attention_output_gate)
+          for (size_t i = 0; i < out.size(); ++i) out[i] *= gates[static_cast<size_t>(t)][i];
+        Vec o = Ref::MatVec(Wo, out, d);
+        for (size_t i = 0; i < ob.size(); ++i) o[i] += ob[i];
+        for (int64_t i = 0; i < d; ++i)
+          h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
       }
-      ref.Rope(qt, H, t, pass_end[static_cast<size_t>(t)]);
-      ref.Rope(kt, KV, t, pass_end[static_cast<size_t>(t)]);
-      q[static_cast<size_t>(t)] = qt;
-      k[static_cast<size_t>(t)] = kt;
-      v[static_cast<size_t>(t)] = vt;
-    }
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    // gpt-oss: per-head sink logits in the softmax (HF: softmax over [scores, sink], sink
-    // column dropped), and sliding layers masking keys j <= t - window.
-    const Vec sinks = c.attention_sinks ? ref.Layer(l, n.sinks) : Vec{};
-    const int64_t window = c.AttentionWindow(l);
-    for (int64_t t = 0; t < T; ++t) {
-      Vec out(static_cast<size_t>(H * hd), 0.0);
-      for (int64_t hh = 0; hh < H; ++hh) {
-        const int64_t kvh = hh / (H / KV);
-        Vec s(static_cast<size_t>(t + 1), -INFINITY);
-        double mx = sinks.empty() ? -1e300 : sinks[static_cast<size_t>(hh)];
-        for (int64_t j = 0; j <= t; ++j) {
-          if (window > 0 && j <= t - window) continue;
-          double dot = 0;
-          for (int64_t i = 0; i < hd; ++i)
-            dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * hd + i)] * k[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
-          s[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, s[static_cast<size_t>(j)]);
-        }
-        double sum = sinks.empty() ? 0.0 : std::exp(sinks[static_cast<size_t>(hh)] - mx);
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= t; ++j)
-          for (int64_t i = 0; i < hd; ++i)
-            out[static_cast<size_t>(hh * hd + i)] += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j)][static_cast<size_t>(kvh * hd + i)];
-      }
-      Vec o = Ref::MatVec(Wo, out, d);
-      for (size_t i = 0; i < ob.size(); ++i) o[i] += ob[i];
-      for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
-    }
     }  // Not MLA.
 
-    const Vec ffn_norm = ref.Layer(l, n.ffn_norm);
+    const Vec ffn_norm = ref.NormWeight(TensorNames::Layer(l, n.ffn_norm));
     if (!c.IsMoeLayer(l)) {
       const Vec g = ref.Layer(l, n.dense_gate), u = ref.Layer(l, n.dense_up), dn = ref.Layer(l, n.dense_down);
       for (int64_t t = 0; t < T; ++t) {
@@ -673,7 +821,7 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t)][static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
     }
   }
-  const Vec final_norm = ref.Get(n.final_norm);
+  const Vec final_norm = ref.NormWeight(n.final_norm);
   const Vec final_norm_b = layer_norm ? ref.Get(n.final_norm_bias) : Vec{};
   const TensorView* head_view = w.Find(n.lm_head);
   const Vec head = head_view != nullptr ? ToDouble(*head_view) : embed;

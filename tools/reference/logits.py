@@ -25,6 +25,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            gpt_oss.py.
   minimax_m2: whole-width q/k norm, partial rotary, the sigmoid gate with its bias, in
            minimax_m2.py.
+  qwen3_next: Gated DeltaNet layers, gated attention, zero-centred norms and the gated
+           shared expert, in qwen3_next.py.
 All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
@@ -41,6 +43,7 @@ import deepseek  # noqa: E402
 import glm4_moe  # noqa: E402
 import gpt_oss  # noqa: E402
 import minimax_m2  # noqa: E402
+import qwen3_next  # noqa: E402
 from safetensors_io import load_dir  # noqa: E402
 
 
@@ -186,6 +189,8 @@ def forward(W, cfg, ids):
         return gpt_oss.forward(W, cfg, ids)
     if arch == "minimax_m2":
         return minimax_m2.forward(W, cfg, ids)
+    if arch == "qwen3_next":
+        return qwen3_next.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

@@ -11,11 +11,11 @@ namespace moex {
 namespace {
 
 // One line per family, in Arch's order.
-const std::array<const Family*, 11>& Table() {
-  static const std::array<const Family*, 11> table = {
+const std::array<const Family*, 12>& Table() {
+  static const std::array<const Family*, 12> table = {
       &MixtralFamily(), &PhiMoeFamily(),      &Qwen2MoeFamily(),   &Qwen3MoeFamily(),
       &OlmoeFamily(),   &DeepseekMoeFamily(), &DeepseekV2Family(), &DeepseekV3Family(),
-      &Glm4MoeFamily(), &GptOssFamily(),      &MiniMaxM2Family(),
+      &Glm4MoeFamily(), &GptOssFamily(),      &MiniMaxM2Family(),  &Qwen3NextFamily(),
   };
   return table;
 }

@@ -252,29 +252,41 @@ GgufWriteOptions WithMix(const GgufWriteOptions& o, const std::string& gguf_stem
   return out;
 }
 
+// An HF decoder-layer tensor name, "model.layers.N.REST", split into N and REST; nothing for
+// any other name.
+struct LayerTensorName {
+  int layer = 0;
+  std::string rest;
+};
+std::optional<LayerTensorName> SplitLayerName(std::string_view name) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  const size_t end = name.find('.', kPrefix.size());
+  if (end == std::string_view::npos) return std::nullopt;
+  const std::optional<int> layer = ParseIndex(name.substr(kPrefix.size(), end - kPrefix.size()));
+  if (!layer) return std::nullopt;
+  return LayerTensorName{*layer, std::string(name.substr(end + 1))};
+}
+
 // DeepSeek-V2/V3 (and GLM-4.5) tensors without a one-to-one GGUF name: kv_b_proj (split
 // into attn_k_b and attn_v_b, as llama.cpp's converter stores it), the gate's correction
 // bias (exp_probs_b.bias, f32) and MTP layers (not written). True when `name` was handled.
 bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const TensorView& t,
                      const GgufWriteOptions& o,
                      std::map<std::pair<int, std::string>, Plan>& plans) {
-  const std::string prefix = "model.layers.";
-  if (name.rfind(prefix, 0) != 0) return false;
-  const size_t end = name.find('.', prefix.size());
-  if (end == std::string::npos) return false;
-  const std::optional<int> layer =
-      ParseIndex(std::string_view(name).substr(prefix.size(), end - prefix.size()));
-  if (!layer) return false;
-  if (*layer >= c.num_layers && *layer < c.num_layers + c.num_nextn_predict_layers) {
+  const std::optional<LayerTensorName> split = SplitLayerName(name);
+  if (!split) return false;
+  const int layer = split->layer;
+  if (layer >= c.num_layers && layer < c.num_layers + c.num_nextn_predict_layers) {
     Log(LogLevel::kInfo, "gguf: multi-token-prediction tensor ", name, " is not written");
     return true;
   }
-  const std::string rest = name.substr(end + 1);
-  const std::string blk = "blk." + std::to_string(*layer) + ".";
+  const std::string& rest = split->rest;
+  const std::string blk = "blk." + std::to_string(layer) + ".";
   if (rest == TensorNamesFor(c).router_bias) {
     const std::string out = blk + gguf_deepseek2::kGgufRouterBias + ".bias";
     const DType dtype = o.f32_small_tensors ? DType::kF32 : t.dtype;
-    plans[{*layer, out}] = {out, t.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), {}};
+    plans[{layer, out}] = {out, t.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), {}};
     return true;
   }
   if (rest != "self_attn.kv_b_proj.weight") return false;
@@ -285,7 +297,7 @@ bool WriteMlaSpecial(const ModelConfig& c, const std::string& name, const Tensor
         k ? gguf_deepseek2::KBFromKvB(t, c, dtype) : gguf_deepseek2::VBFromKvB(t, c, dtype);
     const std::string out = blk + (k ? "attn_k_b" : "attn_v_b") + ".weight";
     Plan plan{out, split.shape, MakeRowCopy({&t}, dtype, 0, false, t.name), split.fill};
-    plans[{*layer, out}] = std::move(plan);
+    plans[{layer, out}] = std::move(plan);
   }
   return true;
 }
@@ -334,14 +346,11 @@ bool WriteDeltaNetSpecial(const ModelConfig& c, const std::string& name, const T
         TransformedF32("output_norm.weight", t.shape, t, add_one);
     return true;
   }
-  const std::string prefix = "model.layers.";
-  if (name.rfind(prefix, 0) != 0) return false;
-  const size_t end = name.find('.', prefix.size());
-  if (end == std::string::npos) return false;
-  const std::optional<int> layer =
-      ParseIndex(std::string_view(name).substr(prefix.size(), end - prefix.size()));
-  if (!layer || *layer >= c.num_layers) return false;
-  const std::string rest = name.substr(end + 1), blk = "blk." + std::to_string(*layer) + ".";
+  const std::optional<LayerTensorName> split = SplitLayerName(name);
+  if (!split || split->layer >= c.num_layers) return false;
+  const int layer = split->layer;
+  const std::string& rest = split->rest;
+  const std::string blk = "blk." + std::to_string(layer) + ".";
   const std::pair<const char*, const char*> norms[] = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"post_attention_layernorm.weight", "post_attention_norm.weight"},
@@ -349,18 +358,18 @@ bool WriteDeltaNetSpecial(const ModelConfig& c, const std::string& name, const T
       {"self_attn.k_norm.weight", "attn_k_norm.weight"}};
   for (const auto& [hf, gguf] : norms)
     if (rest == hf && c.norm_weight_offset != 0.0f) {
-      plans[{*layer, blk + gguf}] = TransformedF32(blk + gguf, t.shape, t, add_one);
+      plans[{layer, blk + gguf}] = TransformedF32(blk + gguf, t.shape, t, add_one);
       return true;
     }
   const TensorNames n = TensorNamesFor(c);
   if (rest == n.gdn_a_log) {
-    plans[{*layer, blk + "ssm_a"}] =
+    plans[{layer, blk + "ssm_a"}] =
         TransformedF32(blk + "ssm_a", t.shape, t, [](float a) { return -std::exp(a); });
     return true;
   }
   if (rest == n.gdn_dt_bias) {
-    plans[{*layer, blk + "ssm_dt.bias"}] = {blk + "ssm_dt.bias", t.shape,
-                                            MakeRowCopy({&t}, DType::kF32, 0, false, t.name)};
+    plans[{layer, blk + "ssm_dt.bias"}] = {blk + "ssm_dt.bias", t.shape,
+                                           MakeRowCopy({&t}, DType::kF32, 0, false, t.name)};
     return true;
   }
   if (rest == n.gdn_qkvz && c.delta_net) {
@@ -384,11 +393,11 @@ bool WriteDeltaNetSpecial(const ModelConfig& c, const std::string& name, const T
     for (const auto& [stem, rows] :
          {std::pair{std::string("attn_qkv"), qkv}, std::pair{std::string("attn_gate"), z}}) {
       const std::string out = blk + stem + ".weight";
-      RowCopy copy = MakeRowCopy({&t}, OutputDType(stem, t, WithMix(o, stem, *layer, c.num_layers)),
+      RowCopy copy = MakeRowCopy({&t}, OutputDType(stem, t, WithMix(o, stem, layer, c.num_layers)),
                                  0, false, t.name);
       copy.gather = rows;
       copy.total_units = static_cast<int64_t>(rows->size());
-      plans[{*layer, out}] = {out, {copy.total_units, t.shape[1]}, copy};
+      plans[{layer, out}] = {out, {copy.total_units, t.shape[1]}, copy};
     }
     return true;
   }
@@ -396,8 +405,8 @@ bool WriteDeltaNetSpecial(const ModelConfig& c, const std::string& name, const T
     const std::vector<int64_t> shape = {c.delta_net->conv_dim(), c.delta_net->conv_kernel};
     Check(t.numel() == shape[0] * shape[1], t.name, ": shape ", ShapeString(t.shape), " is not [",
           shape[0], ", 1, ", shape[1], "]");
-    plans[{*layer, blk + "ssm_conv1d.weight"}] = {blk + "ssm_conv1d.weight", shape,
-                                                  MakeRowCopy({&t}, DType::kF32, 0, false, t.name)};
+    plans[{layer, blk + "ssm_conv1d.weight"}] = {blk + "ssm_conv1d.weight", shape,
+                                                 MakeRowCopy({&t}, DType::kF32, 0, false, t.name)};
     return true;
   }
   return false;

@@ -18,10 +18,6 @@ namespace moex {
 
 namespace {
 
-void Grow(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 // torch's softplus (beta 1, threshold 20): x above the threshold passes through.
 float Softplus(float x) {
   return x > 20.0f ? x : std::log1p(std::exp(x));

@@ -23,10 +23,6 @@ namespace moex {
 
 namespace {
 
-void Grow(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 // Rotates adjacent pairs (x[2i], x[2i+1]) of x[0, 2 * half) by the angle of cos/sin[i].
 void RopePairs(float* x, int64_t half, const float* cos, const float* sin) {
   for (int64_t i = 0; i < half; ++i) {

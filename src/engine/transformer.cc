@@ -12,10 +12,6 @@ namespace moex {
 
 namespace {
 
-void Grow(std::vector<float>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 const float* BiasOrNull(const std::vector<float>& b) {
   return b.empty() ? nullptr : b.data();
 }

@@ -61,6 +61,10 @@ class Transformer {
   const Model& model() const { return model_; }
 
  private:
+  // Scratch buffers grow to the largest pass seen and are reused by the next.
+  static void Grow(std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  }
   std::vector<float> RunLayers(std::span<const BatchItem> items, int64_t total);
   void EmitIterationBegin(std::span<const BatchItem> items, int64_t total);
   void Attention(int layer, std::span<const BatchItem> items, int64_t total);

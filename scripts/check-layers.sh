@@ -8,7 +8,7 @@ set -euo pipefail
 src=${1:-"$(dirname "$0")/../src"}
 
 # Lowest first; a layer may include any layer before it.
-order=(core io text kernels model policy tiers engine trace sim serve cli)
+order=(core io text kernels model policy tiers engine dist trace sim serve cli)
 
 # Layer name -> rank, and a policy file's folder (empty at the top of policy/), computed in
 # the shell itself: a subshell per include made this check take half a minute.

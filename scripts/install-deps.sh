@@ -11,7 +11,10 @@ run_packages=(
   libhwy-dev nlohmann-json3-dev libcli11-dev liburing-dev libpcre2-dev libcpp-httplib-dev
   libopenblas-dev libedit-dev
 )
-build_packages=("${run_packages[@]}" libgtest-dev libgmock-dev libbenchmark-dev)
+# Open MPI: expert parallelism over several processes or hosts (docs/expert-parallel.md),
+# optional at run time, built and tested here (mpirun on loopback).
+build_packages=("${run_packages[@]}" libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev
+  openmpi-bin)
 # Python is used only by tools/ (training, PyTorch reference logits in tests).
 python_packages=(python3 python3-numpy python3-torch libopenblas0-pthread)
 # The server's tests: promtool checks /metrics, Chromium loads the web page, Node runs the

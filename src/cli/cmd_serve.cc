@@ -39,6 +39,8 @@ int RunServe(ServeOptions o) {
         o.prefix_cache, "'");
   o.server.scheduler.prefix_cache_bytes = ParseBudget(o.prefix_cache, 0);
   o.server.access_log = serve::ParseAccessLogFormat(o.log_format);
+  // A worker rank of --expert-parallel computes experts for rank 0 only: no port, no HTTP.
+  if (IsExpertParallelWorker(o.model)) OpenSession(o.model);
   // The port answers from the start: /health says "loading" until the model is ready.
   auto loading = std::make_unique<serve::LoadingServer>(o.server.host);
   o.server.port = loading->Start(o.server.port);

@@ -3,12 +3,14 @@
 #include "cli/auto_budget.h"
 #include "cli/policy_setup.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
 
+#include <csignal>
 #include <cstdio>
 
 #include "core/budget.h"
@@ -16,11 +18,14 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "dist/expert_parallel.h"
 #include "engine/kv_cache.h"
 #include "io/gguf_file.h"
+#include "io/input_file.h"
 #include "kernels/activation_precision.h"
 #include "text/chat_template.h"
 #include "tiers/host_tier.h"
+#include "trace/routing_counts.h"
 
 namespace moex::cli {
 
@@ -60,6 +65,17 @@ void AddModelOptions(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--replay-routing", o.replay_routing,
                  "MoE layers follow this trace's recorded routes instead of the router (same "
                  "topology; outputs become meaningless, timing and I/O stay real)");
+  cmd.add_flag("--expert-parallel", o.expert_parallel,
+               "spread the routed experts over the ranks of `mpirun -np N` (rank 0 runs the "
+               "model and answers; docs/expert-parallel.md)");
+  cmd.add_option("--placement", o.placement,
+                 "with --expert-parallel: JSON file of the rank of each expert (default: "
+                 "balanced)");
+  cmd.add_option("--ep-timeout", o.ep_timeout_s,
+                 "with --expert-parallel: seconds to wait for another rank before the run "
+                 "ends with an error naming it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
 }
 
 void AddSamplingOptions(CLI::App& cmd, SamplingOptions& o, const char* seed_help) {
@@ -295,6 +311,10 @@ void Session::AddRoutingReplayJson(nlohmann::json& out) const {
 }
 
 std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
+  Check(options.expert_parallel || options.placement.empty(),
+        "--placement needs --expert-parallel");
+  // Before anything that can fail: a rank that exits without MPI ends the whole job.
+  if (options.expert_parallel) dist::MpiTransport::Start();
   if (options.threads > 0) ThreadPool::SetGlobalThreads(options.threads);
   const auto precision = kernels::ParseActivationPrecision(options.activations);
   Check(precision.has_value(), "--activations must be int8 or f32, not '", options.activations,
@@ -332,6 +352,41 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
                      : " (the trace has no gate inputs: policies that predict from them "
                        "cannot run; record it with --hidden f32)");
   }
+  if (options.expert_parallel) {
+    Check(options.host_budget.empty() && options.learn_from.empty() &&
+              options.policy_state.empty() && options.replay_routing.empty(),
+          "--expert-parallel keeps each rank's experts resident: --host-budget, --learn-from, "
+          "--policy-state and --replay-routing do not combine with it yet");
+    dist::ExpertParallelOptions ep;
+    // Rank 0 decides the placement (the file need not exist on the other hosts): a
+    // placement file, or a routing trace whose counts the balanced placement spreads.
+    if (!options.placement.empty() && dist::MpiTransport::Start().rank() == 0) {
+      Check(RegularFileExists(options.placement), "--placement ", options.placement,
+            ": no such file");
+      std::ifstream first(options.placement, std::ios::binary);
+      first >> std::ws;
+      if (first.peek() == '{') {
+        ep.placement_path = options.placement;
+      } else {
+        ep.frequency = trace::RoutedTokenCounts(options.placement);
+        ep.placement_label = "balanced by the routing of " + options.placement;
+      }
+    }
+    ep.timeout_s = options.ep_timeout_s;
+    ep.startup_timeout_s = std::max(600.0, options.ep_timeout_s);
+    // A worker ends when rank 0 says so; mpirun forwards Ctrl-C and SIGTERM to every rank,
+    // and rank 0 finishes its requests first.
+    if (dist::MpiTransport::Start().rank() != 0) {
+      std::signal(SIGINT, SIG_IGN);
+      std::signal(SIGTERM, SIG_IGN);
+    }
+    session->executor = dist::StartExpertParallel(*session->model, ep);
+    // A worker rank has served until rank 0 ended the run; MPI finalizes at exit.
+    if (!session->executor) std::exit(0);
+    session->transformer = std::make_unique<Transformer>(*session->model, *session->executor);
+    session->load_ms = watch.ElapsedMs();
+    return session;
+  }
   const std::string host_budget =
       ChooseHostBudget(options, *session->model, session->ContextTokens());
   if (host_budget.empty()) {
@@ -359,6 +414,10 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   return session;
 }
 
+bool IsExpertParallelWorker(const ModelOptions& options) {
+  return options.expert_parallel && dist::MpiTransport::Start().rank() != 0;
+}
+
 std::vector<int32_t> ParseIdList(const std::string& text) {
   std::vector<int32_t> ids;
   std::stringstream in(text);
@@ -381,15 +440,6 @@ std::vector<int32_t> ParseIdList(const std::string& text) {
   }
   Check(!ids.empty(), "token id list is empty");
   return ids;
-}
-
-int64_t PeakRssBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
 }
 
 }  // namespace moex::cli

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/peak_rss.h"
 #include "engine/moe_executor.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
@@ -35,10 +36,16 @@ struct ModelOptions {
   uint64_t seed = 0;           // For randomised policies.
   int64_t ctx_size = 0;        // -c: the context a sequence may use; 0: the model's.
   int kv_sequences = 1;        // Sequences holding a KV cache at once (--host-budget auto).
+  // --expert-parallel: the routed experts spread over the ranks of `mpirun -np N`
+  // (docs/expert-parallel.md), placed by --placement or balanced; --ep-timeout bounds every
+  // wait on another rank.
+  bool expert_parallel = false;
+  std::string placement;
+  double ep_timeout_s = 60;
 };
 
 // Registers --model (-m), --threads (-t), --ctx-size (-c), --activations, --host-budget,
-// --policy and --store on a subcommand.
+// --policy, --store and the expert-parallel flags on a subcommand.
 void AddModelOptions(CLI::App& cmd, ModelOptions& options);
 
 // Sampling flags, named as llama.cpp names them; those not given take the model's defaults
@@ -111,7 +118,13 @@ struct Session {
   ModelOptions options;
 };
 
+// Opens the model and its executor. On a worker rank of --expert-parallel (any rank but 0)
+// it serves experts until rank 0 ends the run, then ends the process: it never returns.
 std::unique_ptr<Session> OpenSession(const ModelOptions& options);
+
+// Whether this process is a worker rank of an --expert-parallel run (starts MPI to know):
+// a command that would open ports or files of its own before OpenSession checks it first.
+bool IsExpertParallelWorker(const ModelOptions& options);
 
 // The model's tokenizer (tokenizer.json / tokenizer.model in an HF directory, or a GGUF's
 // vocabulary), or null when the model ships none.
@@ -119,8 +132,5 @@ std::unique_ptr<Tokenizer> LoadTokenizerIfPresent(const std::string& path);
 
 // Parses "1,2,3" (spaces allowed); throws Error on anything else.
 std::vector<int32_t> ParseIdList(const std::string& text);
-
-// Peak resident set size of this process (VmHWM), in bytes.
-int64_t PeakRssBytes();
 
 }  // namespace moex::cli

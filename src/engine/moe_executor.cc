@@ -103,10 +103,12 @@ const float* DownScale(const LayerWeights& layer) {
 
 }  // namespace
 
-ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
+ResidentMoeExecutor::ResidentMoeExecutor(const Model& model, const HoldsExpert& holds)
+    : model_(model) {
   const ModelConfig& c = model.config;
   const ExpertShape& shape = model.expert_shape;
   layer_records_.resize(static_cast<size_t>(c.num_layers));
+  slot_of_.resize(static_cast<size_t>(c.num_layers));
   // Repacking reads every expert from the checkpoint: half a minute for a 13 GB model, so
   // big models say how far it is (small ones would only clutter the output).
   Progress progress("loading experts, MoE layers",
@@ -115,29 +117,33 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
   for (int l = 0; l < c.num_layers; ++l) {
     if (!model.layers[static_cast<size_t>(l)].is_moe) continue;
     const ExpertShape& layer_shape = model.layers[static_cast<size_t>(l)].expert_shape;
-    AlignedBuffer buf(shape.ExpertBytes() * static_cast<size_t>(c.num_experts));
-    std::vector<const TensorView*> sources;  // gate, up, down of each expert
+    std::vector<int32_t>& slot_of = slot_of_[static_cast<size_t>(l)];
+    slot_of.assign(static_cast<size_t>(c.num_experts), -1);
+    std::vector<const TensorView*> sources;  // gate, up, down of each held expert
     for (int e = 0; e < c.num_experts; ++e) {
+      if (holds && !holds(l, e)) continue;
       const TensorView *g, *u, *d;
       model.ExpertTensors(l, e, &g, &u, &d);
+      slot_of[static_cast<size_t>(e)] = static_cast<int32_t>(sources.size() / 3);
       sources.insert(sources.end(), {g, u, d});
     }
+    const size_t held = sources.size() / 3;
+    AlignedBuffer buf(shape.ExpertBytes() * held);
     // The copies run on every core: the load is bound by committing the fresh memory and
     // by reading the mapped file, not by one thread's memcpy. A refused expert (a
     // non-finite scale) is raised here, on the calling thread.
     Mutex failure_mutex;
     std::exception_ptr failure;
-    ThreadPool::Global().ParallelForDynamic(
-        static_cast<size_t>(c.num_experts), 1, [&](size_t begin, size_t end, int) {
-          try {
-            for (size_t e = begin; e < end; ++e)
-              PackExpertNeuronMajor(*sources[3 * e], *sources[3 * e + 1], *sources[3 * e + 2],
-                                    layer_shape, buf.data() + shape.ExpertBytes() * e);
-          } catch (...) {
-            MutexLock lock(&failure_mutex);
-            if (!failure) failure = std::current_exception();
-          }
-        });
+    ThreadPool::Global().ParallelForDynamic(held, 1, [&](size_t begin, size_t end, int) {
+      try {
+        for (size_t e = begin; e < end; ++e)
+          PackExpertNeuronMajor(*sources[3 * e], *sources[3 * e + 1], *sources[3 * e + 2],
+                                layer_shape, buf.data() + shape.ExpertBytes() * e);
+      } catch (...) {
+        MutexLock lock(&failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    });
     if (failure) std::rethrow_exception(failure);
     // The packed copy is what runs: without this the mapped source stays resident too and
     // a model needs twice its expert bytes of RAM. Per layer rather than per expert, since
@@ -150,25 +156,42 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model) : model_(model) {
 }
 
 void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
+  batch_.Build(routing, x, model_.expert_shape.hidden_size);
+  std::vector<ExpertRows> rows;
+  rows.reserve(batch_.active_experts().size());
+  for (int32_t e : batch_.active_experts())
+    rows.push_back({e, batch_.tokens_of(e), batch_.inputs_of(e), batch_.outputs_of(e)});
+  Compute(layer, rows);
+  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
+  batch_.Combine(routing, out, DownBias(L), DownScale(L));
+}
+
+void ResidentMoeExecutor::Compute(int layer, std::span<const ExpertRows> rows) {
   const ExpertShape& shape = model_.expert_shape;
-  batch_.Build(routing, x, shape.hidden_size);
+  Check(layer >= 0 && static_cast<size_t>(layer) < slot_of_.size() &&
+            !slot_of_[static_cast<size_t>(layer)].empty(),
+        "layer ", layer, " has no routed experts");
+  const std::vector<int32_t>& slot_of = slot_of_[static_cast<size_t>(layer)];
   std::vector<kernels::ExpertJob> jobs;
-  jobs.reserve(batch_.active_experts().size());
+  jobs.reserve(rows.size());
   const std::byte* base = layer_records_[static_cast<size_t>(layer)].data();
   const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
-  for (int32_t e : batch_.active_experts()) {
+  for (const ExpertRows& r : rows) {
+    Check(r.expert >= 0 && static_cast<size_t>(r.expert) < slot_of.size() &&
+              slot_of[static_cast<size_t>(r.expert)] >= 0,
+          "expert ", r.expert, " of layer ", layer, " is not held here");
     kernels::ExpertJob job;
-    job.records = base + shape.ExpertBytes() * static_cast<size_t>(e);
+    job.records =
+        base + shape.ExpertBytes() * static_cast<size_t>(slot_of[static_cast<size_t>(r.expert)]);
     job.neuron_count = shape.neurons;
-    job.x = batch_.inputs_of(e);
-    job.n = batch_.tokens_of(e);
-    job.y = batch_.outputs_of(e);
-    SetExpertBiasesAndScales(L, shape.neurons, e, 0, &job);
+    job.x = r.x;
+    job.n = r.n;
+    job.y = r.y;
+    SetExpertBiasesAndScales(L, shape.neurons, r.expert, 0, &job);
     jobs.push_back(job);
   }
   kernels::ExpertFfn(jobs, L.expert_shape.Encoding(), shape.hidden_size, ThreadPool::Global(),
                      ExpertActivationOf(model_.config));
-  batch_.Combine(routing, out, DownBias(L), DownScale(L));
   expert_uses_ += static_cast<int64_t>(jobs.size());
 }
 
@@ -181,7 +204,7 @@ nlohmann::json ResidentMoeExecutor::MetricsJson() const {
 std::vector<std::vector<float>> ResidentMoeExecutor::ResidentShare() const {
   std::vector<std::vector<float>> share(model_.layers.size());
   for (size_t l = 0; l < share.size(); ++l)
-    if (model_.layers[l].is_moe) share[l].assign(static_cast<size_t>(model_.config.num_experts), 1);
+    for (int32_t slot : slot_of_[l]) share[l].push_back(slot >= 0 ? 1.0f : 0.0f);
   return share;
 }
 

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,18 +79,35 @@ kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config);
 void SetExpertBiasesAndScales(const LayerWeights& layer, int64_t neurons, int32_t expert,
                               int64_t begin, kernels::ExpertJob* job);
 
-// All experts resident in host memory, packed neuron-major at construction.
+// One expert's share of a layer's tokens: y[n, d] += expert(x[n, d]).
+struct ExpertRows {
+  int32_t expert = 0;
+  int64_t n = 0;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+
+// Which routed experts a resident executor holds: all of them, or (expert parallelism,
+// src/dist) one rank's share.
+using HoldsExpert = std::function<bool(int layer, int expert)>;
+
+// Experts resident in host memory, packed neuron-major at construction: every routed expert,
+// or those `holds` names (the others take no memory, and computing one is an error).
 class ResidentMoeExecutor : public MoeExecutor {
  public:
-  explicit ResidentMoeExecutor(const Model& model);
+  explicit ResidentMoeExecutor(const Model& model, const HoldsExpert& holds = nullptr);
   void Run(int layer, const Routing& routing, const float* x, float* out) override;
+  // Computes each listed expert of `layer` on its rows, in one kernel call. Throws Error for
+  // an expert this executor does not hold.
+  void Compute(int layer, std::span<const ExpertRows> rows);
   nlohmann::json MetricsJson() const override;
   size_t HostCacheBytes() const override { return bytes_; }
   std::vector<std::vector<float>> ResidentShare() const override;
 
  private:
   const Model& model_;
-  std::vector<AlignedBuffer> layer_records_;  // Per layer: E experts, F records each.
+  std::vector<AlignedBuffer> layer_records_;   // Per layer: the held experts, F records each.
+  std::vector<std::vector<int32_t>> slot_of_;  // Per layer: expert -> slot, -1 if not held.
   size_t bytes_ = 0;
   int64_t expert_uses_ = 0;  // (layer, expert) activations, every one a hit.
   ExpertBatch batch_;

@@ -165,26 +165,55 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
         preparing_.load());
   Gauge(out, "moex_queue_length", "requests waiting for a slot", queued);
   Gauge(out, "moex_running_requests", "requests holding a KV cache", running);
-  if (!offload.is_object() || !offload.contains("layers")) return out;
-
   struct Series {
     const char* key;
     const char* name;
     const char* help;
     double scale;
+    const char* type;
   };
+  // Expert parallelism (src/dist): per rank, what it holds and, for the workers, the traffic
+  // with rank 0, the time rank 0 waited on the network and the time the rank computed.
+  if (offload.is_object() && offload.contains("expert_parallel")) {
+    static const Series kRankSeries[] = {
+        {"experts", "moex_rank_experts", "routed experts the rank holds", 1, "gauge"},
+        {"expert_bytes", "moex_rank_expert_bytes", "expert bytes the rank holds in memory", 1,
+         "gauge"},
+        {"peak_rss_bytes", "moex_rank_peak_rss_bytes", "the rank's peak resident set", 1, "gauge"},
+        {"bytes_sent", "moex_rank_network_sent_bytes_total", "bytes rank 0 sent to the rank", 1,
+         "counter"},
+        {"bytes_received", "moex_rank_network_received_bytes_total",
+         "bytes rank 0 received from the rank", 1, "counter"},
+        {"wait_ms", "moex_rank_network_wait_seconds_total",
+         "time rank 0 waited for the rank's answers after its own experts", 1e-3, "counter"},
+        {"compute_ms", "moex_rank_compute_seconds_total", "time the rank computed experts", 1e-3,
+         "counter"},
+    };
+    for (const Series& s : kRankSeries) {
+      Header(out, s.name, s.help, s.type);
+      for (const nlohmann::json& rank : offload["expert_parallel"]["per_rank"])
+        if (rank.contains(s.key))
+          out += std::string(s.name) + "{rank=\"" + Number(Field(rank, "rank")) + "\"} " +
+                 Number(Field(rank, s.key) * s.scale) + "\n";
+    }
+  }
+  if (!offload.is_object() || !offload.contains("layers")) return out;
+
   static const Series kLayerSeries[] = {
-      {"hits", "moex_offload_hits_total", "expert accesses served from the cache", 1},
-      {"misses", "moex_offload_misses_total", "expert accesses that had to be read", 1},
-      {"prefetch_issued", "moex_offload_prefetch_issued_total", "prefetches issued", 1},
-      {"prefetch_used", "moex_offload_prefetch_used_total", "prefetches used before eviction", 1},
-      {"prefetch_wasted", "moex_offload_prefetch_wasted_total", "prefetches evicted without use",
-       1},
-      {"bytes_read", "moex_offload_read_bytes_total", "bytes read from the expert store", 1},
-      {"stall_ms", "moex_offload_stall_seconds_total", "time the compute waited for experts", 1e-3},
+      {"hits", "moex_offload_hits_total", "expert accesses served from the cache", 1, "counter"},
+      {"misses", "moex_offload_misses_total", "expert accesses that had to be read", 1, "counter"},
+      {"prefetch_issued", "moex_offload_prefetch_issued_total", "prefetches issued", 1, "counter"},
+      {"prefetch_used", "moex_offload_prefetch_used_total", "prefetches used before eviction", 1,
+       "counter"},
+      {"prefetch_wasted", "moex_offload_prefetch_wasted_total", "prefetches evicted without use", 1,
+       "counter"},
+      {"bytes_read", "moex_offload_read_bytes_total", "bytes read from the expert store", 1,
+       "counter"},
+      {"stall_ms", "moex_offload_stall_seconds_total", "time the compute waited for experts", 1e-3,
+       "counter"},
   };
   for (const Series& s : kLayerSeries) {
-    Header(out, s.name, s.help, "counter");
+    Header(out, s.name, s.help, s.type);
     for (const nlohmann::json& layer : offload["layers"])
       out += std::string(s.name) + "{layer=\"" + Number(Field(layer, "layer")) + "\"} " +
              Number(Field(layer, s.key) * s.scale) + "\n";

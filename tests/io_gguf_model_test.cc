@@ -137,7 +137,8 @@ ModelConfig TinyConfig(Arch arch) {
     case Arch::kMiniMaxM2:
       break;  // Its gate and partial rotary: tests/minimax_m2_test.cc.
     case Arch::kQwen3Next:
-      break;  // Its Gated DeltaNet tensors: tests/qwen3_next_test.cc.
+    case Arch::kQwen35Moe:
+      break;  // Their Gated DeltaNet tensors: tests/qwen3_next_test.cc, qwen3_5_moe_test.cc.
   }
   c.Validate();
   return c;

@@ -130,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
-                                           Arch::kMiniMaxM2, Arch::kQwen3Next),
+                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // q4_0 / q8_0 Linear weights get their interleaved copy (kernels/interleave.h) at load when

@@ -1,8 +1,8 @@
-// Gated DeltaNet layers (ModelConfig::GatedDeltaNet, Qwen3-Next's linear attention), as HF's
-// Qwen3NextGatedDeltaNet and llama.cpp's qwen3next graph compute them: the input projections,
-// the causal convolution of q/k/v over the item's tokens continuing its window, the gated
-// delta rule per v head continuing its state (kernels/delta_rule.h: chunks of 64 tokens from
-// the sequence's start, whatever the passes), the per-head RMSNorm gated by silu(z), and
+// Gated DeltaNet layers (ModelConfig::GatedDeltaNet, Qwen3-Next's and Qwen3.5's linear attention),
+// as HF's Qwen3NextGatedDeltaNet and llama.cpp's qwen3next / qwen35moe graphs compute them: the
+// input projections, the causal convolution of q/k/v over the item's tokens continuing its window,
+// the gated delta rule per v head continuing its state (kernels/delta_rule.h: chunks of 64 tokens
+// from the sequence's start, whatever the passes), the per-head RMSNorm gated by silu(z), and
 // out_proj. Every step is per token or per chunk position, so a sequence gets the same bits
 // prefilled in one pass, in chunks or token by token, alone or batched.
 #include <cmath>
@@ -61,18 +61,29 @@ void Transformer::GatedDeltaNet(int layer, std::span<const BatchItem> items, int
         std::memcpy(z + h * r * dv, src + 2 * dk + r * dv, sizeof(float) * r * dv);
       }
     }
-  } else {
+  } else if (L.gdn_ba != nullptr) {
     const kernels::LinearOutput outs[] = {kernels::OutputOf(*L.gdn_qkv, gdn_qkv_.data()),
                                           kernels::OutputOf(*L.gdn_z, gdn_z_.data()),
                                           kernels::OutputOf(*L.gdn_ba, gdn_ba_.data())};
     kernels::LinearMulti(outs, normed_.data(), total);
+  } else {
+    // Qwen3.5's four projections, each with llama.cpp's optional output scale; b and a go
+    // to the two halves of gdn_ba_ ([T, nv] each).
+    const kernels::LinearOutput outs[] = {
+        kernels::OutputOf(*L.gdn_qkv, gdn_qkv_.data(), nullptr, L.gdn_qkv_scale),
+        kernels::OutputOf(*L.gdn_z, gdn_z_.data(), nullptr, L.gdn_z_scale),
+        kernels::OutputOf(*L.gdn_b, gdn_ba_.data(), nullptr, L.gdn_b_scale),
+        kernels::OutputOf(*L.gdn_a, gdn_ba_.data() + T * nv, nullptr, L.gdn_a_scale)};
+    kernels::LinearMulti(outs, normed_.data(), total);
   }
-  // beta = sigmoid(b), decay g = -exp(A_log) softplus(a + dt_bias); b and a are grouped per
-  // key head (its r b values, then its r a values), v head h = group * r + j.
+  // beta = sigmoid(b), decay g = -exp(A_log) softplus(a + dt_bias). Grouped (gdn_ba): per key
+  // head its r b values, then its r a values, v head h = group * r + j; apart: b then a.
+  const bool grouped_ba = L.gdn_ba != nullptr;
   for (size_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < nv; ++h) {
       const float* ba = &gdn_ba_[t * 2 * nv + (h / r) * 2 * r];
-      const float b = ba[h % r], a = ba[r + h % r];
+      const float b = grouped_ba ? ba[h % r] : gdn_ba_[t * nv + h];
+      const float a = grouped_ba ? ba[r + h % r] : gdn_ba_[(T + t) * nv + h];
       gdn_beta_[t * nv + h] = 1.0f / (1.0f + std::exp(-b));
       gdn_g_[t * nv + h] = L.gdn_decay[h] * Softplus(a + L.gdn_dt_bias[h]);
     }
@@ -115,9 +126,10 @@ void Transformer::GatedDeltaNet(int layer, std::span<const BatchItem> items, int
           KvCache& cache = *items[b].cache;
           const kernels::DeltaRuleState state = kernels::DeltaRuleState::In(
               cache.recurrent_state(layer) + h * kernels::DeltaRuleState::Floats(dk, dv), dk, dv);
+          const int64_t kh = g.KeyHeadOf(h);
           kernels::GatedDeltaRule(
-              base + (h / r) * dk, base + key_dim + (h / r) * dk, conv_dim,
-              base + 2 * key_dim + h * dv, conv_dim, &gdn_g_[static_cast<size_t>(start * nv + h)],
+              base + kh * dk, base + key_dim + kh * dk, conv_dim, base + 2 * key_dim + h * dv,
+              conv_dim, &gdn_g_[static_cast<size_t>(start * nv + h)],
               &gdn_beta_[static_cast<size_t>(start * nv + h)], nv, n, dk, dv, state,
               cache.length() % kernels::kDeltaRuleChunk,
               &gdn_out_[static_cast<size_t>(start * value_dim + h * dv)], value_dim);
@@ -131,7 +143,7 @@ void Transformer::GatedDeltaNet(int layer, std::span<const BatchItem> items, int
     const float z = gdn_z_[i];
     gdn_out_[i] *= z / (1.0f + std::exp(-z));
   }
-  kernels::Linear(*L.gdn_out, gdn_out_.data(), total, proj_.data());
+  kernels::Linear(*L.gdn_out, gdn_out_.data(), total, proj_.data(), nullptr, L.gdn_out_scale);
   for (size_t i = 0; i < T * d; ++i) hidden_[i] += proj_[i];
 }
 

@@ -268,11 +268,12 @@ void Transformer::DenseSwiGlu(const DenseFfn& ffn, const float* x, int64_t n, fl
   const size_t f = static_cast<size_t>(ffn.neurons);
   Grow(gate_, static_cast<size_t>(n) * f);
   Grow(up_, static_cast<size_t>(n) * f);
-  const kernels::LinearOutput gate_up[] = {kernels::OutputOf(*ffn.gate, gate_.data()),
-                                           kernels::OutputOf(*ffn.up, up_.data())};
+  const kernels::LinearOutput gate_up[] = {
+      kernels::OutputOf(*ffn.gate, gate_.data(), nullptr, ffn.gate_scale),
+      kernels::OutputOf(*ffn.up, up_.data(), nullptr, ffn.up_scale)};
   kernels::LinearMulti(gate_up, x, n);
   kernels::SiluMul(gate_.data(), up_.data(), n * ffn.neurons);
-  kernels::Linear(*ffn.down, gate_.data(), n, out);
+  kernels::Linear(*ffn.down, gate_.data(), n, out, nullptr, ffn.down_scale);
 }
 
 void Transformer::FeedForward(int layer, int64_t total) {

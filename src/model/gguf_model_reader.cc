@@ -492,8 +492,14 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   c.norm_topk_prob = family->LlamaCppFixedTopKNorm().value_or(false);
   // What the tensors say for every family.
   c.tie_word_embeddings = f.FindTensorInfo("output.weight") == nullptr;
-  c.attention_bias = f.FindTensorInfo("blk.0.attn_q.bias") != nullptr;
-  c.attention_out_bias = f.FindTensorInfo("blk.0.attn_output.bias") != nullptr;
+  // In any layer: a hybrid model's first layer may have no attention (Qwen3-Next).
+  const auto any_layer = [&](const char* tensor) {
+    for (int l = 0; l < c.num_layers; ++l)
+      if (f.FindTensorInfo("blk." + std::to_string(l) + "." + tensor) != nullptr) return true;
+    return false;
+  };
+  c.attention_bias = any_layer("attn_q.bias");
+  c.attention_out_bias = any_layer("attn_output.bias");
   c.lm_head_bias = f.FindTensorInfo("output.bias") != nullptr;
   family->ReadGgufConfig(f, c);
   // MoE layer pattern (Qwen's decoder_sparse_step has no llama.cpp key): from the tensors.

@@ -332,6 +332,80 @@ Plan TransformedF32(const std::string& out, std::vector<int64_t> shape, const Te
           }};
 }
 
+// llama.cpp's converter for Qwen3.5 (qwen35moe) stores the value heads tiled: its v head
+// j * k_heads + g is HF's g * r + j (arch/qwen3_5_moe.cc). Rewrites HF's grouped order so:
+// the v rows of in_proj_qkv, the rows of in_proj_z, in_proj_b and in_proj_a, the v channels
+// of conv1d, A_log and dt_bias, and out_proj's columns (written f32). True when handled.
+bool WriteTiledValueHeads(const ModelConfig& c, int layer, const std::string& rest,
+                          const TensorView& t, const GgufWriteOptions& o,
+                          std::map<std::pair<int, std::string>, Plan>& plans) {
+  const GatedDeltaNet& g = *c.delta_net;
+  const int64_t nk = g.num_k_heads, nv = g.num_v_heads, dv = g.v_head_dim;
+  if (c.arch != Arch::kQwen35Moe || g.tiled_v_heads || nk == nv) return false;
+  const int64_t r = nv / nk;
+  const auto source_head = [&](int64_t u) { return (u % nk) * r + u / nk; };
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  const TensorNames n = TensorNamesFor(c);
+  // Rows [0, fixed) as they are, then `nv` heads of `width` rows each, tiled.
+  const auto gathered = [&](const std::string& stem, const std::string& suffix, int64_t fixed,
+                            int64_t width, std::optional<DType> dtype) {
+    auto rows = std::make_shared<std::vector<int64_t>>();
+    for (int64_t i = 0; i < fixed; ++i) rows->push_back(i);
+    for (int64_t u = 0; u < nv; ++u)
+      for (int64_t i = 0; i < width; ++i) rows->push_back(fixed + source_head(u) * width + i);
+    const std::string out = blk + stem + suffix;
+    RowCopy copy = MakeRowCopy(
+        {&t}, dtype.value_or(OutputDType(stem, t, WithMix(o, stem, layer, c.num_layers))), 0, false,
+        t.name);
+    Check(copy.total_units == static_cast<int64_t>(rows->size()), t.name, ": shape ",
+          ShapeString(t.shape), " has not ", rows->size(), " rows");
+    copy.gather = rows;
+    std::vector<int64_t> shape = t.shape;
+    if (stem == "ssm_conv1d") shape = {g.conv_dim(), g.conv_kernel};
+    plans[{layer, out}] = {out, shape, copy};
+  };
+  if (rest == n.gdn_qkv)
+    gathered("attn_qkv", ".weight", 2 * g.key_dim(), dv, std::nullopt);
+  else if (rest == n.gdn_z)
+    gathered("attn_gate", ".weight", 0, dv, std::nullopt);
+  else if (rest == n.gdn_b)
+    gathered("ssm_beta", ".weight", 0, 1, std::nullopt);
+  else if (rest == n.gdn_a)
+    gathered("ssm_alpha", ".weight", 0, 1, std::nullopt);
+  else if (rest == n.gdn_conv)
+    gathered("ssm_conv1d", ".weight", 2 * g.key_dim(), dv, DType::kF32);
+  else if (rest == n.gdn_a_log || rest == n.gdn_dt_bias || rest == n.gdn_out) {
+    const std::vector<float> in = TensorToF32(t);
+    auto values = std::make_shared<std::vector<float>>(in.size());
+    std::string out;
+    if (rest != n.gdn_out) {  // One value per head: ssm_a = -exp(A_log), ssm_dt.bias.
+      const bool a_log = rest == n.gdn_a_log;
+      for (int64_t u = 0; u < nv; ++u) {
+        const float v = in[static_cast<size_t>(source_head(u))];
+        (*values)[static_cast<size_t>(u)] = a_log ? -std::exp(v) : v;
+      }
+      out = blk + (a_log ? "ssm_a" : "ssm_dt.bias");
+    } else {
+      const int64_t cols = g.value_dim(), rows = static_cast<int64_t>(in.size()) / cols;
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t u = 0; u < nv; ++u)
+          for (int64_t i = 0; i < dv; ++i)
+            (*values)[static_cast<size_t>(row * cols + u * dv + i)] =
+                in[static_cast<size_t>(row * cols + source_head(u) * dv + i)];
+      out = blk + "ssm_out.weight";
+    }
+    plans[{layer, out}] = {
+        out, t.shape, MakeRowCopy({&t}, DType::kF32, 0, false, t.name),
+        [values](size_t offset, std::span<std::byte> bytes) {
+          std::memcpy(bytes.data(), reinterpret_cast<const std::byte*>(values->data()) + offset,
+                      bytes.size());
+        }};
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // What llama.cpp's converter changes in Qwen3-Next's tensors (its Qwen3NextModel): the
 // zero-centred norms stored with the 1 added, A_log stored as ssm_a = -exp(A_log) (a name
 // without a suffix), dt_bias as ssm_dt.bias, conv1d squeezed to [channels, kernel], all f32;
@@ -361,6 +435,7 @@ bool WriteDeltaNetSpecial(const ModelConfig& c, const std::string& name, const T
       plans[{layer, blk + gguf}] = TransformedF32(blk + gguf, t.shape, t, add_one);
       return true;
     }
+  if (WriteTiledValueHeads(c, layer, rest, t, o, plans)) return true;
   const TensorNames n = TensorNamesFor(c);
   if (rest == n.gdn_a_log) {
     plans[{layer, blk + "ssm_a"}] =

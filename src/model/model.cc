@@ -18,6 +18,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/hf_fp8.h"
 #include "model/mla_weights.h"
+#include "model/qwen35_weights.h"
 
 namespace moex {
 
@@ -93,14 +94,36 @@ void LoadGatedDeltaNet(const WeightSource& w, const TensorNames& n, const ModelC
   const GatedDeltaNet& g = *c.delta_net;
   auto layer = [&](const std::string& name) { return TensorNames::Layer(i, name); };
   const int64_t d = c.hidden_size, nv = g.num_v_heads;
-  if (w.Find(layer(n.gdn_qkvz)) != nullptr) {
+  // Qwen3-Next: HF's grouped qkvz, or llama.cpp's qkv and z (a legacy file may carry the
+  // grouped ssm_in beside them, which llama.cpp then never reads: neither does moex).
+  const bool split_qkv = w.Find(layer(n.gdn_qkv)) != nullptr;
+  const bool grouped_qkvz = w.Find(layer(n.gdn_qkvz)) != nullptr;  // Looked up either way.
+  if (!split_qkv && grouped_qkvz) {
     L.gdn_qkvz = Matrix(w, layer(n.gdn_qkvz), g.conv_dim() + g.value_dim(), d);
   } else {
     L.gdn_qkv = Matrix(w, layer(n.gdn_qkv), g.conv_dim(), d);
     L.gdn_z = Matrix(w, layer(n.gdn_z), g.value_dim(), d);
   }
-  L.gdn_ba = Matrix(w, layer(n.gdn_ba), 2 * nv, d);
+  // Qwen3-Next's grouped b/a, or Qwen3.5's b and a apart.
+  if (w.Find(layer(n.gdn_ba)) != nullptr || w.Find(layer(n.gdn_b)) == nullptr) {
+    L.gdn_ba = Matrix(w, layer(n.gdn_ba), 2 * nv, d);
+  } else {
+    L.gdn_b = Matrix(w, layer(n.gdn_b), nv, d);
+    L.gdn_a = Matrix(w, layer(n.gdn_a), nv, d);
+  }
   L.gdn_out = Matrix(w, layer(n.gdn_out), d, g.value_dim());
+  auto scale = [&](const std::string& name) {
+    return OptionalScale(w, name.empty() ? name : layer(name));
+  };
+  if (L.gdn_qkv != nullptr) {
+    L.gdn_qkv_scale = scale(n.gdn_qkv_scale);
+    L.gdn_z_scale = scale(n.gdn_z_scale);
+  }
+  if (L.gdn_b != nullptr) {
+    L.gdn_b_scale = scale(n.gdn_b_scale);
+    L.gdn_a_scale = scale(n.gdn_a_scale);
+  }
+  L.gdn_out_scale = scale(n.gdn_out_scale);
   // HF's Conv1d weight is [channels, 1, kernel]; llama.cpp's converter squeezes it.
   const TensorView& conv = w.Get(layer(n.gdn_conv));
   Check(conv.numel() == g.conv_dim() * g.conv_kernel, "tensor '", w.FileName(layer(n.gdn_conv)),
@@ -124,6 +147,19 @@ DenseFfn LoadDenseFfn(const WeightSource& w, int layer, const std::string& gate,
   ffn.up = Matrix(w, TensorNames::Layer(layer, up), f, d);
   ffn.down = Matrix(w, TensorNames::Layer(layer, down), d, f);
   ffn.neurons = f;
+  return ffn;
+}
+
+// The shared expert, with llama.cpp's output scales where the family applies them.
+DenseFfn LoadSharedExpert(const WeightSource& w, const TensorNames& n, int layer, int64_t d,
+                          int64_t f) {
+  DenseFfn ffn = LoadDenseFfn(w, layer, n.shared_gate, n.shared_up, n.shared_down, d, f);
+  auto scale = [&](const std::string& name) {
+    return OptionalScale(w, name.empty() ? name : TensorNames::Layer(layer, name));
+  };
+  ffn.gate_scale = scale(n.shared_gate_scale);
+  ffn.up_scale = scale(n.shared_up_scale);
+  ffn.down_scale = scale(n.shared_down_scale);
   return ffn;
 }
 
@@ -201,8 +237,9 @@ void CopyLinearWeights(Model& model) {
   };
   redirect(model.lm_head);
   for (LayerWeights& L : model.layers) {
-    for (const TensorView** t : {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.router,
-                                 &L.gdn_qkvz, &L.gdn_qkv, &L.gdn_z, &L.gdn_ba, &L.gdn_out})
+    for (const TensorView** t :
+         {&L.q, &L.k, &L.v, &L.o, &L.q_a, &L.q_b, &L.kv_a, &L.router, &L.gdn_qkvz, &L.gdn_qkv,
+          &L.gdn_z, &L.gdn_ba, &L.gdn_b, &L.gdn_a, &L.gdn_out})
       redirect(*t);
     for (std::optional<DenseFfn>* ffn : {&L.shared_expert, &L.dense_ffn}) {
       if (!*ffn) continue;
@@ -266,7 +303,8 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
       L.o = Matrix(w, layer(n.o), d, q_dim);
     }
     if (c.attention_bias && !c.IsLinearLayer(i)) {
-      L.q_bias = LoadF32(w, layer(n.q_bias), q_dim);
+      // Gated attention's q_proj gives query and gate rows: its bias covers both.
+      L.q_bias = LoadF32(w, layer(n.q_bias), c.attention_output_gate ? 2 * q_dim : q_dim);
       L.k_bias = LoadF32(w, layer(n.k_bias), kv_dim);
       L.v_bias = LoadF32(w, layer(n.v_bias), kv_dim);
     }
@@ -302,8 +340,7 @@ std::unique_ptr<Model> BuildModel(const std::string& path, const ModelConfig& co
     L.expert_up_scale = OptionalScales(w, layer_scale(n.expert_up_scale), c.num_experts);
     L.expert_down_scale = OptionalScales(w, layer_scale(n.expert_down_scale), c.num_experts);
     if (c.shared_expert_intermediate_size > 0) {
-      L.shared_expert = LoadDenseFfn(w, i, n.shared_gate, n.shared_up, n.shared_down, d,
-                                     c.shared_expert_intermediate_size);
+      L.shared_expert = LoadSharedExpert(w, n, i, d, c.shared_expert_intermediate_size);
       if (c.shared_expert_gate) L.shared_expert_gate = Matrix(w, layer(n.shared_expert_gate), 1, d);
     } else {
       // A config without shared experts over a checkpoint that has them would silently
@@ -390,6 +427,7 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
       config.arch == Arch::kGptOss ? WrapGptOssHfWeights(std::move(checkpoint), config)
       : fp8                        ? WrapFp8HfWeights(std::move(checkpoint))
                                    : std::unique_ptr<WeightSource>(std::move(checkpoint));
+  if (config.arch == Arch::kQwen35Moe) source = WrapQwen35HfWeights(std::move(source), config);
   auto model = BuildModel(path, config, std::move(source));
   model->sampling = sampling;
   if (!model->unused_tensors.empty())

@@ -26,6 +26,8 @@ struct DenseFfn {
   const TensorView* up = nullptr;
   const TensorView* down = nullptr;
   int64_t neurons = 0;
+  // llama.cpp's output scales (ffn_*_shexp.scale), 1 when the file has none.
+  float gate_scale = 1.0f, up_scale = 1.0f, down_scale = 1.0f;
 };
 
 // One MLA up-projection half: per head h a row-major [rows, cols] matrix in `dtype` at
@@ -73,7 +75,12 @@ struct LayerWeights {
   const TensorView* gdn_qkv = nullptr;   // [conv_dim, d]: all q heads, all k heads, all v heads.
   const TensorView* gdn_z = nullptr;     // [value_dim, d]
   const TensorView* gdn_ba = nullptr;    // [2 num_v_heads, d], grouped per key head.
+  const TensorView* gdn_b = nullptr;     // [num_v_heads, d] (Qwen3.5: b and a apart, no gdn_ba).
+  const TensorView* gdn_a = nullptr;     // [num_v_heads, d]
   const TensorView* gdn_out = nullptr;   // [d, value_dim]
+  // llama.cpp's output scales of these projections, where its graph applies them (qwen35moe).
+  float gdn_qkv_scale = 1.0f, gdn_z_scale = 1.0f, gdn_b_scale = 1.0f, gdn_a_scale = 1.0f;
+  float gdn_out_scale = 1.0f;
   std::vector<float> gdn_conv;           // [conv_dim, conv_kernel]
   std::vector<float> gdn_dt_bias;        // [num_v_heads]
   std::vector<float> gdn_decay;          // [num_v_heads]: -exp(A_log).

@@ -155,18 +155,29 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
         mt->dump());
   ModelConfig c;
   c.arch = ParseArch(mt->get<std::string>());
-  c.vocab_size = RequireInt(j, "vocab_size");
-  c.hidden_size = RequireInt(j, "hidden_size");
-  c.num_layers = RequireInt(j, "num_hidden_layers");
-  c.num_heads = RequireInt(j, "num_attention_heads");
-  c.num_kv_heads = OptionalInt(j, "num_key_value_heads", c.num_heads);
-  c.head_dim = OptionalInt(j, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
-  c.rms_norm_eps = OptionalFloat(j, "rms_norm_eps", 1e-5f);
-  c.rope_theta = OptionalFloat(j, "rope_theta", 10000.0f);
-  c.max_position_embeddings = OptionalInt(j, "max_position_embeddings", 4096);
-  c.tie_word_embeddings = OptionalBool(j, "tie_word_embeddings", false);
-  c.bos_token_id = OptionalInt(j, "bos_token_id", -1);
-  if (auto eos = j.find("eos_token_id"); eos != j.end() && !eos->is_null()) {
+  // A vision-language wrapper (Qwen3.5) keeps the text model's keys in text_config.
+  const auto text_config = j.find("text_config");
+  const nlohmann::json& t =
+      text_config != j.end() && text_config->is_object() && !j.contains("hidden_size")
+          ? *text_config
+          : j;
+  c.vocab_size = RequireInt(t, "vocab_size");
+  c.hidden_size = RequireInt(t, "hidden_size");
+  c.num_layers = RequireInt(t, "num_hidden_layers");
+  c.num_heads = RequireInt(t, "num_attention_heads");
+  c.num_kv_heads = OptionalInt(t, "num_key_value_heads", c.num_heads);
+  c.head_dim = OptionalInt(t, "head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.rms_norm_eps = OptionalFloat(t, "rms_norm_eps", 1e-5f);
+  c.rope_theta = OptionalFloat(t, "rope_theta", 10000.0f);
+  c.max_position_embeddings = OptionalInt(t, "max_position_embeddings", 4096);
+  c.tie_word_embeddings =
+      OptionalBool(t, "tie_word_embeddings", OptionalBool(j, "tie_word_embeddings", false));
+  c.bos_token_id = OptionalInt(t, "bos_token_id", OptionalInt(j, "bos_token_id", -1));
+  const nlohmann::json* eos = nullptr;
+  for (const nlohmann::json* o : {&t, &j})
+    if (auto it = o->find("eos_token_id"); eos == nullptr && it != o->end() && !it->is_null())
+      eos = &*it;
+  if (eos != nullptr) {
     if (eos->is_array()) {
       for (const auto& e : *eos) {
         Check(e.is_number_integer(), "config.json: eos_token_id entries must be integers");
@@ -178,8 +189,8 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
     }
   }
 
-  FamilyOf(c.arch).ReadHfConfig(j, c);
-  ParseRopeScaling(j, c);
+  FamilyOf(c.arch).ReadHfConfig(t, c);
+  ParseRopeScaling(t, c);
   c.Validate();
   return c;
 }

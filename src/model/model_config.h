@@ -26,6 +26,7 @@ enum class Arch {
                  // RoPE, V3's sigmoid gate with bias in one group
   kQwen3Next,    // model_type "qwen3_next" (Qwen3-Next-80B-A3B): Gated DeltaNet layers between
                  // gated full-attention layers, Qwen2-MoE's experts with a gated shared expert
+  kQwen35Moe,    // model_type "qwen3_5_moe" (Qwen3.5-35B-A3B): Qwen3-Next's layers, other tensors
 };
 
 // HF GptOssConfig's default layer_types (and llama.cpp's gpt-oss pattern): sliding, full,
@@ -102,7 +103,8 @@ struct LongRope {
 // projection gives q, k (num_k_heads heads of k_head_dim), v and the output gate z (num_v_heads
 // heads of v_head_dim), another beta and the decay input a per v head; q, k and v pass a causal
 // depthwise convolution of conv_kernel taps and SiLU; q and k are L2-normalised, q scaled by
-// 1/sqrt(k_head_dim); v head h reads q/k head h / (num_v_heads / num_k_heads). Each v head keeps
+// 1/sqrt(k_head_dim); v head h reads q/k head h / (num_v_heads / num_k_heads) (HF's grouped
+// order), or h % num_k_heads with tiled_v_heads (llama.cpp's qwen35moe files). Each v head keeps
 // a state S [k_head_dim, v_head_dim]: S <- exp(g) S, S <- S + k (beta (v - S^T k))^T, o = S^T q,
 // with beta = sigmoid(b) and g = -exp(A_log) softplus(a + dt_bias). The output is RMSNorm'd per
 // head, times silu(z), and projected back. A sequence caches no rows for these layers, only
@@ -113,6 +115,11 @@ struct GatedDeltaNet {
   int k_head_dim = 0;
   int v_head_dim = 0;
   int conv_kernel = 0;
+  bool tiled_v_heads = false;
+  // The q/k head v head `h` reads.
+  int64_t KeyHeadOf(int64_t h) const {
+    return tiled_v_heads ? h % num_k_heads : h / (num_v_heads / num_k_heads);
+  }
   int64_t key_dim() const { return static_cast<int64_t>(num_k_heads) * k_head_dim; }
   int64_t value_dim() const { return static_cast<int64_t>(num_v_heads) * v_head_dim; }
   // Channels of the convolution: q, k and v.

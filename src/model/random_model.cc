@@ -20,6 +20,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/hf_fp8.h"
 #include "model/hf_mxfp4.h"
+#include "model/qwen35_weights.h"
 #include "model/tensor_names.h"
 #include "text/byte_tokenizer_json.h"
 #include "text/tokenizer.h"
@@ -189,6 +190,7 @@ void WriteRandomModelGguf(const ModelConfig& c, const SafetensorsWriter& writer,
   std::unique_ptr<WeightSource> checkpoint = c.arch == Arch::kGptOss
                                                  ? WrapGptOssHfWeights(std::move(hf), c)
                                                  : std::unique_ptr<WeightSource>(std::move(hf));
+  if (c.arch == Arch::kQwen35Moe) checkpoint = WrapQwen35HfWeights(std::move(checkpoint), c);
   std::unique_ptr<GgufFile> vocab;
   if (!o.gguf_vocab.empty()) vocab = std::make_unique<GgufFile>(o.gguf_vocab);
   gguf.quantize = o.gguf_type;
@@ -321,8 +323,13 @@ void WriteRandomModel(const RandomModelOptions& o) {
   const int64_t d = c.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  // Qwen3.5 keeps the text model under model.language_model. (model/qwen35_weights.h).
+  const bool qwen35 = c.arch == Arch::kQwen35Moe;
+  Check(!qwen35 || o.hf_fp8_block == 0, "random-model: --hf-fp8 does not apply to qwen3_5_moe");
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Distribution dist) {
-    writer.Add(name, o.dtype, shape, RandomFill(o.dtype, HashName(name, o.seed), dist));
+    const std::string stored =
+        qwen35 && name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name;
+    writer.Add(stored, o.dtype, shape, RandomFill(o.dtype, HashName(name, o.seed), dist));
   };
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float gain = 1.0f) {
     const Distribution dist{0.0f, gain * std::sqrt(3.0f / static_cast<float>(cols))};
@@ -358,10 +365,17 @@ void WriteRandomModel(const RandomModelOptions& o) {
   for (int l = 0; l < c.num_layers; ++l) {
     norm(layer(l, n.attn_norm), d);
     if (layer_norm) bias(layer(l, n.attn_norm_bias), d);
-    if (c.IsLinearLayer(l)) {  // Gated DeltaNet, in HF's grouped layout.
+    if (c.IsLinearLayer(l)) {  // Gated DeltaNet: Qwen3.5's four projections, or HF's grouped two.
       const GatedDeltaNet& g = *c.delta_net;
-      matrix(layer(l, n.gdn_qkvz), g.conv_dim() + g.value_dim(), d);
-      matrix(layer(l, n.gdn_ba), 2 * g.num_v_heads, d);
+      if (qwen35) {
+        matrix(layer(l, n.gdn_qkv), g.conv_dim(), d);
+        matrix(layer(l, n.gdn_z), g.value_dim(), d);
+        matrix(layer(l, n.gdn_b), g.num_v_heads, d);
+        matrix(layer(l, n.gdn_a), g.num_v_heads, d);
+      } else {
+        matrix(layer(l, n.gdn_qkvz), g.conv_dim() + g.value_dim(), d);
+        matrix(layer(l, n.gdn_ba), 2 * g.num_v_heads, d);
+      }
       add(layer(l, n.gdn_conv), {g.conv_dim(), 1, g.conv_kernel},
           {0.0f, std::sqrt(3.0f / static_cast<float>(g.conv_kernel))});
       add(layer(l, n.gdn_dt_bias), {g.num_v_heads}, {1.0f, 0.5f});
@@ -390,7 +404,7 @@ void WriteRandomModel(const RandomModelOptions& o) {
       matrix(layer(l, n.o), d, q_dim);
     }
     if (c.attention_bias) {
-      bias(layer(l, n.q_bias), q_dim);
+      bias(layer(l, n.q_bias), c.attention_output_gate ? 2 * q_dim : q_dim);
       bias(layer(l, n.k_bias), kv_dim);
       bias(layer(l, n.v_bias), kv_dim);
     }
@@ -432,7 +446,14 @@ void WriteRandomModel(const RandomModelOptions& o) {
       add(layer(l, "mlp.experts.down_proj_bias"), {E, d}, {0.0f, 0.2f});
       continue;
     }
-    for (int e = 0; e < c.num_experts; ++e) {
+    if (qwen35) {  // Fused: gate_up_proj [E, 2F, d] (gate rows first), down_proj [E, d, F].
+      const int64_t E = c.num_experts, F = c.moe_intermediate_size;
+      add(layer(l, "mlp.experts.gate_up_proj"), {E, 2 * F, d},
+          {0.0f, std::sqrt(3.0f / static_cast<float>(d))});
+      add(layer(l, "mlp.experts.down_proj"), {E, d, F},
+          {0.0f, std::sqrt(3.0f / static_cast<float>(F))});
+    }
+    for (int e = 0; e < c.num_experts && !qwen35; ++e) {
       matrix(n.Expert(l, e, ExpertMatrix::kGate), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kUp), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kDown), d, c.moe_intermediate_size);

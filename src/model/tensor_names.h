@@ -53,6 +53,9 @@ struct TensorNames {
   std::string gdn_qkv = "linear_attn.in_proj_qkv.weight";
   std::string gdn_z = "linear_attn.in_proj_z.weight";
   std::string gdn_ba = "linear_attn.in_proj_ba.weight";
+  // Qwen3.5: b and a apart, v heads in order (no gdn_qkvz or gdn_ba).
+  std::string gdn_b = "linear_attn.in_proj_b.weight";
+  std::string gdn_a = "linear_attn.in_proj_a.weight";
   std::string gdn_conv =
       "linear_attn.conv1d.weight";  // [conv_dim, 1, kernel] (or [conv_dim, kernel]).
   std::string gdn_dt_bias = "linear_attn.dt_bias";
@@ -91,6 +94,8 @@ struct TensorNames {
   std::string v_scale = "self_attn.v_proj.scale";
   std::string o_scale = "self_attn.o_proj.scale";
   std::string expert_gate_scale, expert_up_scale, expert_down_scale;
+  std::string shared_gate_scale, shared_up_scale, shared_down_scale;
+  std::string gdn_qkv_scale, gdn_z_scale, gdn_b_scale, gdn_a_scale, gdn_out_scale;
 
   static std::string Layer(int layer, const std::string& name) {
     return "model.layers." + std::to_string(layer) + "." + name;

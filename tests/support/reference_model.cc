@@ -365,9 +365,13 @@ std::vector<Vec> ReferenceGatedDeltaNet(const Ref& ref, int l, const std::vector
   const Vec Wqkvz = grouped ? ref.Layer(l, n.gdn_qkvz) : Vec{};
   const Vec Wqkv = grouped ? Vec{} : ref.Layer(l, n.gdn_qkv);
   const Vec Wz = grouped ? Vec{} : ref.Layer(l, n.gdn_z);
-  const Vec Wba = ref.Layer(l, n.gdn_ba), conv = ref.Layer(l, n.gdn_conv),
-            dt_bias = ref.Layer(l, n.gdn_dt_bias), norm = ref.Layer(l, n.gdn_norm),
-            Wout = ref.Layer(l, n.gdn_out);
+  // Qwen3-Next's grouped b/a, or Qwen3.5's b and a apart (then ba[t] = [b..., a...]).
+  const bool split_ba = ref.w.Find(TensorNames::Layer(l, n.gdn_ba)) == nullptr;
+  const Vec Wba = split_ba ? Vec{} : ref.Layer(l, n.gdn_ba);
+  const Vec Wb = split_ba ? ref.Layer(l, n.gdn_b) : Vec{};
+  const Vec Wa = split_ba ? ref.Layer(l, n.gdn_a) : Vec{};
+  const Vec conv = ref.Layer(l, n.gdn_conv), dt_bias = ref.Layer(l, n.gdn_dt_bias),
+            norm = ref.Layer(l, n.gdn_norm), Wout = ref.Layer(l, n.gdn_out);
   Vec A(static_cast<size_t>(nv));  // -exp(A_log), or llama.cpp's stored ssm_a.
   if (ref.w.Find(TensorNames::Layer(l, n.gdn_a_log)) != nullptr) {
     const Vec a_log = ref.Layer(l, n.gdn_a_log);
@@ -380,7 +384,14 @@ std::vector<Vec> ReferenceGatedDeltaNet(const Ref& ref, int l, const std::vector
       ba(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const Vec& xt = x[static_cast<size_t>(t)];
-    ba[static_cast<size_t>(t)] = Ref::MatVec(Wba, xt, 2 * nv);
+    if (split_ba) {
+      Vec b = Ref::MatVec(Wb, xt, nv);
+      const Vec a = Ref::MatVec(Wa, xt, nv);
+      b.insert(b.end(), a.begin(), a.end());
+      ba[static_cast<size_t>(t)] = b;
+    } else {
+      ba[static_cast<size_t>(t)] = Ref::MatVec(Wba, xt, 2 * nv);
+    }
     if (!grouped) {
       mixed[static_cast<size_t>(t)] = Ref::MatVec(Wqkv, xt, conv_dim);
       z[static_cast<size_t>(t)] = Ref::MatVec(Wz, xt, g.value_dim());
@@ -426,9 +437,12 @@ std::vector<Vec> ReferenceGatedDeltaNet(const Ref& ref, int l, const std::vector
     }
     Vec o(static_cast<size_t>(g.value_dim()));
     for (int64_t h = 0; h < nv; ++h) {
-      const int64_t kh = h / r;  // repeat_interleave of q and k over the v heads.
-      const double b = at(ba[static_cast<size_t>(t)], kh * 2 * r + h % r);
-      const double a = at(ba[static_cast<size_t>(t)], kh * 2 * r + r + h % r);
+      // HF: repeat_interleave of q and k over the v heads (h / r); llama.cpp's qwen35moe
+      // files: tiled (h % nk).
+      const int64_t kh = g.tiled_v_heads ? h % nk : h / r;
+      const Vec& bat = ba[static_cast<size_t>(t)];
+      const double b = split_ba ? at(bat, h) : at(bat, (h / r) * 2 * r + h % r);
+      const double a = split_ba ? at(bat, nv + h) : at(bat, (h / r) * 2 * r + r + h % r);
       const double beta = 1.0 / (1.0 + std::exp(-b));
       const double decay = std::exp(at(A, h) * std::log1p(std::exp(a + at(dt_bias, h))));
       Vec& st = S[static_cast<size_t>(h)];

@@ -64,7 +64,7 @@ def l2norm(x):
 def delta_net(h, W, p, cfg, T):
     nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
     dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
-    r, K = nv // nk, cfg["linear_conv_kernel_dim"]
+    r = nv // nk
     qkvz = (h @ W[p + "in_proj_qkvz.weight"].t()).view(T, nk, 2 * dk + 2 * r * dv)
     ba = (h @ W[p + "in_proj_ba.weight"].t()).view(T, nk, 2 * r)
     q, k = qkvz[..., :dk], qkvz[..., dk:2 * dk]
@@ -72,6 +72,13 @@ def delta_net(h, W, p, cfg, T):
     z = qkvz[..., 2 * dk + r * dv:].reshape(T, nv, dv)
     b, a = ba[..., :r].reshape(T, nv), ba[..., r:].reshape(T, nv)
     mixed = torch.cat([q.reshape(T, nk * dk), k.reshape(T, nk * dk), v], dim=-1)  # [T, C]
+    return delta_rule_heads(mixed, z, b, a, W, p, cfg, T, nk, nv, dk, dv)
+
+
+def delta_rule_heads(mixed, z, b, a, W, p, cfg, T, nk, nv, dk, dv):
+    # mixed [T, C] = [q heads, k heads, v heads] before the convolution; z [T, nv, dv];
+    # b, a [T, nv].
+    r, K = nv // nk, cfg["linear_conv_kernel_dim"]
     w = W[p + "conv1d.weight"].reshape(mixed.shape[1], 1, K)
     conv = F.conv1d(mixed.t()[None], w, padding=K - 1, groups=mixed.shape[1])[0, :, :T]
     mixed = F.silu(conv).t()

@@ -48,7 +48,7 @@ class Family {
     bool gpt_oss_blocks = false;
     // Shared experts counted in n_shared_experts (so a whole number of routed experts).
     bool counted_shared_experts = false;
-    // Gated DeltaNet layers, gated attention and zero-centred norms (Qwen3-Next).
+    // Gated DeltaNet layers, gated attention and zero-centred norms (Qwen3-Next, Qwen3.5).
     bool gated_delta_net = false;
     bool Yarn() const { return deepseek_yarn || generic_yarn; }
   };
@@ -146,6 +146,7 @@ const Family& Glm4MoeFamily();
 const Family& GptOssFamily();
 const Family& MiniMaxM2Family();
 const Family& Qwen3NextFamily();
+const Family& Qwen35MoeFamily();
 
 // Pieces several adapters share.
 // HF's LongRoPE attention factor, sqrt(1 + ln(s) / ln(original)) for s = max_positions /

@@ -72,7 +72,8 @@ INSTANTIATE_TEST_SUITE_P(Architectures, GenerationTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
-                                           Arch::kGptOss, Arch::kMiniMaxM2, Arch::kQwen3Next),
+                                           Arch::kGptOss, Arch::kMiniMaxM2, Arch::kQwen3Next,
+                                           Arch::kLlama4),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

@@ -138,6 +138,8 @@ ModelConfig TinyConfig(Arch arch) {
       break;  // Its gate and partial rotary: tests/minimax_m2_test.cc.
     case Arch::kQwen3Next:
       break;  // Its Gated DeltaNet tensors: tests/qwen3_next_test.cc.
+    case Arch::kLlama4:
+      break;  // Its MoE interleave and attention layers: tests/llama4_test.cc.
   }
   c.Validate();
   return c;

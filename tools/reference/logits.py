@@ -27,6 +27,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            minimax_m2.py.
   qwen3_next: Gated DeltaNet layers, gated attention, zero-centred norms and the gated
            shared expert, in qwen3_next.py.
+  llama4:  NoPE and chunked layers, pair-wise RoPE, weightless q/k norm, the temperature,
+           sigmoid top-k weighting the experts' input and the shared expert, in llama4.py.
 All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
@@ -42,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
 import glm4_moe  # noqa: E402
 import gpt_oss  # noqa: E402
+import llama4  # noqa: E402
 import minimax_m2  # noqa: E402
 import qwen3_next  # noqa: E402
 from safetensors_io import load_dir  # noqa: E402
@@ -191,6 +194,8 @@ def forward(W, cfg, ids):
         return minimax_m2.forward(W, cfg, ids)
     if arch == "qwen3_next":
         return qwen3_next.forward(W, cfg, ids)
+    if arch in ("llama4", "llama4_text"):
+        return llama4.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

@@ -73,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(Architectures, GenerationTest,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
                                            Arch::kGptOss, Arch::kMiniMaxM2, Arch::kQwen3Next,
-                                           Arch::kQwen35Moe),
+                                           Arch::kQwen35Moe, Arch::kLlama4),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

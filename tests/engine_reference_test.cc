@@ -56,7 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Arch::kGptOss, DType::kBF16}, Case{Arch::kGptOss, DType::kF32},
                       Case{Arch::kMiniMaxM2, DType::kBF16}, Case{Arch::kMiniMaxM2, DType::kF32},
                       Case{Arch::kQwen3Next, DType::kBF16}, Case{Arch::kQwen3Next, DType::kF32},
-                      Case{Arch::kQwen35Moe, DType::kBF16}, Case{Arch::kQwen35Moe, DType::kF32}),
+                      Case{Arch::kQwen35Moe, DType::kBF16}, Case{Arch::kQwen35Moe, DType::kF32},
+                      Case{Arch::kLlama4, DType::kBF16}, Case{Arch::kLlama4, DType::kF32}),
+
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(ArchName(info.param.arch)) + "_" + DTypeName(info.param.dtype);
     });

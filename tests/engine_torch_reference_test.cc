@@ -241,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(Families, TorchReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
                                            Arch::kGptOss, Arch::kMiniMaxM2, Arch::kQwen3Next,
-                                           Arch::kQwen35Moe),
+                                           Arch::kQwen35Moe, Arch::kLlama4),
                          [](const ::testing::TestParamInfo<Arch>& info) {
                            return std::string(ArchName(info.param));
                          });

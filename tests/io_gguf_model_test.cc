@@ -139,6 +139,8 @@ ModelConfig TinyConfig(Arch arch) {
     case Arch::kQwen3Next:
     case Arch::kQwen35Moe:
       break;  // Their Gated DeltaNet tensors: tests/qwen3_next_test.cc, qwen3_5_moe_test.cc.
+    case Arch::kLlama4:
+      break;  // Its MoE interleave and attention layers: tests/llama4_test.cc.
   }
   c.Validate();
   return c;

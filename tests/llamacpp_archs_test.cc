@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 // The architectures moex reads, by llama.cpp's name (test-llama-archs writes "{name}-moe.gguf").
 const std::vector<std::string> kArchs = {"llama",    "olmoe",      "qwen2moe",  "qwen3moe",
                                          "deepseek", "deepseek2",  "phimoe",    "glm4moe",
-                                         "gpt-oss",  "minimax-m2", "qwen3next", "qwen35moe"};
+                                         "gpt-oss",  "minimax-m2", "qwen3next", "qwen35moe", "llama4"};
 
 fs::path FixtureDir() {
   return testing::SourceDir() / "tests" / "data" / "llamacpp-archs";

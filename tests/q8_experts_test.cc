@@ -110,7 +110,9 @@ TEST_P(Q8ReferenceTest, LogitsMatchReferenceOnGgufBlocks) {
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->dtype, DType::kQ8_0);
   EXPECT_EQ(model->embed->dtype, DType::kQ8_0);
-  const int moe = config.first_k_dense_replace;
+  int moe = 0;  // The first MoE layer (Llama 4's tiny shape: layer 1).
+  while (!config.IsMoeLayer(moe)) ++moe;
+  ASSERT_NE(model->layers[static_cast<size_t>(moe)].router, nullptr);
   EXPECT_EQ(model->layers[static_cast<size_t>(moe)].router->dtype, DType::kF32);  // Kept.
 
   ResidentMoeExecutor executor(*model);
@@ -130,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, Q8ReferenceTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kQwen2Moe,
                                            Arch::kQwen3Moe, Arch::kDeepseekMoe, Arch::kPhiMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
-                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe),
+                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe, Arch::kLlama4),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // q4_0 / q8_0 Linear weights get their interleaved copy (kernels/interleave.h) at load when

@@ -117,7 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, SimAgreementTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kMixtral, Arch::kDeepseekMoe,
                                            Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
                                            Arch::kGptOss, Arch::kMiniMaxM2, Arch::kQwen3Next,
-                                           Arch::kQwen35Moe),
+                                           Arch::kQwen35Moe, Arch::kLlama4),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // One MoE layer of 4 experts, top-1, experts of exactly one 4 KiB page; a budget of

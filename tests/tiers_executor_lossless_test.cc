@@ -136,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, OffloadLosslessTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
                                            Arch::kDeepseekMoe, Arch::kPhiMoe, Arch::kDeepseekV2,
                                            Arch::kDeepseekV3, Arch::kGlm4Moe, Arch::kGptOss,
-                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe),
+                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe, Arch::kLlama4),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 }  // namespace

@@ -22,7 +22,7 @@ work=${WORK:-/tmp/moex-arch-fixtures}
 out=$root/tests/data/llamacpp-archs
 py=/usr/bin/python3
 archs=(llama olmoe qwen2moe qwen3moe deepseek deepseek2 phimoe glm4moe gpt-oss minimax-m2 qwen3next
-  qwen35moe)
+  qwen35moe llama4)
 # 24 ids below the toy vocabulary (128), fixed.
 ids=82,38,101,12,18,24,93,14,54,9,22,111,107,17,61,23,108,15,31,57,15,101,12,56
 

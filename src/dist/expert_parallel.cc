@@ -192,7 +192,10 @@ void ExpertParallelExecutor::Shutdown() {
 void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
   if (!failure_.empty()) throw RankFailure("expert parallelism stopped: " + failure_);
   const int64_t d = model_.expert_shape.hidden_size;
-  batch_.Build(routing, x, d);
+  // With the routing weight on the expert's input (Llama 4) every row differs, so each row
+  // travels as built; otherwise a token's row travels once per rank.
+  const bool weighted_rows = model_.config.expert_weight_on_input;
+  batch_.Build(routing, x, d, weighted_rows);
   const int ranks = transport_.size();
   // Per rank, its experts with tokens in this pass; for the workers' experts, the tokens of
   // their rows in the batch's row order (slot order, as ExpertBatch::Build fills them).
@@ -227,7 +230,13 @@ void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float*
       rows.clear();
       token_of_row.clear();
       int32_t distinct = 0;
-      for (const ExpertSpan& e : s)
+      for (const ExpertSpan& e : s) {
+        if (weighted_rows) {
+          const float* in = batch_.inputs_of(e.expert);
+          rows.insert(rows.end(), in, in + e.rows * d);
+          for (int64_t j = 0; j < e.rows; ++j) token_of_row.push_back(distinct++);
+          continue;
+        }
         for (int32_t t : tokens_of_[static_cast<size_t>(e.expert)]) {
           int32_t& index = index_of_token[static_cast<size_t>(t)];
           if (index < 0) {
@@ -236,6 +245,7 @@ void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float*
           }
           token_of_row.push_back(index);
         }
+      }
       requests[static_cast<size_t>(r)] =
           EncodeLayer({MessageKind::kLayer, layer, s, {}, distinct, token_of_row, rows});
       sends[static_cast<size_t>(r)] =

@@ -19,8 +19,9 @@
 
 namespace moex {
 
-void ExpertBatch::Build(const Routing& r, const float* x, int64_t d_model) {
+void ExpertBatch::Build(const Routing& r, const float* x, int64_t d_model, bool weight_on_input) {
   d_ = d_model;
+  weight_on_input_ = weight_on_input;
   const int E = r.num_experts;
   const int64_t slots = r.n_tokens * r.top_k;
   begin_.assign(static_cast<size_t>(E) + 1, 0);
@@ -39,7 +40,13 @@ void ExpertBatch::Build(const Routing& r, const float* x, int64_t d_model) {
     const int64_t t = s / r.top_k;
     const int64_t row = fill[static_cast<size_t>(r.ids[static_cast<size_t>(s)])]++;
     row_of_slot_[static_cast<size_t>(s)] = row;
-    std::memcpy(&x_[static_cast<size_t>(row * d_)], x + t * d_, sizeof(float) * d_);
+    float* xr = &x_[static_cast<size_t>(row * d_)];
+    if (weight_on_input) {
+      const float w = r.weights[static_cast<size_t>(s)];
+      for (int64_t j = 0; j < d_; ++j) xr[j] = x[t * d_ + j] * w;
+    } else {
+      std::memcpy(xr, x + t * d_, sizeof(float) * d_);
+    }
   }
 }
 
@@ -59,7 +66,7 @@ void ExpertBatch::Combine(const Routing& r, float* out, const float* down_bias,
     float* o = out + t * d_;
     for (int k = 0; k < r.top_k; ++k) {
       const size_t s = static_cast<size_t>(t * r.top_k + k);
-      const float w = r.weights[s];
+      const float w = weight_on_input_ ? 1.0f : r.weights[s];
       const float* y = &y_[static_cast<size_t>(row_of_slot_[s] * d_)];
       if (down_scale != nullptr) {
         const float scale = down_scale[r.ids[s]];
@@ -156,7 +163,7 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model, const HoldsExpert& 
 }
 
 void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
-  batch_.Build(routing, x, model_.expert_shape.hidden_size);
+  batch_.Build(routing, x, model_.expert_shape.hidden_size, model_.config.expert_weight_on_input);
   std::vector<ExpertRows> rows;
   rows.reserve(batch_.active_experts().size());
   for (int32_t e : batch_.active_experts())
@@ -265,7 +272,7 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
 
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
   const ExpertShape& shape = model_.expert_shape;
-  batch_.Build(routing, x, shape.hidden_size);
+  batch_.Build(routing, x, shape.hidden_size, model_.config.expert_weight_on_input);
   std::vector<kernels::ExpertJob> jobs;
   const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
   const kernels::ExpertActivation act = ExpertActivationOf(model_.config);

@@ -26,7 +26,8 @@ namespace moex {
 class MoeExecutor {
  public:
   virtual ~MoeExecutor() = default;
-  // out[t, :] += sum over k of routing.weights[t, k] * expert_{ids[t, k]}(x[t, :]).
+  // out[t, :] += sum over k of routing.weights[t, k] * expert_{ids[t, k]}(x[t, :]), or of
+  // expert_{ids[t, k]}(routing.weights[t, k] * x[t, :]) with config.expert_weight_on_input.
   virtual void Run(int layer, const Routing& routing, const float* x, float* out) = 0;
   // Offload counters (hits, misses, bytes read, stall time, prefetches) as reported by
   // `generate --json` and `bench --json`.
@@ -50,14 +51,17 @@ class MoeExecutor {
 // Executors differ only in how they obtain and compute the experts' records.
 class ExpertBatch {
  public:
-  // Builds per-expert token lists and gathered inputs for this routing.
-  void Build(const Routing& routing, const float* x, int64_t d_model);
+  // Builds per-expert token lists and gathered inputs for this routing. With
+  // `weight_on_input` (ModelConfig::expert_weight_on_input, Llama 4) each gathered input row
+  // is x[t] times its routing weight, and Combine then adds the outputs unweighted.
+  void Build(const Routing& routing, const float* x, int64_t d_model, bool weight_on_input);
   // Experts with at least one token, in ascending id order.
   const std::vector<int32_t>& active_experts() const { return active_; }
   int64_t tokens_of(int32_t expert) const;
   const float* inputs_of(int32_t expert) const;
   float* outputs_of(int32_t expert);
-  // out[t] += w[t, k] * y_{ids[t, k]}[row of t], tokens in order, k in rank order; with
+  // out[t] += w[t, k] * y_{ids[t, k]}[row of t] (w = 1 when Build weighted the inputs),
+  // tokens in order, k in rank order; with
   // `down_scale` ([E], llama.cpp's per-expert .scale) and `down_bias` ([E, d], gpt-oss)
   // each expert output is scale * y + bias before it is weighted.
   void Combine(const Routing& routing, float* out, const float* down_bias = nullptr,
@@ -65,6 +69,7 @@ class ExpertBatch {
 
  private:
   int64_t d_ = 0;
+  bool weight_on_input_ = false;
   std::vector<int32_t> active_;
   std::vector<int64_t> begin_;        // [E + 1] row offsets of each expert's tokens.
   std::vector<int64_t> row_of_slot_;  // [n * k] row within the gathered buffers.

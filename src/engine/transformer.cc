@@ -16,6 +16,23 @@ const float* BiasOrNull(const std::vector<float>& b) {
   return b.empty() ? nullptr : b.data();
 }
 
+// x / sqrt(mean(x^2) + eps) for each of n rows of `width` (Llama 4's weightless q/k norm).
+void UnitRmsNorm(float* x, int64_t n, int64_t width, float eps) {
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = x + r * width;
+    double ss = 0.0;
+    for (int64_t i = 0; i < width; ++i) ss += static_cast<double>(row[i]) * row[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(width) + eps));
+    for (int64_t i = 0; i < width; ++i) row[i] *= inv;
+  }
+}
+
+// Llama 4's attention temperature for a query at `pos` on a NoPE layer.
+float AttentionTemperature(const ModelConfig& c, int64_t pos) {
+  const double steps = std::floor(static_cast<double>(pos + 1) / c.attn_temperature_floor);
+  return static_cast<float>(std::log(steps + 1.0) * c.attn_temperature_scale + 1.0);
+}
+
 }  // namespace
 
 Transformer::Transformer(const Model& model, MoeExecutor& executor)
@@ -225,7 +242,16 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
     }
   }
   const int64_t half = rope_.half();
-  if (c.RotaryDim() == hd) {
+  const bool nope = c.IsNopeLayer(layer);
+  if (nope) {
+    // Llama 4's NoPE layers: no rotation; temperature tuning scales the queries.
+    if (c.attn_temperature_floor > 0) {
+      for (size_t t = 0; t < T; ++t) {
+        const float s = AttentionTemperature(c, positions_[t]);
+        for (int64_t i = 0; i < q_dim; ++i) q_[t * q_dim + i] *= s;
+      }
+    }
+  } else if (c.RotaryDim() == hd) {
     for (size_t t = 0; t < T; ++t) {
       kernels::RopeNeox(&q_[t * q_dim], c.num_heads, hd, &cos_[t * half], &sin_[t * half]);
       kernels::RopeNeox(&k_[t * kv_dim], c.num_kv_heads, hd, &cos_[t * half], &sin_[t * half]);
@@ -238,6 +264,11 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
       for (int64_t h = 0; h < c.num_kv_heads; ++h)
         kernels::RopeNeox(&k_[t * kv_dim + h * hd], 1, rot, &cos_[t * half], &sin_[t * half]);
     }
+  }
+
+  if (c.qk_norm_unweighted && !nope) {  // Llama 4: each rotated head RMS-normalised, no weight.
+    UnitRmsNorm(q_.data(), total * c.num_heads, hd, c.rms_norm_eps);
+    UnitRmsNorm(k_.data(), total * c.num_kv_heads, hd, c.rms_norm_eps);
   }
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -253,6 +284,7 @@ void Transformer::Attention(int layer, std::span<const BatchItem> items, int64_t
     kernels::AttentionExtras extras;
     extras.sinks = L.sinks.empty() ? nullptr : L.sinks.data();
     extras.window = c.AttentionWindow(layer);
+    extras.chunk = c.AttentionChunk(layer);
     kernels::Attention(&q_[static_cast<size_t>(row * q_dim)], n, pos0, cache.keys(layer),
                        cache.values(layer), c.num_heads, c.num_kv_heads, hd, scale,
                        &attn_[static_cast<size_t>(row * q_dim)], extras);

@@ -67,6 +67,7 @@ struct AttentionArgs {
   float* out;
   const float* sinks;  // [n_heads] or null.
   size_t window;       // 0: causal over every earlier key.
+  size_t chunk;        // 0: no chunks.
 };
 
 // Heads [h0, h1) of query i. Keys are visited in the outer loop so that each K and V row
@@ -81,7 +82,8 @@ HWY_INLINE void AttendHeads(const AttentionArgs& a, size_t i, size_t h0, size_t 
   const size_t hd = a.head_dim;
   const size_t group = a.n_heads / a.n_kv_heads;
   const size_t end = a.pos0 + i + 1;  // Keys [first, end): the window ends at the query.
-  const size_t first = a.window > 0 && end > a.window ? end - a.window : 0;
+  size_t first = a.window > 0 && end > a.window ? end - a.window : 0;
+  if (a.chunk > 0) first = std::max(first, (end - 1) / a.chunk * a.chunk);
   const size_t len = end - first;
   const size_t kv_stride = a.n_kv_heads * hd;
   const size_t heads = h1 - h0;
@@ -129,9 +131,9 @@ HWY_INLINE void AttendHeads(const AttentionArgs& a, size_t i, size_t h0, size_t 
 
 void AttentionImpl(const float* q, size_t n_q, size_t pos0, const float* k, const float* v,
                    size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float* out,
-                   const float* sinks, size_t window, ThreadPool* pool) {
-  const AttentionArgs a{q,       n_q,        pos0,     k,   v,     n_heads,
-                        n_kv_heads, head_dim, scale, out, sinks, window};
+                   const float* sinks, size_t window, size_t chunk, ThreadPool* pool) {
+  const AttentionArgs a{q,        n_q,   pos0, k,     v,      n_heads, n_kv_heads,
+                        head_dim, scale, out,  sinks, window, chunk};
   // Units are (query, group of heads): a few per thread when there are few queries
   // (decode), whole queries otherwise.
   const size_t threads = static_cast<size_t>(pool->size());
@@ -173,11 +175,11 @@ void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const 
   Check(n_q >= 0 && pos0 >= 0 && head_dim > 0, "Attention: bad shape");
   Check(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "Attention: ", n_heads,
         " heads is not a multiple of ", n_kv_heads, " kv heads");
-  Check(extras.window >= 0, "Attention: negative window");
+  Check(extras.window >= 0 && extras.chunk >= 0, "Attention: negative window or chunk");
   if (n_q == 0) return;
   HWY_DYNAMIC_DISPATCH(AttentionImpl)
   (q, n_q, pos0, k, v, n_heads, n_kv_heads, head_dim, scale, out, extras.sinks,
-   static_cast<size_t>(extras.window), &pool);
+   static_cast<size_t>(extras.window), static_cast<size_t>(extras.chunk), &pool);
 }
 
 void Attention(const float* q, int64_t n_q, int64_t pos0, const float* k, const float* v,

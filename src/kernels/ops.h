@@ -153,6 +153,9 @@ void SiluMul(float* gate, const float* up, int64_t n);
 struct AttentionExtras {
   const float* sinks = nullptr;  // [n_heads], or null.
   int64_t window = 0;
+  // > 0: query i attends only to keys in its chunk, positions from (pos0 + i) rounded down
+  // to a multiple of chunk (Llama 4's chunked attention); with a window, the later start wins.
+  int64_t chunk = 0;
 };
 
 // Causal grouped-query attention for one sequence.

@@ -510,13 +510,19 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
     any_router |= moe[l];
   }
   if (any_router) {
-    for (int freq = 1; freq <= c.num_layers; ++freq) {
-      bool match = true;
-      for (int l = 0; l < c.num_layers && match; ++l)
-        match = moe[l] == (l >= c.first_k_dense_replace && l % freq == 0);
-      if (match) {
-        c.moe_layer_freq = freq;
-        break;
+    bool found = false;
+    for (int freq = 1; freq <= c.num_layers && !found; ++freq) {
+      // Llama 4 tries its interleave's offset (the step's last layer) first.
+      for (const int offset : {c.moe_layer_offset, 0}) {
+        bool match = true;
+        for (int l = 0; l < c.num_layers && match; ++l)
+          match = moe[l] == (l >= c.first_k_dense_replace && (l + offset) % freq == 0);
+        if (match) {
+          c.moe_layer_freq = freq;
+          c.moe_layer_offset = offset;
+          found = true;
+          break;
+        }
       }
     }
   }

@@ -620,8 +620,9 @@ void WriteGgufModel(const ModelConfig& config, const WeightSource& hf, const Ggu
   if (config.longrope) {  // llama.cpp's LongRoPE factors: F32 [head_dim / 2], global.
     const LongRope& lr = *config.longrope;
     // llama's one set of frequency factors (rope_freqs.weight) is LongRoPE with equal sets.
-    const bool freqs = config.arch == Arch::kMixtral && lr.short_factor == lr.long_factor &&
-                       lr.short_mscale == 1.0f && lr.long_mscale == 1.0f;
+    const bool freqs = (config.arch == Arch::kMixtral || config.arch == Arch::kLlama4) &&
+                       lr.short_factor == lr.long_factor && lr.short_mscale == 1.0f &&
+                       lr.long_mscale == 1.0f;
     Check(config.arch == Arch::kPhiMoe || freqs,
           "gguf: LongRoPE is written for phimoe only (llama: one set of factors, mscale 1)");
     using Factors = std::pair<const char*, const std::vector<float>*>;

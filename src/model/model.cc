@@ -17,6 +17,7 @@
 #include "model/gpt_oss_weights.h"
 #include "model/hf_checkpoint.h"
 #include "model/hf_fp8.h"
+#include "model/llama4_weights.h"
 #include "model/mla_weights.h"
 #include "model/qwen35_weights.h"
 
@@ -424,9 +425,10 @@ std::unique_ptr<Model> LoadModel(const std::string& path) {
   }
   const bool fp8 = checkpoint->quantization() && checkpoint->quantization()->quant_method == "fp8";
   std::unique_ptr<WeightSource> source =
-      config.arch == Arch::kGptOss ? WrapGptOssHfWeights(std::move(checkpoint), config)
-      : fp8                        ? WrapFp8HfWeights(std::move(checkpoint))
-                                   : std::unique_ptr<WeightSource>(std::move(checkpoint));
+      config.arch == Arch::kGptOss   ? WrapGptOssHfWeights(std::move(checkpoint), config)
+      : config.arch == Arch::kLlama4 ? WrapLlama4HfWeights(std::move(checkpoint), config)
+      : fp8                          ? WrapFp8HfWeights(std::move(checkpoint))
+                                     : std::unique_ptr<WeightSource>(std::move(checkpoint));
   if (config.arch == Arch::kQwen35Moe) source = WrapQwen35HfWeights(std::move(source), config);
   auto model = BuildModel(path, config, std::move(source));
   model->sampling = sampling;

@@ -91,6 +91,18 @@ void ParseRopeScaling(const nlohmann::json& j, ModelConfig& c) {
     }
   }
   if (type == "default") return;
+  if (type == "llama3") {
+    Check(FamilyOf(c.arch).features().llama3_rope,
+          "config.json: rope_scaling type 'llama3' is "
+          "supported for ",
+          FamiliesWith([](const Family::Features& f) { return f.llama3_rope; }), " only, not ",
+          ArchName(c.arch));
+    c.longrope = Llama3RopeFactors(c.head_dim, c.rope_theta, OptionalDouble(*rs, "factor", 8.0),
+                                   OptionalDouble(*rs, "low_freq_factor", 1.0),
+                                   OptionalDouble(*rs, "high_freq_factor", 4.0),
+                                   OptionalInt(*rs, "original_max_position_embeddings", 8192));
+    return;
+  }
   if (type == "yarn") {
     const Family::Features& has = FamilyOf(c.arch).features();
     Check(has.Yarn(), "config.json: rope_scaling type 'yarn' is supported for ",
@@ -153,6 +165,14 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
   Check(mt != j.end() && !mt->is_null(), "config.json: missing 'model_type'");
   Check(mt->is_string(), "config.json: 'model_type' must be a string such as \"olmoe\", got ",
         mt->dump());
+  // Multimodal checkpoints (Llama 4's Llama4ForConditionalGeneration) keep the language
+  // model's keys in text_config; the vision tower's are not read.
+  if (auto text = j.find("text_config");
+      text != j.end() && text->is_object() && !j.contains("hidden_size")) {
+    nlohmann::json inner = *text;
+    if (!inner.contains("model_type")) inner["model_type"] = *mt;
+    return FromHfJson(inner);
+  }
   ModelConfig c;
   c.arch = ParseArch(mt->get<std::string>());
   // A vision-language wrapper (Qwen3.5) keeps the text model's keys in text_config.

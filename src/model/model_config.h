@@ -27,6 +27,8 @@ enum class Arch {
   kQwen3Next,    // model_type "qwen3_next" (Qwen3-Next-80B-A3B): Gated DeltaNet layers between
                  // gated full-attention layers, Qwen2-MoE's experts with a gated shared expert
   kQwen35Moe,    // model_type "qwen3_5_moe" (Qwen3.5-35B-A3B): Qwen3-Next's layers, other tensors
+  kLlama4,       // model_type "llama4" (Llama 4 Scout/Maverick, text part): chunked RoPE layers
+                 // and full NoPE layers, top-1 sigmoid experts weighting their input
 };
 
 // HF GptOssConfig's default layer_types (and llama.cpp's gpt-oss pattern): sliding, full,
@@ -176,6 +178,18 @@ struct ModelConfig {
   // the zero-centred RMSNorm of Qwen3-Next's HF checkpoints, x / rms(x) * (1 + w); llama.cpp's
   // converter stores 1 + w, so its GGUF files need 0.
   float norm_weight_offset = 0.0f;
+  // Llama 4's attention (docs/architectures.md). Layers marked in layer_nope (one entry per
+  // layer, or empty) use no RoPE; on them, when attn_temperature_floor > 0, each query at
+  // position p is multiplied by log(floor((p + 1) / attn_temperature_floor) + 1) *
+  // attn_temperature_scale + 1. Layers marked in layer_chunked attend only within their
+  // chunk: positions p - p % attention_chunk_size .. p. With qk_norm_unweighted, q and k
+  // heads of the RoPE layers are RMS-normalised without weights after RoPE.
+  std::vector<bool> layer_nope;
+  int attn_temperature_floor = 0;
+  float attn_temperature_scale = 0.0f;
+  int attention_chunk_size = 0;
+  std::vector<bool> layer_chunked;
+  bool qk_norm_unweighted = false;
 
   // Routed experts.
   int num_experts = 0;
@@ -198,6 +212,9 @@ struct ModelConfig {
   // V3 multiplies the (renormalised) weights by routed_scaling_factor; V2 only when it does
   // not renormalise them.
   bool scale_normalised_weights = true;
+  // The router's weight multiplies each routed expert's input instead of its output (Llama 4;
+  // llama.cpp's weight_before_ffn). Same result for a linear expert, not for SwiGLU.
+  bool expert_weight_on_input = false;
 
   // Shared experts (Qwen2-MoE: one, with a sigmoid gate; DeepSeek-MoE: n_shared_experts).
   int shared_expert_intermediate_size = 0;  // 0 = none.
@@ -207,6 +224,9 @@ struct ModelConfig {
   int intermediate_size = 0;
   int first_k_dense_replace = 0;
   int moe_layer_freq = 1;
+  // MoE layers are those where (layer + moe_layer_offset) % moe_layer_freq == 0 (Llama 4's
+  // interleave_moe_layer_step: offset 1, the step's last layer).
+  int moe_layer_offset = 0;
 
   // Token ids.
   int bos_token_id = -1;
@@ -225,7 +245,16 @@ struct ModelConfig {
   // True when some layer keeps a recurrent state instead of KV rows.
   bool HasRecurrentLayers() const { return delta_net.has_value(); }
   bool IsMoeLayer(int layer) const {
-    return layer >= first_k_dense_replace && (layer % moe_layer_freq) == 0;
+    return layer >= first_k_dense_replace && ((layer + moe_layer_offset) % moe_layer_freq) == 0;
+  }
+  bool IsNopeLayer(int layer) const {
+    return !layer_nope.empty() && layer_nope[static_cast<size_t>(layer)];
+  }
+  // The chunk of `layer`'s attention; 0: none.
+  int AttentionChunk(int layer) const {
+    return layer_chunked.empty() || !layer_chunked[static_cast<size_t>(layer)]
+               ? 0
+               : attention_chunk_size;
   }
   int64_t ExpertParams() const {
     return 3ll * hidden_size * moe_intermediate_size;

@@ -45,11 +45,11 @@ TokenizerSpec LoadGgufTokenizerSpec(const std::string& path) {
     const std::string pre = file.GetString("tokenizer.ggml.pre", "default");
     spec.split_patterns = PreTokenizerPatterns(pre);
     // GGUF does not record the normalizer: the GPT-2/NeoX/OLMo and Qwen2 tokenizer.json files
-    // apply NFC, the DeepSeek, Qwen3.5 and o200k (gpt-oss) ones none (llama.cpp's qwen35
+    // apply NFC, the DeepSeek, Qwen3.5, o200k (gpt-oss) and Llama 4 ones none (llama.cpp's qwen35
     // vectors keep a decomposed "e" + U+0301 as two tokens), nor GLM's (converted from
     // tiktoken, which normalizes nothing; llama.cpp normalizes nothing either).
     spec.nfc = pre.rfind("deepseek", 0) != 0 && pre != "qwen35" && pre != "gpt-4o" &&
-               pre != "glm4" && pre != "chatglm-bpe";
+               pre != "llama4" && pre != "glm4" && pre != "chatglm-bpe";
   } else {
     Fail(path, ": GGUF tokenizer model '", model, "' is not supported (only llama and gpt2)");
   }

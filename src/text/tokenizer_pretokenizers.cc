@@ -68,7 +68,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
   }
   if (name == "qwen2") return {kQwen2};
   if (name == "qwen35") return {kQwen35};
-  if (name == "gpt-4o") return {kGpt4o};
+  if (name == "gpt-4o" || name == "llama4") return {kGpt4o};  // llama.cpp: Llama 4 is o200k's.
   if (name == "glm4" || name == "chatglm-bpe") return {kGlm4};
   if (name == "deepseek-llm") {
     return {"[\\r\\n]", kDeepSeekLlmLetters,        "\\s?[!-/:-~！-／：-～‘-‟　-。]+",
@@ -80,7 +80,7 @@ std::vector<std::string> PreTokenizerPatterns(const std::string& name) {
             "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"};
   }
   Fail("GGUF pre-tokenizer '", name,
-       "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, qwen35, gpt-4o, "
+       "' is not supported (known: gpt2/default, olmo, gpt-neox, qwen2, qwen35, gpt-4o, llama4, "
        "deepseek-llm, deepseek-v3, glm4)");
 }
 

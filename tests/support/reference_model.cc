@@ -703,8 +703,24 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
           qt = q2;
           kt = k2;
         }
-        ref.Rope(qt, H, t, pass_end[static_cast<size_t>(t)]);
-        ref.Rope(kt, KV, t, pass_end[static_cast<size_t>(t)]);
+        if (!c.IsNopeLayer(l)) {
+          ref.Rope(qt, H, t, pass_end[static_cast<size_t>(t)]);
+          ref.Rope(kt, KV, t, pass_end[static_cast<size_t>(t)]);
+          if (c.qk_norm_unweighted) {  // Llama 4's L2Norm: x / sqrt(mean(x^2) + eps) per head.
+            for (Vec* x : {&qt, &kt})
+              for (size_t h0 = 0; h0 < x->size(); h0 += static_cast<size_t>(hd)) {
+                double ss = 0;
+                for (int64_t i = 0; i < hd; ++i) ss += (*x)[h0 + i] * (*x)[h0 + i];
+                const double inv = 1.0 / std::sqrt(ss / hd + c.rms_norm_eps);
+                for (int64_t i = 0; i < hd; ++i) (*x)[h0 + i] *= inv;
+              }
+          }
+        } else if (c.attn_temperature_floor > 0) {  // Llama 4's NoPE layers.
+          const double s = std::log(std::floor((t + 1.0) / c.attn_temperature_floor) + 1.0) *
+                               c.attn_temperature_scale +
+                           1.0;
+          for (double& e : qt) e *= s;
+        }
         q[static_cast<size_t>(t)] = qt;
         k[static_cast<size_t>(t)] = kt;
         v[static_cast<size_t>(t)] = vt;
@@ -714,6 +730,7 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
       // column dropped), and sliding layers masking keys j <= t - window.
       const Vec sinks = c.attention_sinks ? ref.Layer(l, n.sinks) : Vec{};
       const int64_t window = c.AttentionWindow(l);
+      const int64_t chunk = c.AttentionChunk(l);  // Llama 4: keys in the query's chunk only.
       for (int64_t t = 0; t < T; ++t) {
         Vec out(static_cast<size_t>(H * hd), 0.0);
         for (int64_t hh = 0; hh < H; ++hh) {
@@ -722,6 +739,7 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
           double mx = sinks.empty() ? -1e300 : sinks[static_cast<size_t>(hh)];
           for (int64_t j = 0; j <= t; ++j) {
             if (window > 0 && j <= t - window) continue;
+            if (chunk > 0 && j / chunk != t / chunk) continue;
             double dot = 0;
             for (int64_t i = 0; i < hd; ++i)
               dot += q[static_cast<size_t>(t)][static_cast<size_t>(hh * hd + i)] *
@@ -798,6 +816,13 @@ std::vector<double> ReferenceLogits(const ModelConfig& c, const WeightSource& w,
         Vec y(static_cast<size_t>(d), 0.0);
         for (size_t kk = 0; kk < ids.size(); ++kk) {
           const size_t e = static_cast<size_t>(ids[kk]);
+          if (c.expert_weight_on_input) {  // Llama 4: the weight scales the expert's input.
+            Vec xw = x;
+            for (double& v : xw) v *= weights[kk];
+            const Vec ye = ref.SwiGlu(eg[e], eu[e], ed[e], xw, c.moe_intermediate_size);
+            for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(i)] += ye[static_cast<size_t>(i)];
+            continue;
+          }
           const Vec ye = ref.SwiGlu(eg[e], eu[e], ed[e], x, c.moe_intermediate_size);
           for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>(i)] += weights[kk] * ye[static_cast<size_t>(i)];
         }

@@ -29,6 +29,8 @@ Semantics follow HF transformers' modeling_olmoe.py / modeling_mixtral.py (eager
            shared expert, in qwen3_next.py.
   qwen3_5_moe: qwen3_next's layers under Qwen3.5's names, fused experts and MRoPE, in
            qwen3_5_moe.py.
+  llama4:  NoPE and chunked layers, pair-wise RoPE, weightless q/k norm, the temperature,
+           sigmoid top-k weighting the experts' input and the shared expert, in llama4.py.
 All others: rotate-half RoPE with rope_theta, SwiGLU experts, GQA; RMSNorm except phimoe.
 No training code and no capacity limits: every expert computes every token routed to it.
 """
@@ -44,6 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deepseek  # noqa: E402
 import glm4_moe  # noqa: E402
 import gpt_oss  # noqa: E402
+import llama4  # noqa: E402
 import minimax_m2  # noqa: E402
 import qwen3_5_moe  # noqa: E402
 import qwen3_next  # noqa: E402
@@ -196,6 +199,8 @@ def forward(W, cfg, ids):
         return qwen3_next.forward(W, cfg, ids)
     if arch == "qwen3_5_moe":
         return qwen3_5_moe.forward(W, cfg, ids)
+    if arch in ("llama4", "llama4_text"):
+        return llama4.forward(W, cfg, ids)
     if arch not in ("olmoe", "mixtral", "phimoe"):
         raise ValueError(f"unsupported model_type {arch}")
     T = len(ids)

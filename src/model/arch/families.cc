@@ -1,6 +1,7 @@
 // The table of families and the pieces several adapters share.
 #include <array>
 #include <cmath>
+#include <numbers>
 
 #include "core/error.h"
 #include "model/arch/family.h"
@@ -16,7 +17,7 @@ const std::array<const Family*, 13>& Table() {
       &MixtralFamily(),   &PhiMoeFamily(),      &Qwen2MoeFamily(),   &Qwen3MoeFamily(),
       &OlmoeFamily(),     &DeepseekMoeFamily(), &DeepseekV2Family(), &DeepseekV3Family(),
       &Glm4MoeFamily(),   &GptOssFamily(),      &MiniMaxM2Family(),  &Qwen3NextFamily(),
-      &Qwen35MoeFamily(),
+      &Qwen35MoeFamily(), &Llama4Family(),
   };
   return table;
 }
@@ -82,6 +83,32 @@ void Family::GgufTensorNames(gguf_map::ArchNames& n) const {
 
 ModelConfig Family::RandomConfig(ModelSize size) const {
   return ShrinkToSize(PublishedConfig(), size);
+}
+
+LongRope Llama3RopeFactors(int head_dim, float theta, double factor, double low_freq_factor,
+                           double high_freq_factor, int original) {
+  Check(factor > 0 && low_freq_factor > 0 && high_freq_factor >= low_freq_factor && original > 0,
+        "config.json: rope_scaling llama3 needs factor > 0, 0 < low_freq_factor <= "
+        "high_freq_factor and original_max_position_embeddings > 0");
+  const double low_wavelen = original / low_freq_factor;
+  const double high_wavelen = original / high_freq_factor;
+  LongRope lr;
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double divisor = 1.0;
+    if (wavelen > low_wavelen) {
+      divisor = factor;
+    } else if (wavelen >= high_wavelen && high_freq_factor > low_freq_factor) {
+      const double smooth =
+          (original / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      divisor = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    lr.long_factor.push_back(static_cast<float>(divisor));
+  }
+  lr.short_factor = lr.long_factor;
+  lr.original_max_position_embeddings = original;
+  return lr;
 }
 
 double LongRopeAttentionFactor(int max_positions, int original) {

@@ -42,6 +42,7 @@ class Family {
     bool deepseek_yarn = false;   // rope_scaling "yarn" as DeepSeek-V2/V3 compute it.
     bool generic_yarn = false;    // HF's generic YaRN (gpt-oss).
     bool longrope = false;        // rope_scaling "longrope" / "su" (Phi-3.5-MoE).
+    bool llama3_rope = false;     // rope_scaling "llama3", read as one set of factors (Llama 4).
     bool partial_rotary = false;  // RoPE on the first rope_dim values of a head.
     // Per-layer sliding windows, attention sinks, a router bias and biased experts with
     // the clamped SwiGLU: all of them or none (gpt-oss).
@@ -147,12 +148,18 @@ const Family& GptOssFamily();
 const Family& MiniMaxM2Family();
 const Family& Qwen3NextFamily();
 const Family& Qwen35MoeFamily();
+const Family& Llama4Family();
 
 // Pieces several adapters share.
 // HF's LongRoPE attention factor, sqrt(1 + ln(s) / ln(original)) for s = max_positions /
 // original > 1, else 1: the mscale of a config that gives none (phimoe's readers, random
 // shapes).
 double LongRopeAttentionFactor(int max_positions, int original);
+// rope_scaling "llama3" (HF's _compute_llama3_parameters) as the frequency divisors llama.cpp
+// keeps in rope_freqs: 1 for wavelengths below original / high_freq_factor, `factor` above
+// original / low_freq_factor, smoothly between. One set (short = long), mscale 1.
+LongRope Llama3RopeFactors(int head_dim, float theta, double factor, double low_freq_factor,
+                           double high_freq_factor, int original);
 // A config of `arch` with HF's generic defaults (rms_norm_eps 1e-5, 4096 positions).
 ModelConfig BaseConfig(Arch arch);
 // Mixtral's expert names (block_sparse_moe, w1/w3/w2): HF names and their GGUF map.

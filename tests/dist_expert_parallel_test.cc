@@ -69,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, ExpertParallelTest,
                          ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
                                            Arch::kDeepseekMoe, Arch::kPhiMoe, Arch::kDeepseekV2,
                                            Arch::kDeepseekV3, Arch::kGlm4Moe, Arch::kGptOss,
-                                           Arch::kMiniMaxM2, Arch::kQwen3Next),
+                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe,
+                                           Arch::kLlama4),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // Decoding token by token (one row per layer message) and a block-quantized model: the same

@@ -19,6 +19,8 @@
 #include "sim/layer_exchange.h"
 #include "sim/network_link.h"
 #include "sim/replay.h"
+#include "support/run_command.h"
+#include "support/shared_data.h"
 #include "support/temp_dir.h"
 #include "support/tiny_models.h"
 #include "trace/trace_reader.h"
@@ -418,6 +420,61 @@ TEST(SimNetworkLink, BuiltinsProfilesAndFiles) {
   EXPECT_EQ(lab.latency_us, 12);
   std::ofstream(dir / "bad.json") << "{";
   EXPECT_THROW(sim::LoadNetworkLink(dir / "bad.json"), Error);
+}
+
+// `moex sim --ranks` end to end on a demo trace: the report's time split adds up to the
+// modelled total, the text names the ranks and the link, and bad flags give clear errors.
+TEST(SimExpertParallelCli, RanksNetworkAndPlacementFlags) {
+  using testing::Moex;
+  using testing::RunCommand;
+  testing::TempDir dir;
+  const std::string trace =
+      (testing::SourceDir() / "models/olmoe-demo/traces/mtbench.trace").string();
+  const std::string sim = "sim --trace " + trace + " --budget 25% ";
+  const auto json = RunCommand(Moex(sim + "--ranks 2 --network loopback --json"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  const auto& x = j["expert_parallel"];
+  EXPECT_EQ(x["ranks"], 2);
+  EXPECT_EQ(x["network"], "loopback");
+  EXPECT_EQ(x["per_rank"].size(), 2u);
+  EXPECT_EQ(j["hardware"]["network"], "loopback");
+  double sum = 0;
+  for (const auto& [key, ms] : x["time_ms"].items()) sum += ms.get<double>();
+  EXPECT_NEAR(sum, j["modelled"]["total_ms"].get<double>(),
+              1e-9 * j["modelled"]["total_ms"].get<double>());
+  EXPECT_GT(x["network_bytes_per_token"].get<double>(), 0);
+  EXPECT_EQ(x["per_rank"][0]["hits"].get<int64_t>() + x["per_rank"][1]["hits"].get<int64_t>(),
+            j["hits"].get<int64_t>());
+
+  // The placement the report prints is one --placement takes back, with the same result.
+  std::ofstream(dir / "placement.json") << x["placement"].dump();
+  const auto again = RunCommand(
+      Moex(sim + "--ranks 2 --network loopback --json --placement " + (dir / "placement.json")));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["hits"], j["hits"]);
+
+  const auto text = RunCommand(Moex(sim + "--ranks 2 --network 25gbe"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("2 ranks on 25gbe"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("network:"), std::string::npos) << text.out;
+
+  auto error_of = [&](const std::string& flags) {
+    const auto r = RunCommand(Moex(sim + flags));
+    EXPECT_NE(r.exit_code, 0) << flags;
+    return r.err;
+  };
+  EXPECT_NE(error_of("--ranks 2").find("needs a network link"), std::string::npos);
+  EXPECT_NE(error_of("--ranks 2 --network token-ring").find("built-in: loopback"),
+            std::string::npos);
+  std::ofstream(dir / "three.json") << R"({"ranks": 3, "layers": []})";
+  EXPECT_NE(error_of("--ranks 2 --network 10gbe --placement " + (dir / "three.json"))
+                .find("placement is for 3 ranks, but the run has 2"),
+            std::string::npos);
+  EXPECT_NE(error_of("--ranks 2 --network 10gbe --policy-state " + (dir / "s.state"))
+                .find("--policy-state saves one policy"),
+            std::string::npos);
+  EXPECT_NE(error_of("--ranks 0").find("--ranks"), std::string::npos);
 }
 
 }  // namespace

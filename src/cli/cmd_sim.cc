@@ -12,10 +12,12 @@
 #include "cli/sim_setup.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "dist/expert_placement.h"
 #include "io/output_file.h"
 #include "io/output_guard.h"
 #include "policy/policy_spec.h"
 #include "policy/registry.h"
+#include "sim/network_link.h"
 #include "sim/replay.h"
 #include "sim/sweep_report.h"
 
@@ -33,6 +35,11 @@ struct SimOptions {
   bool force = false;  // --force: --html may replace a file that is not a sim page.
   bool json = false;
   bool list_hardware = false;
+  // Expert parallelism (docs/expert-parallel.md, "The simulator's model").
+  int ranks = 1;
+  std::string placement;  // A placement file; empty: balanced by the trace's routing.
+  std::string network;    // A built-in link or a JSON file; empty: the profile's own.
+  bool list_network = false;
 };
 
 std::vector<std::string> SplitBudgets(const std::string& text, const char* what) {
@@ -65,6 +72,47 @@ void PrintTable(const std::string& trace, const std::string& model, const sim::H
                 100 * r.budget_fraction, r.hit_rate(), r.decode_hit_rate(),
                 r.decode_bytes_per_token(), ms(r.timed, r.tpot_ms).c_str(),
                 ms(r.timed, r.ttft_ms).c_str());
+  for (const sim::ReplayResult& r : results) {
+    if (!r.expert_parallel) continue;
+    const sim::ExpertParallelResult& x = *r.expert_parallel;
+    const double tokens = static_cast<double>(r.prefill_tokens + r.decode_tokens);
+    std::printf("\n%s at %.1f%%: %d ranks on %s (%.2f GB/s, %.1f us per message round)\n",
+                r.policy.c_str(), 100 * r.budget_fraction, x.ranks, x.network.c_str(),
+                x.network_gb_per_s, x.network_latency_us);
+    std::printf(
+        "  network: %.0f B per token (%.0f per decoded token), %lld input and %lld "
+        "output rows\n",
+        tokens > 0 ? static_cast<double>(x.bytes_sent + x.bytes_received) / tokens : 0,
+        r.decode_tokens
+            ? static_cast<double>(x.decode_network_bytes) / static_cast<double>(r.decode_tokens)
+            : 0,
+        static_cast<long long>(x.input_rows), static_cast<long long>(x.output_rows));
+    if (r.timed) {
+      std::printf(
+          "  time: %.2f ms = rank 0 attention/dense/head %.2f + experts (slowest rank) "
+          "%.2f + storage stall %.2f + network %.2f\n",
+          r.total_ms, x.rank0_other_ms, x.expert_compute_ms, x.expert_stall_ms, x.network_ms);
+      if (r.decode_tokens > 0) {
+        const double n = static_cast<double>(r.decode_tokens);
+        std::printf(
+            "  decode: %.2f tokens/s (TPOT %.2f ms); per decoded token %.2f + %.2f + "
+            "%.2f + %.2f ms\n",
+            r.tpot_ms > 0 ? 1e3 / r.tpot_ms : 0, r.tpot_ms, x.decode_rank0_other_ms / n,
+            x.decode_expert_compute_ms / n, r.decode_stall_ms / n, x.decode_network_ms / n);
+      }
+    }
+    std::printf("  %-5s %8s %10s %8s %8s %14s %12s %10s %12s %12s\n", "rank", "experts",
+                "budget MiB", "hits", "misses", "storage bytes", "compute ms", "stall ms",
+                "net in B", "net out B");
+    for (const sim::RankReplay& k : x.per_rank)
+      std::printf("  %-5d %8lld %10.1f %8lld %8lld %14lld %12.2f %10.2f %12lld %12lld\n", k.rank,
+                  static_cast<long long>(k.experts),
+                  static_cast<double>(k.budget_bytes) / (1024.0 * 1024.0),
+                  static_cast<long long>(k.total.hits), static_cast<long long>(k.total.misses),
+                  static_cast<long long>(k.bytes_read), k.expert_compute_ms, k.stall_ms,
+                  static_cast<long long>(k.network_bytes_in),
+                  static_cast<long long>(k.network_bytes_out));
+  }
 }
 
 int RunSim(const SimOptions& o) {
@@ -75,10 +123,18 @@ int RunSim(const SimOptions& o) {
     std::cout << list.dump(2) << "\n";
     return 0;
   }
+  if (o.list_network) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const sim::NetworkLink& link : sim::BuiltinNetworkLinks())
+      list.push_back(sim::NetworkLinkToJson(link));
+    std::cout << list.dump(2) << "\n";
+    return 0;
+  }
   Check(!o.trace.empty(), "--trace is required");
   if (!o.html.empty()) {
     std::vector<std::string> reads = o.learning.learn_from;
-    for (const std::string& p : {o.trace, o.sim.hardware, o.sim.scale_to, o.learning.state_path})
+    for (const std::string& p :
+         {o.trace, o.sim.hardware, o.sim.scale_to, o.learning.state_path, o.placement, o.network})
       reads.push_back(p);
     CheckOutputPath(o.html, {.flag = "--html",
                              .reads = reads,
@@ -89,6 +145,13 @@ int RunSim(const SimOptions& o) {
   }
   // Arguments first: a bad one fails before a long read.
   sim::ReplayOptions options = ReplayOptionsOf(o.sim);
+  if (!o.network.empty())
+    options.hardware = sim::WithNetwork(options.hardware, sim::LoadNetworkLink(o.network));
+  options.ranks = o.ranks;
+  if (!o.placement.empty()) options.placement = dist::ExpertPlacement::Load(o.placement);
+  Check(o.learning.state_path.empty() || o.ranks == 1,
+        "--policy-state saves one policy; with --ranks ", o.ranks,
+        " every rank has its own (run without --policy-state)");
   const std::vector<std::string> policies = policy::SplitPolicyList(o.policies);
   const std::vector<std::string> budgets = SplitBudgets(o.budgets, "budget");
   Check(o.learning.state_path.empty() || policies.size() * budgets.size() == 1,
@@ -192,6 +255,16 @@ Runner AddSimCommand(CLI::App& app) {
   cmd->add_flag("--json", o->json,
                 "print JSON (one object; a sweep lists its results) instead of a table");
   cmd->add_flag("--list-hardware", o->list_hardware, "print the built-in hardware profiles");
+  cmd->add_option("--ranks", o->ranks,
+                  "model expert parallelism over N hosts (layout A: attention on rank 0); the "
+                  "budget applies per rank")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--placement", o->placement,
+                  "expert placement file (default: balanced by the trace's routing)");
+  cmd->add_option("--network", o->network,
+                  "network link between ranks: built-in or a JSON file (--list-network)");
+  cmd->add_flag("--list-network", o->list_network, "print the built-in network links");
   return [o] { return RunSim(*o); };
 }
 

@@ -77,18 +77,24 @@ const std::vector<HardwareProfile>& BuiltinProfiles() {
 }
 
 nlohmann::json ProfileToJson(const HardwareProfile& p) {
-  return {{"name", p.name},
-          {"description", p.description},
-          {"source", p.source},
-          {"cache_tier", p.cache_tier},
-          {"compute_gb_per_s", p.compute_gb_per_s},
-          {"compute_tflops", p.compute_tflops},
-          {"link_gb_per_s", p.link_gb_per_s},
-          {"link_latency_us", p.link_latency_us},
-          {"link_in_flight", p.link_in_flight},
-          {"op_overhead_us", p.op_overhead_us},
-          {"layer_overhead_us", p.layer_overhead_us},
-          {"cache_tier_bytes", p.cache_tier_bytes}};
+  nlohmann::json j = {{"name", p.name},
+                      {"description", p.description},
+                      {"source", p.source},
+                      {"cache_tier", p.cache_tier},
+                      {"compute_gb_per_s", p.compute_gb_per_s},
+                      {"compute_tflops", p.compute_tflops},
+                      {"link_gb_per_s", p.link_gb_per_s},
+                      {"link_latency_us", p.link_latency_us},
+                      {"link_in_flight", p.link_in_flight},
+                      {"op_overhead_us", p.op_overhead_us},
+                      {"layer_overhead_us", p.layer_overhead_us},
+                      {"cache_tier_bytes", p.cache_tier_bytes}};
+  if (p.network_gb_per_s > 0) {  // Only a profile with a network link names one.
+    j["network"] = p.network;
+    j["network_gb_per_s"] = p.network_gb_per_s;
+    j["network_latency_us"] = p.network_latency_us;
+  }
+  return j;
 }
 
 HardwareProfile ProfileFromJson(const nlohmann::json& j) {
@@ -119,6 +125,16 @@ HardwareProfile ProfileFromJson(const nlohmann::json& j) {
   p.layer_overhead_us = j.contains("layer_overhead_us") ? number("layer_overhead_us") : 0;
   p.cache_tier_bytes =
       j.contains("cache_tier_bytes") ? static_cast<int64_t>(number("cache_tier_bytes")) : 0;
+  if (j.contains("network_gb_per_s")) {
+    p.network_gb_per_s = number("network_gb_per_s");
+    Check(p.network_gb_per_s > 0, "hardware profile ", p.name,
+          ": 'network_gb_per_s' must be positive (leave it out for no network link)");
+    p.network = j.value("network", p.name + " network");
+    p.network_latency_us = j.contains("network_latency_us") ? number("network_latency_us") : 0;
+  } else {
+    Check(!j.contains("network_latency_us"), "hardware profile ", p.name,
+          ": 'network_latency_us' without 'network_gb_per_s'");
+  }
   Check(p.compute_gb_per_s > 0 && p.compute_tflops > 0 && p.link_gb_per_s > 0, "hardware profile ",
         p.name, ": bandwidths and throughput must be positive");
   return p;

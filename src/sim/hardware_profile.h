@@ -28,6 +28,12 @@ struct HardwareProfile {
   double op_overhead_us = 0;     // Fixed cost per expert computed (dispatch, kernel launch).
   double layer_overhead_us = 0;  // Fixed cost per decoder layer (norms, small ops, sync).
   int64_t cache_tier_bytes = 0;  // Memory of the cache tier, for context.
+  // The network between hosts, for expert parallelism (`moex sim --ranks N`): achieved
+  // bandwidth of one host's link and latency per message round. 0: no link given (the
+  // built-in profiles carry none; `--network` picks one of sim/network_link.h's).
+  std::string network;  // The link's name, for reports.
+  double network_gb_per_s = 0;
+  double network_latency_us = 0;
 };
 
 const std::vector<HardwareProfile>& BuiltinProfiles();

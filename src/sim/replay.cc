@@ -14,6 +14,7 @@
 #include "model/random_model.h"
 #include "policy/registry.h"
 #include "sim/cost_model.h"
+#include "sim/layer_exchange.h"
 #include "sim/link_model.h"
 #include "tiers/cache_plan.h"
 #include "tiers/host_tier.h"
@@ -90,6 +91,53 @@ nlohmann::json ReplayResult::ToJson() const {
     per_layer.push_back(lj);
   }
   j["layers"] = per_layer;
+  if (expert_parallel) {
+    const ExpertParallelResult& x = *expert_parallel;
+    const int64_t tokens = prefill_tokens + decode_tokens;
+    auto per = [](double v, int64_t n) { return n ? v / static_cast<double>(n) : 0; };
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankReplay& r : x.per_rank) ranks.push_back(r.ToJson(page_bytes));
+    j["expert_parallel"] = {{"ranks", x.ranks},
+                            {"network", x.network},
+                            {"network_gb_per_s", x.network_gb_per_s},
+                            {"network_latency_us", x.network_latency_us},
+                            {"input_rows", x.input_rows},
+                            {"output_rows", x.output_rows},
+                            {"network_bytes_sent", x.bytes_sent},
+                            {"network_bytes_received", x.bytes_received},
+                            {"network_bytes_per_token",
+                             per(static_cast<double>(x.bytes_sent + x.bytes_received), tokens)},
+                            {"decode_network_bytes_per_token",
+                             per(static_cast<double>(x.decode_network_bytes), decode_tokens)},
+                            {"time_ms",
+                             {{"rank0_other", x.rank0_other_ms},
+                              {"expert_compute", x.expert_compute_ms},
+                              {"storage_stall", x.expert_stall_ms},
+                              {"network", x.network_ms}}},
+                            {"decode_time_ms_per_token",
+                             {{"rank0_other", per(x.decode_rank0_other_ms, decode_tokens)},
+                              {"expert_compute", per(x.decode_expert_compute_ms, decode_tokens)},
+                              {"storage_stall", per(decode_stall_ms, decode_tokens)},
+                              {"network", per(x.decode_network_ms, decode_tokens)}}},
+                            {"per_rank", ranks},
+                            {"placement", x.placement}};
+  }
+  return j;
+}
+
+nlohmann::json RankReplay::ToJson(int64_t page_bytes) const {
+  nlohmann::json j = tiers::CountersJson(total, page_bytes);
+  j["rank"] = rank;
+  j["experts"] = experts;
+  j["budget_bytes"] = budget_bytes;
+  j["capacity_experts"] = capacity_experts;
+  j["bytes_read"] = bytes_read;
+  j["foreign_fetches"] = foreign_fetches;
+  j["network_bytes_in"] = network_bytes_in;
+  j["network_bytes_out"] = network_bytes_out;
+  j["expert_compute_ms"] = expert_compute_ms;
+  j["stall_ms"] = stall_ms;
+  j["io_busy_ms"] = io_busy_ms;
   return j;
 }
 
@@ -125,6 +173,30 @@ policy::FutureDemand ReadFutureDemand(trace::TraceReader& reader) {
   }
   reader.Rewind();
   return future;
+}
+
+std::vector<std::vector<int64_t>> RoutingFrequency(trace::TraceReader& reader) {
+  const trace::TraceModel& m = reader.header().model;
+  std::vector<std::vector<int64_t>> frequency(static_cast<size_t>(m.num_layers));
+  for (int l : m.moe_layers) frequency[static_cast<size_t>(l)].assign(m.num_experts, 0);
+  reader.Rewind();
+  trace::TraceEvent e;
+  while (reader.Next(&e)) {
+    if (e.kind != trace::TraceEvent::kIteration) continue;
+    for (const trace::TraceGate& g : e.iteration.gates) {
+      Check(g.layer >= 0 && g.layer < m.num_layers &&
+                !frequency[static_cast<size_t>(g.layer)].empty(),
+            reader.path(), ": a gate of layer ", g.layer, ", not a MoE layer of the trace");
+      std::vector<int64_t>& row = frequency[static_cast<size_t>(g.layer)];
+      for (int32_t id : g.ids) {
+        Check(id >= 0 && id < m.num_experts, reader.path(), ": layer ", g.layer,
+              " routes to expert ", id, " of ", m.num_experts);
+        ++row[static_cast<size_t>(id)];
+      }
+    }
+  }
+  reader.Rewind();
+  return frequency;
 }
 
 ModelConfig LoadScaleTarget(const std::string& spec) {
@@ -207,12 +279,36 @@ struct RequestClock {
   int64_t decode_passes = 0;
 };
 
+// One host's tier stack: its cache, its policy instance, its storage link and the clock
+// they read. With one rank it is the whole simulation's; with several, rank r's sees only
+// the gates of its own experts.
+struct RankStack {
+  tiers::CacheGeometry geometry;
+  policy::PolicyFacts facts;
+  policy::FutureDemand future;  // Its own gates (ranks > 1).
+  std::unique_ptr<tiers::OffloadController> controller;
+  std::unique_ptr<LinkModel> link;
+  int32_t next_staging_page = 0;
+  std::vector<char> owned;        // [layer * num_experts + expert]; empty: owns every expert.
+  std::vector<int32_t> routed;    // Its share of a gate's routed set.
+  const double* clock = nullptr;  // What its link, probe and worker read as "now".
+  double phase_ms = 0;            // Its clock during a layer's expert phase (ranks > 1).
+  RankReplay out;
+
+  bool Owns(const ExpertKey& k, int num_experts) const {
+    return owned.empty() || owned[static_cast<size_t>(k.layer) * static_cast<size_t>(num_experts) +
+                                  static_cast<size_t>(k.expert)] != 0;
+  }
+};
+
 class Simulation {
  public:
   Simulation(trace::TraceReader& reader, const ReplayOptions& o, const policy::FutureDemand* future)
-      : reader_(reader), header_(reader.header()) {
+      : reader_(reader), header_(reader.header()), hardware_(o.hardware) {
     const trace::TraceModel& m = header_.model;
     policy_config_ = TraceConfig(header_);
+    Check(o.ranks >= 1, "the number of ranks must be at least 1, not ", o.ranks);
+    const int n_ranks = o.ranks;
 
     // Expert geometry: the trace's, or the scale target's experts on the trace's layers.
     tiers::ExpertGeometry g;
@@ -238,41 +334,98 @@ class Simulation {
                                                            static_cast<uint32_t>(g.neurons)));
       cost_config = s;
     }
+    if (o.placement) {
+      o.placement->Validate(m.num_layers, m.moe_layers, m.num_experts, n_ranks);
+      placement_ = *o.placement;
+    }
+    if (n_ranks > 1) {
+      Check(o.hardware.network_gb_per_s > 0, "expert parallelism over ", n_ranks,
+            " ranks needs a network link: choose one with --network (moex sim --list-network) "
+            "or give the hardware profile network_gb_per_s");
+      if (!o.placement)
+        placement_ = dist::ExpertPlacement::Balanced(m.num_layers, m.moe_layers, m.num_experts,
+                                                     n_ranks, RoutingFrequency(reader));
+      // f32 rows of the model the experts are costed as.
+      row_bytes_ = 4 * static_cast<int64_t>(cost_config ? cost_config->hidden_size : m.hidden_size);
+    }
     const int64_t full =
         tiers::FullFootprint(g, o.chunk_neurons > 0 ? o.chunk_neurons : tiers::AutoChunkNeurons(g));
-    result_.budget_bytes = ParseBudget(o.budget, full);
-    result_.budget_fraction = static_cast<double>(result_.budget_bytes) / static_cast<double>(full);
-    geometry_ = tiers::PlanCache(g, o.chunk_neurons, result_.budget_bytes);
+    const int64_t all_experts = static_cast<int64_t>(m.moe_layers.size()) * m.num_experts;
     result_.expert_bytes = g.record_bytes * g.neurons;
     record_bytes_ = g.record_bytes;
-
     CheckTraceCarries(reader, o.policy.spec);
-    tiers::AssembledController assembled =
-        tiers::AssembleController(o.policy, policy_config_, geometry_, result_.expert_bytes,
-                                  reader.tensors().empty() ? nullptr : &reader.tensors(),
-                                  [&](policy::PolicyFacts& facts, policy::PolicyWorker& worker) {
-                                    worker.set_clock([this] { return t_ * 1e3; });
-                                    facts.future = future;
-                                    if (cost_config)
-                                      facts.step_costs = StepCostsOf(o.hardware, *cost_config, g,
-                                                                     geometry_.chunks_per_expert());
-                                  });
-    controller_ = std::move(assembled.controller);
-    facts_ = std::move(assembled.facts);
-    controller_->set_landed_probe([this](const ExpertKey& k) { return Landed(k); });
-    on_finish_ = o.on_finish;
-    result_.policy = controller_->policy().name();
-    result_.worker = policy::PolicyWorker::ModeName(o.policy.worker);
-    result_.capacity_experts = facts_.capacity_experts;
-    result_.page_bytes = geometry_.page_bytes;
 
-    next_staging_page_ = static_cast<int32_t>(geometry_.capacity_pages);
-    link_ = std::make_unique<LinkModel>(o.hardware.link_gb_per_s, o.hardware.link_latency_us,
-                                        o.hardware.link_in_flight);
+    for (int r = 0; r < n_ranks; ++r) {
+      auto rs = std::make_unique<RankStack>();
+      RankStack* s = rs.get();
+      s->clock = &t_;
+      s->out.rank = r;
+      s->out.experts = all_experts;
+      int64_t rank_full = full;
+      if (n_ranks > 1) {
+        s->owned.assign(static_cast<size_t>(m.num_layers) * static_cast<size_t>(m.num_experts), 0);
+        s->out.experts = placement_.ExpertCount(r);
+        for (int l : m.moe_layers)
+          for (int e : placement_.ExpertsOf(l, r))
+            s->owned[static_cast<size_t>(l) * static_cast<size_t>(m.num_experts) +
+                     static_cast<size_t>(e)] = 1;
+        // A share budget is of the rank's own experts' footprint (every expert's is equal).
+        rank_full = full / all_experts * s->out.experts;
+        if (future) {
+          for (const std::vector<ExpertKey>& gate : future->gates) {
+            std::vector<ExpertKey> mine;
+            for (const ExpertKey& k : gate)
+              if (s->Owns(k, m.num_experts)) mine.push_back(k);
+            if (!mine.empty()) s->future.gates.push_back(std::move(mine));
+          }
+        }
+      }
+      s->out.budget_bytes = ParseBudget(o.budget, rank_full);
+      s->geometry = tiers::PlanCache(g, o.chunk_neurons, s->out.budget_bytes);
+      tiers::AssembledController assembled = tiers::AssembleController(
+          o.policy, policy_config_, s->geometry, result_.expert_bytes,
+          reader.tensors().empty() ? nullptr : &reader.tensors(),
+          [&](policy::PolicyFacts& facts, policy::PolicyWorker& worker) {
+            worker.set_clock([s] { return *s->clock * 1e3; });
+            facts.future = n_ranks > 1 && future ? &s->future : future;
+            if (cost_config)
+              facts.step_costs =
+                  StepCostsOf(o.hardware, *cost_config, g, s->geometry.chunks_per_expert());
+          });
+      s->controller = std::move(assembled.controller);
+      s->facts = std::move(assembled.facts);
+      s->controller->set_landed_probe([this, s](const ExpertKey& k) { return Landed(*s, k); });
+      s->out.capacity_experts = s->facts.capacity_experts;
+      s->next_staging_page = static_cast<int32_t>(s->geometry.capacity_pages);
+      s->link = std::make_unique<LinkModel>(o.hardware.link_gb_per_s, o.hardware.link_latency_us,
+                                            o.hardware.link_in_flight);
+      ranks_.push_back(std::move(rs));
+    }
+    const RankStack& first = *ranks_.front();
+    for (const auto& rs : ranks_) {
+      result_.budget_bytes += rs->out.budget_bytes;
+      result_.capacity_experts += rs->out.capacity_experts;
+    }
+    result_.budget_fraction = static_cast<double>(result_.budget_bytes) / static_cast<double>(full);
+    on_finish_ = o.on_finish;
+    result_.policy = first.controller->policy().name();
+    result_.worker = policy::PolicyWorker::ModeName(o.policy.worker);
+    result_.page_bytes = first.geometry.page_bytes;
+    chunks_per_expert_ = first.geometry.chunks_per_expert();
+    geometry_ = first.geometry;
+
     if (cost_config) {
       cost_.emplace(o.hardware, *cost_config, 2.0, o.hardware.cache_tier == "device" ? 2.0 : 4.0);
       whole_model_ = cost_config->num_layers == m.num_layers;
       result_.timed = true;
+    }
+    if (n_ranks > 1) {
+      ExpertParallelResult& x = result_.expert_parallel.emplace();
+      x.ranks = n_ranks;
+      x.network = o.hardware.network;
+      x.network_gb_per_s = o.hardware.network_gb_per_s;
+      x.network_latency_us = o.hardware.network_latency_us;
+      x.placement = placement_.ToJson();
     }
   }
 
@@ -287,16 +440,20 @@ class Simulation {
           RequestClock& r = requests_[e.request];
           r.prompt_len = static_cast<int64_t>(e.prompt.size());
           ++result_.requests;
-          controller_->RequestBegin(trace::RequestBeginEventOf(e), &commands_);
-          Apply();
+          for (auto& rs : ranks_) {
+            rs->controller->RequestBegin(trace::RequestBeginEventOf(e), &commands_);
+            Apply(*rs);
+          }
           break;
         }
         case trace::TraceEvent::kIteration:
           Iteration(e.iteration);
           break;
         case trace::TraceEvent::kRequestEnd: {
-          controller_->RequestEnd({e.request}, &commands_);
-          Apply();
+          for (auto& rs : ranks_) {
+            rs->controller->RequestEnd({e.request}, &commands_);
+            Apply(*rs);
+          }
           auto it = requests_.find(e.request);
           if (it == requests_.end()) break;
           const RequestClock& r = it->second;
@@ -313,42 +470,84 @@ class Simulation {
         }
       }
     }
-    link_->AdvanceTo(t_);  // Like the engine, count reads that completed, not queued ones.
-    if (on_finish_) on_finish_(controller_->policy(), facts_);
-    result_.layers = controller_->Counters();
-    result_.policy_timing = controller_->Timing();
-    result_.predictions = controller_->predictions().ToJson();
-    controller_->policy().ReportJson(&result_.policy_report);
+    // Like the engine, count reads that completed, not queued ones.
+    for (auto& rs : ranks_) rs->link->AdvanceTo(t_);
+    const RankStack& first = *ranks_.front();
+    if (ranks_.size() == 1 && on_finish_) on_finish_(first.controller->policy(), first.facts);
+    result_.layers = first.controller->Counters();
+    result_.policy_timing = first.controller->Timing();
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+      const std::vector<tiers::LayerCounters> counters = ranks_[r]->controller->Counters();
+      for (size_t l = 0; l < counters.size(); ++l) result_.layers[l].Add(counters[l]);
+      const tiers::PolicyTiming t = ranks_[r]->controller->Timing();
+      result_.policy_timing.hook_us += t.hook_us;
+      result_.policy_timing.worker_us += t.worker_us;
+      result_.policy_timing.worker_jobs += t.worker_jobs;
+      result_.policy_timing.budget_refused += t.budget_refused;
+      result_.policy_timing.evict_us += t.evict_us;
+    }
+    result_.predictions = first.controller->predictions().ToJson();
+    first.controller->policy().ReportJson(&result_.policy_report);
     for (const tiers::LayerCounters& c : result_.layers) result_.total.Add(c);
-    result_.bytes_read = link_->bytes_moved();
-    result_.demand_bytes = link_->demand_bytes();
-    result_.released_in_flight_bytes = link_->orphan_bytes();
+    for (auto& rs : ranks_) {
+      result_.bytes_read += rs->link->bytes_moved();
+      result_.demand_bytes += rs->link->demand_bytes();
+      result_.released_in_flight_bytes += rs->link->orphan_bytes();
+      result_.io_busy_ms += rs->link->busy_ms();
+    }
     result_.total_ms = t_;
     result_.stall_ms = stall_ms_;
-    result_.io_busy_ms = link_->busy_ms();
     result_.ttft_ms = ttft_n ? ttft_sum / static_cast<double>(ttft_n) : 0;
     result_.tpot_ms = tpot_n ? tpot_sum / static_cast<double>(tpot_n) : 0;
-    if (!result_.timed)
+    if (result_.expert_parallel) {
+      ExpertParallelResult& x = *result_.expert_parallel;
+      x.rank0_other_ms = other_ms_;
+      x.expert_compute_ms = expert_compute_ms_;
+      x.expert_stall_ms = stall_ms_;
+      for (auto& rs : ranks_) {
+        RankReplay& out = rs->out;
+        for (const tiers::LayerCounters& c : rs->controller->Counters()) out.total.Add(c);
+        out.bytes_read = rs->link->bytes_moved();
+        out.io_busy_ms = rs->link->busy_ms();
+        x.per_rank.push_back(out);
+      }
+    }
+    if (!result_.timed) {
       result_.total_ms = result_.stall_ms = result_.decode_stall_ms = result_.io_busy_ms = 0;
+      if (result_.expert_parallel) {
+        ExpertParallelResult& x = *result_.expert_parallel;
+        x.network_ms = x.decode_network_ms = x.rank0_other_ms = x.expert_compute_ms =
+            x.expert_stall_ms = x.decode_rank0_other_ms = x.decode_expert_compute_ms = 0;
+        for (RankReplay& r : x.per_rank) r.expert_compute_ms = r.stall_ms = r.io_busy_ms = 0;
+      }
+    }
     return result_;
   }
 
  private:
-  void Apply() {
+  void Apply(RankStack& rs) {
+    const double now = *rs.clock;
+    const int num_experts = header_.model.num_experts;
     for (const CacheCommand& c : commands_) {
       switch (c.kind) {
         case CacheCommand::kFetch:
-          link_->Enqueue(c.expert, c.page, c.generation, ChunkBytes(c.chunk), c.demand, c.priority,
-                         t_);
+          // A rank holds only its own experts: a prefetch its policy asked for another's
+          // keeps its page (the cache's decision) but nothing can be read into it.
+          if (!rs.Owns(c.expert, num_experts)) {
+            ++rs.out.foreign_fetches;
+            break;
+          }
+          rs.link->Enqueue(c.expert, c.page, c.generation, ChunkBytes(c.chunk), c.demand,
+                           c.priority, now);
           break;
         case CacheCommand::kRelease:
-          link_->Release(c.page, t_);
+          rs.link->Release(c.page, now);
           break;
         case CacheCommand::kPromote:
-          link_->Promote(c.expert, t_);
+          rs.link->Promote(c.expert, now);
           break;
         case CacheCommand::kReprioritize:
-          link_->Reprioritize(c.expert, c.priority, t_);
+          rs.link->Reprioritize(c.expert, c.priority, now);
           break;
       }
     }
@@ -356,18 +555,24 @@ class Simulation {
   }
 
   // Every present chunk of the expert has landed by now.
-  bool Landed(const ExpertKey& key) {
-    link_->AdvanceTo(t_);
-    const tiers::ExpertCache& cache = controller_->cache();
-    for (int c = 0; c < geometry_.chunks_per_expert(); ++c) {
+  bool Landed(RankStack& rs, const ExpertKey& key) {
+    rs.link->AdvanceTo(*rs.clock);
+    const tiers::ExpertCache& cache = rs.controller->cache();
+    for (int c = 0; c < chunks_per_expert_; ++c) {
       const int32_t page = cache.PageOf(key, c);
-      if (page >= 0 && !link_->Landed(page, cache.Generation(page))) return false;
+      if (page >= 0 && !rs.link->Landed(page, cache.Generation(page))) return false;
     }
     return true;
   }
 
   int64_t ChunkBytes(int chunk) const {
     return static_cast<int64_t>(geometry_.ChunkNeurons(chunk)) * record_bytes_;
+  }
+
+  int64_t StorageBytes() const {
+    int64_t bytes = 0;
+    for (const auto& rs : ranks_) bytes += rs->link->bytes_moved();
+    return bytes;
   }
 
   void Iteration(const trace::TraceIteration& it) {
@@ -384,25 +589,49 @@ class Simulation {
     }
     ++result_.iterations;
 
-    controller_->IterationBegin(trace::IterationBeginEventOf(it, header_), &commands_);
-    Apply();
+    for (auto& rs : ranks_) {
+      rs->controller->IterationBegin(trace::IterationBeginEventOf(it, header_), &commands_);
+      Apply(*rs);
+    }
 
-    const int64_t bytes_before = link_->bytes_moved();
+    const int64_t bytes_before = StorageBytes();
     const double stall_before = stall_ms_;
     const tiers::LayerCounters before = Totals();
+    const int64_t network_bytes_before = NetworkBytes();
+    const double network_ms_before = network_ms_;
+    const double other_before = other_ms_, compute_before = expert_compute_ms_;
     size_t next_gate = 0;
     for (int layer = 0; layer < header_.model.num_layers; ++layer) {
-      if (cost_) t_ += cost_->AttentionMs(n_tokens, kv_positions) + cost_->LayerOverheadMs();
-      if (next_gate < it.gates.size() && it.gates[next_gate].layer == layer) {
-        Gate(it.gates[next_gate++]);
+      if (cost_) {
+        const double ms = cost_->AttentionMs(n_tokens, kv_positions) + cost_->LayerOverheadMs();
+        t_ += ms;
+        other_ms_ += ms;
       }
-      if (cost_) t_ += cost_->DenseFfnMs(layer, n_tokens);
+      if (next_gate < it.gates.size() && it.gates[next_gate].layer == layer) {
+        const trace::TraceGate& g = it.gates[next_gate++];
+        if (ranks_.size() == 1) {
+          Gate(*ranks_.front(), trace::GateEventOf(g, header_, &routed_), g, t_, stall_ms_);
+        } else {
+          ParallelGate(g);
+        }
+      }
+      if (cost_) {
+        const double ms = cost_->DenseFfnMs(layer, n_tokens);
+        t_ += ms;
+        other_ms_ += ms;
+      }
     }
     Check(next_gate == it.gates.size(), reader_.path(), ": iteration ", it.iteration,
           " has gates out of layer order");
-    if (cost_ && whole_model_) t_ += cost_->HeadMs(static_cast<int64_t>(it.requests.size()));
-    controller_->IterationEnd(&commands_);
-    Apply();
+    if (cost_ && whole_model_) {
+      const double ms = cost_->HeadMs(static_cast<int64_t>(it.requests.size()));
+      t_ += ms;
+      other_ms_ += ms;
+    }
+    for (auto& rs : ranks_) {
+      rs->controller->IterationEnd(&commands_);
+      Apply(*rs);
+    }
 
     // Token accounting: a request's first token comes out of the pass that ends its prompt.
     for (size_t i = 0; i < it.requests.size(); ++i) {
@@ -423,24 +652,82 @@ class Simulation {
       result_.decode_hits += after.hits - before.hits;
       result_.decode_misses += after.misses - before.misses;
       // Reads landing during a decode pass (prefetches issued earlier included).
-      link_->AdvanceTo(t_);
-      result_.decode_bytes_read += link_->bytes_moved() - bytes_before;
+      for (auto& rs : ranks_) rs->link->AdvanceTo(t_);
+      result_.decode_bytes_read += StorageBytes() - bytes_before;
       result_.decode_stall_ms += stall_ms_ - stall_before;
+      if (result_.expert_parallel) {
+        result_.expert_parallel->decode_network_bytes += NetworkBytes() - network_bytes_before;
+        result_.expert_parallel->decode_network_ms += network_ms_ - network_ms_before;
+        result_.expert_parallel->decode_rank0_other_ms += other_ms_ - other_before;
+        result_.expert_parallel->decode_expert_compute_ms += expert_compute_ms_ - compute_before;
+      }
     }
+  }
+
+  int64_t NetworkBytes() const {
+    if (!result_.expert_parallel) return 0;
+    return result_.expert_parallel->bytes_sent + result_.expert_parallel->bytes_received;
   }
 
   tiers::LayerCounters Totals() const {
     tiers::LayerCounters t;
-    for (const tiers::LayerCounters& c : controller_->Counters()) t.Add(c);
+    for (const auto& rs : ranks_)
+      for (const tiers::LayerCounters& c : rs->controller->Counters()) t.Add(c);
     return t;
   }
 
-  // One MoE layer: demand and policy decisions, then the experts computed chunk by chunk,
-  // each chunk as soon as it has landed, resident ones first (the executor's order).
-  void Gate(const trace::TraceGate& g) {
-    const std::vector<tiers::PlannedExpert> plan =
-        controller_->Gate(trace::GateEventOf(g, header_, &routed_), &commands_);
-    Apply();
+  // One MoE layer over several ranks (layout A): rank 0 scatters the input rows, every rank
+  // with routed experts runs its expert phase on its own stack and clock from when the rows
+  // arrived, rank 0 gathers the output rows once the slowest rank is done.
+  void ParallelGate(const trace::TraceGate& g) {
+    const LayerExchange x = ExchangeOf(g.ids, g.n_tokens, g.top_k, g.layer, placement_, row_bytes_,
+                                       hardware_.network_gb_per_s, hardware_.network_latency_us);
+    ExpertParallelResult& ep = *result_.expert_parallel;
+    ep.input_rows += x.input_rows;
+    ep.output_rows += x.output_rows;
+    ep.bytes_sent += x.bytes_sent;
+    ep.bytes_received += x.bytes_received;
+    const double scatter = cost_ ? x.scatter_ms : 0, gather = cost_ ? x.gather_ms : 0;
+    network_ms_ += scatter + gather;
+    ep.network_ms = network_ms_;
+
+    const policy::GateEvent full = trace::GateEventOf(g, header_, &routed_);
+    const double start = t_ + scatter;
+    double end = start, slowest_stall = 0;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      RankStack& rs = *ranks_[r];
+      rs.out.network_bytes_in += x.bytes_to[r];
+      rs.out.network_bytes_out += x.bytes_from[r];
+      rs.routed.clear();
+      for (int32_t id : routed_)
+        if (rs.Owns({g.layer, id}, header_.model.num_experts)) rs.routed.push_back(id);
+      if (rs.routed.empty()) continue;  // No gate event: none of its experts was routed.
+      policy::GateEvent e = full;
+      e.routed = rs.routed.data();
+      e.n_routed = static_cast<int64_t>(rs.routed.size());
+      rs.phase_ms = start;
+      rs.clock = &rs.phase_ms;
+      double stall = 0;
+      Gate(rs, e, g, rs.phase_ms, stall);
+      rs.clock = &t_;
+      rs.out.stall_ms += stall;
+      if (rs.phase_ms > end) {
+        end = rs.phase_ms;
+        slowest_stall = stall;
+      }
+    }
+    stall_ms_ += slowest_stall;
+    expert_compute_ms_ += end - start - slowest_stall;
+    t_ = end + gather;
+  }
+
+  // One rank's share of a MoE layer: demand and policy decisions, then its experts computed
+  // chunk by chunk, each chunk as soon as it has landed, resident ones first (the executor's
+  // order). `t` is the rank's clock, `stall` where its waits add up.
+  void Gate(RankStack& rs, const policy::GateEvent& e, const trace::TraceGate& g, double& t,
+            double& stall) {
+    const std::vector<tiers::PlannedExpert> plan = rs.controller->Gate(e, &commands_);
+    Apply(rs);
 
     std::map<int32_t, int64_t> tokens_of;
     for (int32_t id : g.ids) ++tokens_of[id];
@@ -451,18 +738,18 @@ class Simulation {
       std::vector<std::pair<int32_t, uint32_t>> pages;  // Per chunk: page and generation.
     };
     std::vector<Pending> pending;
-    const tiers::ExpertCache& cache = controller_->cache();
+    const tiers::ExpertCache& cache = rs.controller->cache();
     for (const tiers::PlannedExpert& p : plan) {
       Pending x{p.key, tokens_of[p.key.expert], 0, {}};
-      for (int c = 0; c < geometry_.chunks_per_expert(); ++c) {
+      for (int c = 0; c < chunks_per_expert_; ++c) {
         int32_t page = cache.PageOf(p.key, c);
         uint32_t generation = 0;
         if (page >= 0) {
           generation = cache.Generation(page);
         } else {  // Streamed past a full cache through a staging page, as demand.
-          page = next_staging_page_++;  // Never reused, so no landing is mistaken for another.
+          page = rs.next_staging_page++;  // Never reused, so no landing is mistaken for another.
           generation = 1;
-          link_->Enqueue(p.key, page, generation, ChunkBytes(c), true, 0, t_);
+          rs.link->Enqueue(p.key, page, generation, ChunkBytes(c), true, 0, t);
         }
         x.pages.emplace_back(page, generation);
       }
@@ -470,49 +757,59 @@ class Simulation {
     }
 
     while (!pending.empty()) {
-      link_->AdvanceTo(t_);
+      rs.link->AdvanceTo(t);
       auto ready = std::find_if(pending.begin(), pending.end(), [&](const Pending& x) {
         const auto& [page, generation] = x.pages[static_cast<size_t>(x.next_chunk)];
-        return link_->Landed(page, generation);
+        return rs.link->Landed(page, generation);
       });
       if (ready == pending.end()) {
-        const double landing = link_->NextCompletion();
+        const double landing = rs.link->NextCompletion();
         Check(landing < std::numeric_limits<double>::infinity(), "simulator: layer ", g.layer,
               " waits for a chunk nothing is fetching");
-        stall_ms_ += landing - t_;
-        t_ = landing;
+        stall += landing - t;
+        t = landing;
         continue;
       }
       if (cost_) {
-        if (ready->next_chunk == 0) t_ += cost_->ExpertOverheadMs();
-        t_ += cost_->ExpertMs(ready->tokens, geometry_.ChunkNeurons(ready->next_chunk));
+        if (ready->next_chunk == 0) {
+          const double ms = cost_->ExpertOverheadMs();
+          t += ms;
+          rs.out.expert_compute_ms += ms;
+        }
+        const double ms = cost_->ExpertMs(ready->tokens, geometry_.ChunkNeurons(ready->next_chunk));
+        t += ms;
+        rs.out.expert_compute_ms += ms;
       }
-      if (++ready->next_chunk == geometry_.chunks_per_expert()) {
+      if (++ready->next_chunk == chunks_per_expert_) {
         const ExpertKey key = ready->key;
         pending.erase(ready);
-        controller_->ExpertDone({key.layer, key.expert}, &commands_);
-        Apply();
+        rs.controller->ExpertDone({key.layer, key.expert}, &commands_);
+        Apply(rs);
       }
     }
   }
 
   trace::TraceReader& reader_;
   const trace::TraceHeader& header_;
+  HardwareProfile hardware_;
   ModelConfig policy_config_;
-  tiers::CacheGeometry geometry_;
-  policy::PolicyFacts facts_;
+  tiers::CacheGeometry geometry_;  // Rank 0's; chunking is the same on every rank.
+  int chunks_per_expert_ = 1;
+  dist::ExpertPlacement placement_;
+  int64_t row_bytes_ = 0;        // One f32 hidden row on the network.
   std::vector<int32_t> routed_;  // The gate event's routed set.
   std::function<void(const policy::Policy&, const policy::PolicyFacts&)> on_finish_;
   int64_t record_bytes_ = 0;
-  int32_t next_staging_page_ = 0;
-  std::unique_ptr<tiers::OffloadController> controller_;
-  std::unique_ptr<LinkModel> link_;
+  std::vector<std::unique_ptr<RankStack>> ranks_;
   std::optional<CostModel> cost_;
   bool whole_model_ = false;
   std::vector<CacheCommand> commands_;
   std::map<int64_t, RequestClock> requests_;
   double t_ = 0;
-  double stall_ms_ = 0;
+  double stall_ms_ = 0;           // Waits on storage on the critical path.
+  double other_ms_ = 0;           // Rank 0's work outside the expert phases.
+  double expert_compute_ms_ = 0;  // Expert phases' compute on the critical path.
+  double network_ms_ = 0;
   ReplayResult result_;
 };
 

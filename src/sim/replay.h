@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/expert_placement.h"
 #include "model/model_config.h"
 #include "policy/future_demand.h"
 #include "sim/hardware_profile.h"
@@ -38,6 +39,49 @@ struct ReplayOptions {
   // model's OLMoE-shaped routing with OLMoE-1B-7B's real expert bytes.
   std::optional<ModelConfig> scale_to;
   std::string scale_name;  // For reports.
+  // Expert parallelism (layout A of docs/expert-parallel.md) over `ranks` hosts joined by the
+  // hardware profile's network link. Each rank has its own tier stack: its own cache of
+  // `budget` (a byte budget is per rank; a share is of the rank's own experts), its own
+  // policy instance fed only the gates of its own experts. 1: one process, as before.
+  int ranks = 1;
+  // Which rank owns each expert; unset: dist::ExpertPlacement::Balanced over the trace's
+  // routed-token counts (RoutingFrequency).
+  std::optional<dist::ExpertPlacement> placement;
+};
+
+// One rank of an expert-parallel replay.
+struct RankReplay {
+  int rank = 0;
+  int64_t experts = 0;  // Routed experts it owns, over all layers.
+  int64_t budget_bytes = 0;
+  int64_t capacity_experts = 0;
+  tiers::LayerCounters total;
+  int64_t bytes_read = 0;         // From its storage into its cache.
+  int64_t foreign_fetches = 0;    // Prefetches its policy asked for experts of other ranks.
+  int64_t network_bytes_in = 0;   // Input rows it received from rank 0.
+  int64_t network_bytes_out = 0;  // Output rows it sent back.
+  double expert_compute_ms = 0, stall_ms = 0, io_busy_ms = 0;
+  nlohmann::json ToJson(int64_t page_bytes) const;
+};
+
+// What the network and the ranks add to a replay with ranks > 1. The pass time splits into
+// rank 0's own work (attention, dense layers, head, overheads), the expert phases of each
+// MoE layer on its slowest rank (compute and storage stall) and the exchanges.
+struct ExpertParallelResult {
+  int ranks = 0;
+  std::string network;
+  double network_gb_per_s = 0, network_latency_us = 0;
+  nlohmann::json placement;  // dist::ExpertPlacement::ToJson.
+  int64_t input_rows = 0, output_rows = 0;
+  int64_t bytes_sent = 0, bytes_received = 0;  // On rank 0's link.
+  int64_t decode_network_bytes = 0;            // In decode-only passes.
+  double network_ms = 0, decode_network_ms = 0;
+  // The split of decode-only passes (with decode_stall_ms and decode_network_ms).
+  double decode_rank0_other_ms = 0, decode_expert_compute_ms = 0;
+  double rank0_other_ms = 0;     // Rank 0's attention, dense layers, head and overheads.
+  double expert_compute_ms = 0;  // On each layer's slowest rank.
+  double expert_stall_ms = 0;    // Storage stalls of each layer's slowest rank.
+  std::vector<RankReplay> per_rank;
 };
 
 struct ReplayResult {
@@ -66,6 +110,10 @@ struct ReplayResult {
   double decode_stall_ms = 0;       // Stalls within decode-only passes.
   double ttft_ms = 0, tpot_ms = 0;  // Means over requests.
 
+  // Set when ranks > 1; the counters above are then sums over the ranks (stall_ms: the
+  // critical path's), predictions and policy_report rank 0's.
+  std::optional<ExpertParallelResult> expert_parallel;
+
   double hit_rate() const;
   double decode_hit_rate() const;
   double bytes_per_token() const;
@@ -82,6 +130,9 @@ policy::FutureDemand ReadFutureDemand(trace::TraceReader& reader);
 // record it ("the gate inputs, which the trace does not carry (record it with --hidden
 // f32)"); empty when it carries everything.
 std::string MissingTraceInputs(const trace::TraceHeader& header, unsigned needs);
+// Routed tokens per [layer][expert] over the whole trace (what a balanced placement spreads).
+// Rewinds the reader before and after.
+std::vector<std::vector<int64_t>> RoutingFrequency(trace::TraceReader& reader);
 // "arch:size" (e.g. "olmoe:full"), a config.json, or a model directory.
 ModelConfig LoadScaleTarget(const std::string& spec);
 

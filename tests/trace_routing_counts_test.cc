@@ -49,7 +49,8 @@ TEST(RoutingCountsTest, CountsEveryRoutedSlotPerLayerAndExpert) {
   writer.Write(end);
   writer.Finish();
 
-  const std::vector<std::vector<int64_t>> counts = trace::RoutedTokenCounts(dir / "t.trace");
+  trace::TraceReader reader(dir / "t.trace");
+  const std::vector<std::vector<int64_t>> counts = trace::RoutedTokenCounts(reader);
   ASSERT_EQ(counts.size(), static_cast<size_t>(model->config.num_layers));
   for (int l = 0; l < model->config.num_layers; ++l) {
     if (!model->layers[static_cast<size_t>(l)].is_moe) {

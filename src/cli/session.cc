@@ -368,7 +368,8 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
       if (first.peek() == '{') {
         ep.placement_path = options.placement;
       } else {
-        ep.frequency = trace::RoutedTokenCounts(options.placement);
+        trace::TraceReader routing(options.placement);
+        ep.frequency = trace::RoutedTokenCounts(routing);
         ep.placement_label = "balanced by the routing of " + options.placement;
       }
     }

@@ -165,17 +165,11 @@ ModelConfig ModelConfig::FromHfJson(const nlohmann::json& j) {
   Check(mt != j.end() && !mt->is_null(), "config.json: missing 'model_type'");
   Check(mt->is_string(), "config.json: 'model_type' must be a string such as \"olmoe\", got ",
         mt->dump());
-  // Multimodal checkpoints (Llama 4's Llama4ForConditionalGeneration) keep the language
-  // model's keys in text_config; the vision tower's are not read.
-  if (auto text = j.find("text_config");
-      text != j.end() && text->is_object() && !j.contains("hidden_size")) {
-    nlohmann::json inner = *text;
-    if (!inner.contains("model_type")) inner["model_type"] = *mt;
-    return FromHfJson(inner);
-  }
   ModelConfig c;
   c.arch = ParseArch(mt->get<std::string>());
-  // A vision-language wrapper (Qwen3.5) keeps the text model's keys in text_config.
+  // A vision-language wrapper (Qwen3.5's and Llama 4's ...ForConditionalGeneration) keeps
+  // the text model's keys in text_config; the vision tower's are not read. The top level's
+  // tie_word_embeddings and token ids stand where text_config has none.
   const auto text_config = j.find("text_config");
   const nlohmann::json& t =
       text_config != j.end() && text_config->is_object() && !j.contains("hidden_size")

@@ -20,6 +20,7 @@
 #include "tiers/host_tier.h"
 #include "tiers/offload_metrics.h"
 #include "tiers/policy_assembly.h"
+#include "trace/routing_counts.h"
 #include "trace/trace_events.h"
 
 namespace moex::sim {
@@ -175,30 +176,6 @@ policy::FutureDemand ReadFutureDemand(trace::TraceReader& reader) {
   return future;
 }
 
-std::vector<std::vector<int64_t>> RoutingFrequency(trace::TraceReader& reader) {
-  const trace::TraceModel& m = reader.header().model;
-  std::vector<std::vector<int64_t>> frequency(static_cast<size_t>(m.num_layers));
-  for (int l : m.moe_layers) frequency[static_cast<size_t>(l)].assign(m.num_experts, 0);
-  reader.Rewind();
-  trace::TraceEvent e;
-  while (reader.Next(&e)) {
-    if (e.kind != trace::TraceEvent::kIteration) continue;
-    for (const trace::TraceGate& g : e.iteration.gates) {
-      Check(g.layer >= 0 && g.layer < m.num_layers &&
-                !frequency[static_cast<size_t>(g.layer)].empty(),
-            reader.path(), ": a gate of layer ", g.layer, ", not a MoE layer of the trace");
-      std::vector<int64_t>& row = frequency[static_cast<size_t>(g.layer)];
-      for (int32_t id : g.ids) {
-        Check(id >= 0 && id < m.num_experts, reader.path(), ": layer ", g.layer,
-              " routes to expert ", id, " of ", m.num_experts);
-        ++row[static_cast<size_t>(id)];
-      }
-    }
-  }
-  reader.Rewind();
-  return frequency;
-}
-
 ModelConfig LoadScaleTarget(const std::string& spec) {
   namespace fs = std::filesystem;
   fs::path path(spec);
@@ -344,7 +321,7 @@ class Simulation {
             "or give the hardware profile network_gb_per_s");
       if (!o.placement)
         placement_ = dist::ExpertPlacement::Balanced(m.num_layers, m.moe_layers, m.num_experts,
-                                                     n_ranks, RoutingFrequency(reader));
+                                                     n_ranks, trace::RoutedTokenCounts(reader));
       // f32 rows of the model the experts are costed as.
       row_bytes_ = 4 * static_cast<int64_t>(cost_config ? cost_config->hidden_size : m.hidden_size);
     }

@@ -45,7 +45,7 @@ struct ReplayOptions {
   // policy instance fed only the gates of its own experts. 1: one process, as before.
   int ranks = 1;
   // Which rank owns each expert; unset: dist::ExpertPlacement::Balanced over the trace's
-  // routed-token counts (RoutingFrequency).
+  // routed-token counts (trace::RoutedTokenCounts).
   std::optional<dist::ExpertPlacement> placement;
 };
 
@@ -130,9 +130,6 @@ policy::FutureDemand ReadFutureDemand(trace::TraceReader& reader);
 // record it ("the gate inputs, which the trace does not carry (record it with --hidden
 // f32)"); empty when it carries everything.
 std::string MissingTraceInputs(const trace::TraceHeader& header, unsigned needs);
-// Routed tokens per [layer][expert] over the whole trace (what a balanced placement spreads).
-// Rewinds the reader before and after.
-std::vector<std::vector<int64_t>> RoutingFrequency(trace::TraceReader& reader);
 // "arch:size" (e.g. "olmoe:full"), a config.json, or a model directory.
 ModelConfig LoadScaleTarget(const std::string& spec);
 

@@ -1,13 +1,13 @@
 #include "trace/routing_counts.h"
 
 #include "core/error.h"
-#include "trace/trace_reader.h"
 
 namespace moex::trace {
 
-std::vector<std::vector<int64_t>> RoutedTokenCounts(const std::string& trace_path) {
-  TraceReader reader(trace_path);
+std::vector<std::vector<int64_t>> RoutedTokenCounts(TraceReader& reader) {
   const TraceModel& m = reader.header().model;
+  const std::string& trace_path = reader.path();
+  reader.Rewind();
   std::vector<std::vector<int64_t>> counts(static_cast<size_t>(m.num_layers));
   for (int layer : m.moe_layers)
     counts[static_cast<size_t>(layer)].assign(static_cast<size_t>(m.num_experts), 0);
@@ -26,6 +26,7 @@ std::vector<std::vector<int64_t>> RoutedTokenCounts(const std::string& trace_pat
       }
     }
   }
+  reader.Rewind();
   return counts;
 }
 

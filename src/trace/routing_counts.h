@@ -3,14 +3,15 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
+
+#include "trace/trace_reader.h"
 
 namespace moex::trace {
 
 // [num_layers][num_experts] of the trace's model: per MoE layer and expert, the (token,
 // top-k slot) pairs routed to it over the whole trace; empty rows for the other layers.
-// Throws Error for a file that is not a readable routing trace.
-std::vector<std::vector<int64_t>> RoutedTokenCounts(const std::string& trace_path);
+// Rewinds the reader before and after. Throws Error for a gate the trace's model cannot have.
+std::vector<std::vector<int64_t>> RoutedTokenCounts(TraceReader& reader);
 
 }  // namespace moex::trace

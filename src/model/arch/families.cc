@@ -12,8 +12,8 @@ namespace moex {
 namespace {
 
 // One line per family, in Arch's order.
-const std::array<const Family*, 13>& Table() {
-  static const std::array<const Family*, 13> table = {
+const std::array<const Family*, 14>& Table() {
+  static const std::array<const Family*, 14> table = {
       &MixtralFamily(),   &PhiMoeFamily(),      &Qwen2MoeFamily(),   &Qwen3MoeFamily(),
       &OlmoeFamily(),     &DeepseekMoeFamily(), &DeepseekV2Family(), &DeepseekV3Family(),
       &Glm4MoeFamily(),   &GptOssFamily(),      &MiniMaxM2Family(),  &Qwen3NextFamily(),

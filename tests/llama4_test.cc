@@ -346,6 +346,15 @@ TEST(Llama4Hf, PublishedLayoutLoadsAsTheSameModel) {
   ResidentMoeExecutor ea(*plain), eb(*published);
   EXPECT_EQ(testing::PrefillLogits(*published, eb, ids), testing::PrefillLogits(*plain, ea, ids));
 
+  // A built expert is freed when released, and built again (the same bytes) when found.
+  const std::string gate = n.Expert(1, 0, ExpertMatrix::kGate);
+  const TensorView& built = published->weights->Get(gate);
+  const std::vector<std::byte> before(built.data, built.data + built.nbytes);
+  published->weights->ReleasePages(built);
+  const TensorView& again = published->weights->Get(gate);
+  ASSERT_NE(again.data, nullptr);
+  EXPECT_EQ(std::vector<std::byte>(again.data, again.data + again.nbytes), before);
+
   // The reordering by hand, on layer 0's q_proj.
   const int64_t hd = c.head_dim, half = hd / 2;
   const TensorView& stored = *raw.Find(TensorNames::Layer(0, n.q));

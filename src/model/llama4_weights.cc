@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "model/tensor_names.h"
 
 namespace moex {
@@ -27,10 +27,16 @@ class Llama4HfWeights : public WeightSource {
   const TensorView* Find(const std::string& name) const override;
   std::vector<std::string> Names() const override;
   std::string Describe() const override { return hf_->Describe(); }
+  // A built copy is freed (the model has its own now; a later Find() builds it again), so
+  // that packing a store from a large checkpoint does not keep every expert twice.
   void ReleasePages(const TensorView& tensor) const override {
     const auto it = entries_.find(tensor.name);
     if (it == entries_.end()) return hf_->ReleasePages(tensor);
-    if (it->second->alias != nullptr) hf_->ReleasePages(*it->second->alias);
+    Entry& e = *it->second;
+    if (e.alias != nullptr) return hf_->ReleasePages(*e.alias);
+    MutexLock lock(&e.mutex);
+    std::vector<std::byte>().swap(e.owned);
+    e.view.data = nullptr;
   }
   bool Maps(const TensorView& tensor) const override {
     const auto it = entries_.find(tensor.name);
@@ -45,14 +51,14 @@ class Llama4HfWeights : public WeightSource {
 
  private:
   // A tensor under another name (`alias`: the checkpoint's own bytes), or built from one
-  // (`fill` writes its bytes into `owned` on first Find()).
+  // (`fill` writes its bytes into `owned` when Find() finds none).
   struct Entry {
-    TensorView view;
     std::string source;  // The checkpoint's tensor it comes from, for messages.
     const TensorView* alias = nullptr;
     std::function<void(std::byte*)> fill;
-    std::vector<std::byte> owned;
-    std::once_flag once;
+    Mutex mutex;
+    TensorView view GUARDED_BY(mutex);
+    std::vector<std::byte> owned GUARDED_BY(mutex);  // Empty when not built (or freed).
   };
   void Add(const std::string& name, DType dtype, std::vector<int64_t> shape,
            const std::string& source, std::function<void(std::byte*)> fill);
@@ -144,8 +150,11 @@ Llama4HfWeights::Llama4HfWeights(std::unique_ptr<HfCheckpoint> hf, const ModelCo
     const std::string own = name.substr(std::string(kPrefix).size());
     const TensorView* t = hf_->Find(name);
     auto e = std::make_unique<Entry>();
-    e->view = *t;
-    e->view.name = own;
+    {
+      MutexLock lock(&e->mutex);
+      e->view = *t;
+      e->view.name = own;
+    }
     e->source = name;
     e->alias = t;
     Check(hf_->Find(own) == nullptr, hf_->Describe(), ": tensor ", own, " is stored both as ", own,
@@ -158,10 +167,13 @@ Llama4HfWeights::Llama4HfWeights(std::unique_ptr<HfCheckpoint> hf, const ModelCo
 void Llama4HfWeights::Add(const std::string& name, DType dtype, std::vector<int64_t> shape,
                           const std::string& source, std::function<void(std::byte*)> fill) {
   auto e = std::make_unique<Entry>();
-  e->view.name = name;
-  e->view.dtype = dtype;
-  e->view.shape = std::move(shape);
-  e->view.nbytes = DTypeBytes(dtype, e->view.numel());
+  {
+    MutexLock lock(&e->mutex);
+    e->view.name = name;
+    e->view.dtype = dtype;
+    e->view.shape = std::move(shape);
+    e->view.nbytes = DTypeBytes(dtype, e->view.numel());
+  }
   e->source = source;
   e->fill = std::move(fill);
   Check(source == (prefixed_ ? kPrefix + name : name) || Stored(name) == nullptr, hf_->Describe(),
@@ -173,12 +185,12 @@ const TensorView* Llama4HfWeights::Find(const std::string& name) const {
   const auto it = entries_.find(name);
   if (it == entries_.end()) return replaced_.contains(name) ? nullptr : hf_->Find(name);
   Entry& e = *it->second;
-  if (e.alias != nullptr) return &e.view;
-  std::call_once(e.once, [&e] {
+  MutexLock lock(&e.mutex);
+  if (e.alias == nullptr && e.owned.empty()) {
     e.owned.resize(e.view.nbytes);
     e.fill(e.owned.data());
     e.view.data = e.owned.data();
-  });
+  }
   return &e.view;
 }
 

@@ -104,11 +104,18 @@ void ServeExperts(const Model& model, MpiTransport& t, const ExpertPlacement& pl
   WorkerCounters counters;
   counters.expert_bytes = static_cast<int64_t>(shard.HostCacheBytes());
   std::vector<float> inputs, outputs;
+  // The peak RSS is read from /proc at most once a second, not once per layer message.
+  counters.peak_rss_bytes = PeakRssBytes();
+  Stopwatch since_rss;
   for (;;) {
     const std::vector<std::byte> request = t.Receive(0, Tag::kRequest, std::nullopt, "a request");
-    counters.peak_rss_bytes = PeakRssBytes();
+    if (since_rss.ElapsedMs() >= 1000) {
+      counters.peak_rss_bytes = PeakRssBytes();
+      since_rss.Reset();
+    }
     const MessageKind kind = KindOf(request);
     if (kind == MessageKind::kShutdown) {
+      counters.peak_rss_bytes = PeakRssBytes();
       SendAndWait(t, 0, Tag::kReply, EncodeText({MessageKind::kShutdown, "", counters}), timeout,
                   "its last counters");
       t.MarkFinished();

@@ -174,6 +174,27 @@ TEST(ExpertParallel, APlacementBalancedByARecordedTraceGivesTheSameTokens) {
   EXPECT_NE(junk.err.find("junk"), std::string::npos) << junk.err;
 }
 
+// Flags that do not combine are refused before anything runs, naming them (one process:
+// MPI starts as a singleton for the second).
+TEST(ExpertParallel, FlagsThatDoNotCombineAreRefused) {
+  MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  testing::TempDir dir;
+  const std::string base = "logits -m " + model + " " + kPrompt + " --out " + (dir / "x");
+  const auto placement = RunCommand(Moex(base + " --placement p.json"));
+  EXPECT_NE(placement.exit_code, 0);
+  EXPECT_NE(placement.err.find("--placement needs --expert-parallel"), std::string::npos)
+      << placement.err;
+  const auto budget = RunCommand("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                                 Moex(base + " --expert-parallel --host-budget 50%"));
+  EXPECT_NE(budget.exit_code, 0);
+  EXPECT_NE(budget.err.find("--host-budget, --learn-from, --policy-state and --replay-routing do "
+                            "not combine with it yet"),
+            std::string::npos)
+      << budget.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x"));
+}
+
 TEST(ExpertParallel, RanksThatOpenedDifferentModelsAreRefused) {
   MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
   const std::string a = testing::TinyModelPath(Arch::kOlmoe, DType::kBF16, 7);

@@ -113,7 +113,14 @@ void ServeExperts(const Model& model, MpiTransport& t, const ExpertPlacement& pl
       counters.peak_rss_bytes = PeakRssBytes();
       since_rss.Reset();
     }
-    const MessageKind kind = KindOf(request);
+    MessageKind kind = MessageKind::kFailure;
+    try {
+      kind = KindOf(request);
+    } catch (const Error& e) {  // Answered like any failed request: rank 0 names this rank.
+      SendAndWait(t, 0, Tag::kReply, EncodeText({MessageKind::kFailure, e.what(), counters}),
+                  timeout, "its answer");
+      continue;
+    }
     if (kind == MessageKind::kShutdown) {
       counters.peak_rss_bytes = PeakRssBytes();
       SendAndWait(t, 0, Tag::kReply, EncodeText({MessageKind::kShutdown, "", counters}), timeout,

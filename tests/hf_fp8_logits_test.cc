@@ -22,10 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A tiny MiniMax-M2 checkpoint with FP8 weights in 16 x 16 blocks (several per matrix).
-std::string WriteFp8Model(const fs::path& dir) {
+// A tiny checkpoint with FP8 weights in 16 x 16 blocks (several per matrix).
+std::string WriteFp8Model(const fs::path& dir, Arch arch) {
   RandomModelOptions o;
-  o.config = RandomModelConfig(Arch::kMiniMaxM2, ModelSize::kTiny);
+  o.config = RandomModelConfig(arch, ModelSize::kTiny);
   o.seed = 3;
   o.hf_fp8_block = 16;
   o.out = (dir / "fp8").string();
@@ -38,11 +38,15 @@ std::vector<float> Logits(const Model& model) {
   return testing::PrefillLogits(model, executor, {1, 17, 300, 42, 42, 511, 0, 99, 256, 7});
 }
 
+class HfFp8Logits : public ::testing::TestWithParam<Arch> {};
+
 // The FP8 checkpoint computes as its dequantized bf16 twin, bit for bit, resident and
-// offloaded (packing frees each converted copy and converts again when asked).
-TEST(HfFp8, LogitsOfTheDequantizedModelResidentAndOffloaded) {
+// offloaded (packing frees each converted copy and converts again when asked). MiniMax-M2:
+// DeepSeek-V3's layout; Qwen3.5: under model.language_model., the routed experts one by one
+// (as Qwen's FP8 releases store them, where its bf16 ones fuse them).
+TEST_P(HfFp8Logits, LogitsOfTheDequantizedModelResidentAndOffloaded) {
   testing::TempDir temp;
-  const std::string dir = WriteFp8Model(temp.path());
+  const std::string dir = WriteFp8Model(temp.path(), GetParam());
   const auto fp8 = LoadModel(dir);
   // The twin: every tensor as the FP8 source presents it, without quantization_config.
   const std::string twin = (temp.path() / "twin").string();
@@ -69,6 +73,9 @@ TEST(HfFp8, LogitsOfTheDequantizedModelResidentAndOffloaded) {
                                       temp / "experts.moex", "25%"),
       logits);
 }
+
+INSTANTIATE_TEST_SUITE_P(Archs, HfFp8Logits, ::testing::Values(Arch::kMiniMaxM2, Arch::kQwen35Moe),
+                         [](const auto& info) { return std::string(ArchName(info.param)); });
 
 }  // namespace
 }  // namespace moex

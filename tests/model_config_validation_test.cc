@@ -26,6 +26,24 @@ std::string ErrorOf(const nlohmann::json& config) {
   return "";
 }
 
+// Qwen2-MoE's and Qwen3-MoE's decoder_sparse_step counts layers from one, as HF's decoder
+// layer does ((layer + 1) % step == 0): with step 2 the MoE layers are 1 and 3, not 0 and 2;
+// the config written back says the same.
+TEST(ConfigValidation, QwenDecoderSparseStepCountsLayersFromOne) {
+  for (Arch arch : {Arch::kQwen2Moe, Arch::kQwen3Moe}) {
+    nlohmann::json j = RandomModelConfig(arch, ModelSize::kTiny).ToHfJson();
+    j["num_hidden_layers"] = 4;
+    j["decoder_sparse_step"] = 2;
+    const ModelConfig c = ModelConfig::FromHfJson(j);
+    EXPECT_FALSE(c.IsMoeLayer(0));
+    EXPECT_TRUE(c.IsMoeLayer(1));
+    EXPECT_FALSE(c.IsMoeLayer(2));
+    EXPECT_TRUE(c.IsMoeLayer(3));
+    const ModelConfig back = ModelConfig::FromHfJson(c.ToHfJson());
+    for (int l = 0; l < 4; ++l) EXPECT_EQ(back.IsMoeLayer(l), c.IsMoeLayer(l)) << l;
+  }
+}
+
 TEST(ConfigValidation, RopeThetaMustBeFiniteAndPositive) {
   nlohmann::json j = RandomModelConfig(Arch::kOlmoe, ModelSize::kTiny).ToHfJson();
   EXPECT_EQ(ErrorOf(j), "");

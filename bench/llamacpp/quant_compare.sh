@@ -5,8 +5,9 @@
 #
 #   bench/llamacpp/quant_compare.sh BUILD_DIR OUT_DIR [TYPE=q4_k_m] [PROMPT_TOKENS=64] [GEN_TOKENS=64]
 #
-# TYPE is a `moex random-model --gguf-type` (q4_k_m, q4_K, q8_0, ...); SIZE=small|full picks
-# the OLMoE shape (small by default); GGUF_MODEL reuses a file. llama-bench comes from
+# TYPE is a `moex random-model --gguf-type` (q4_k_m, q4_K, q8_0, ...) or bf16 (unquantised);
+# ARCH (default olmoe) and SIZE=small|full pick the shape (small by default); GGUF_MODEL
+# reuses a file. llama-bench comes from
 # LLAMA_CPP (default /work/data/llama.cpp, built by get_llamacpp.sh). Prints one JSON line
 # per run and a last line with the medians and the ratios moex / llama.cpp.
 set -euo pipefail
@@ -23,6 +24,7 @@ GEN=${5:-64}
 THREADS=2
 ROUNDS=${ROUNDS:-3}
 SIZE=${SIZE:-small}
+ARCH=${ARCH:-olmoe}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 VOCAB=${GGUF_VOCAB:-$HERE/../../../shared/data/gguf-vocab/ggml-vocab-gpt-neox.gguf}
 LLAMA_BENCH=${LLAMA_CPP:-/work/data/llama.cpp}/build/bin/llama-bench
@@ -34,9 +36,11 @@ if [[ ! -x $LLAMA_BENCH ]]; then
 fi
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
-GGUF=${GGUF_MODEL:-$OUT_DIR/olmoe-$SIZE-$TYPE.gguf}
+GGUF=${GGUF_MODEL:-$OUT_DIR/$ARCH-$SIZE-$TYPE.gguf}
 if [[ ! -f $GGUF ]]; then
-  "$MOEX" random-model --arch olmoe --size "$SIZE" --format gguf --gguf-type "$TYPE" \
+  quant=(--gguf-type "$TYPE")
+  [[ $TYPE == bf16 ]] && quant=()
+  "$MOEX" random-model --arch "$ARCH" --size "$SIZE" --format gguf "${quant[@]}" \
     --gguf-vocab "$VOCAB" --out "$GGUF" >&2
 fi
 

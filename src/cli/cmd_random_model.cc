@@ -108,7 +108,8 @@ Runner AddRandomModelCommand(CLI::App& app) {
   cmd->add_option("--hf-fp8", o->hf_fp8,
                   "hf: Linear weights (but the router and LM head) in block-scaled FP8 with "
                   "blocks of N x N (e4m3 and weight_scale_inv, quantization_config fp8), as "
-                  "DeepSeek-V3 publishes its checkpoints (128); values drawn in --dtype")
+                  "DeepSeek-V3 publishes its checkpoints (128; qwen3_5_moe: its experts one by "
+                  "one, as Qwen's FP8 releases); values drawn in --dtype")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", o->seed, "weight seed");
   cmd->add_flag("--force", o->force,

@@ -512,8 +512,10 @@ ModelConfig ModelConfigFromGguf(const GgufFile& f) {
   if (any_router) {
     bool found = false;
     for (int freq = 1; freq <= c.num_layers && !found; ++freq) {
-      // Llama 4 tries its interleave's offset (the step's last layer) first.
-      for (const int offset : {c.moe_layer_offset, 0}) {
+      // The family's offset first (Llama 4's interleave: the step's last layer), then each.
+      std::vector<int> offsets = {c.moe_layer_offset};
+      for (int o = 0; o < freq; ++o) offsets.push_back(o);
+      for (const int offset : offsets) {
         bool match = true;
         for (int l = 0; l < c.num_layers && match; ++l)
           match = moe[l] == (l >= c.first_k_dense_replace && (l + offset) % freq == 0);

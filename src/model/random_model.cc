@@ -325,11 +325,11 @@ void WriteRandomModel(const RandomModelOptions& o) {
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
   // Qwen3.5 keeps the text model under model.language_model. (model/qwen35_weights.h).
   const bool qwen35 = c.arch == Arch::kQwen35Moe;
-  Check(!qwen35 || o.hf_fp8_block == 0, "random-model: --hf-fp8 does not apply to qwen3_5_moe");
+  auto stored = [&](const std::string& name) {
+    return qwen35 && name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name;
+  };
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Distribution dist) {
-    const std::string stored =
-        qwen35 && name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name;
-    writer.Add(stored, o.dtype, shape, RandomFill(o.dtype, HashName(name, o.seed), dist));
+    writer.Add(stored(name), o.dtype, shape, RandomFill(o.dtype, HashName(name, o.seed), dist));
   };
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float gain = 1.0f) {
     const Distribution dist{0.0f, gain * std::sqrt(3.0f / static_cast<float>(cols))};
@@ -339,14 +339,14 @@ void WriteRandomModel(const RandomModelOptions& o) {
     const auto [codes, scales] =
         RandomFp8(o.dtype, HashName(name, o.seed), dist, rows, cols, o.hf_fp8_block);
     writer.AddBytes(
-        name, {rows, cols},
+        stored(name), {rows, cols},
         [codes](size_t offset, std::span<std::byte> out) {
           std::memcpy(out.data(), codes->data() + offset, out.size());
         },
         "F8_E4M3");
     const int64_t blocks_r = (rows + o.hf_fp8_block - 1) / o.hf_fp8_block;
     const int64_t blocks_c = (cols + o.hf_fp8_block - 1) / o.hf_fp8_block;
-    writer.Add(name + "_scale_inv", DType::kF32, {blocks_r, blocks_c},
+    writer.Add(stored(name) + "_scale_inv", DType::kF32, {blocks_r, blocks_c},
                [scales](size_t offset, std::span<std::byte> out) {
                  std::memcpy(out.data(),
                              reinterpret_cast<const std::byte*>(scales->data()) + offset,
@@ -446,14 +446,17 @@ void WriteRandomModel(const RandomModelOptions& o) {
       add(layer(l, "mlp.experts.down_proj_bias"), {E, d}, {0.0f, 0.2f});
       continue;
     }
-    if (qwen35) {  // Fused: gate_up_proj [E, 2F, d] (gate rows first), down_proj [E, d, F].
+    // Qwen3.5's bf16 checkpoints fuse the experts: gate_up_proj [E, 2F, d] (gate rows first),
+    // down_proj [E, d, F]; its FP8 releases store them one by one, each with its scales.
+    const bool fused = qwen35 && o.hf_fp8_block == 0;
+    if (fused) {
       const int64_t E = c.num_experts, F = c.moe_intermediate_size;
       add(layer(l, "mlp.experts.gate_up_proj"), {E, 2 * F, d},
           {0.0f, std::sqrt(3.0f / static_cast<float>(d))});
       add(layer(l, "mlp.experts.down_proj"), {E, d, F},
           {0.0f, std::sqrt(3.0f / static_cast<float>(F))});
     }
-    for (int e = 0; e < c.num_experts && !qwen35; ++e) {
+    for (int e = 0; e < c.num_experts && !fused; ++e) {
       matrix(n.Expert(l, e, ExpertMatrix::kGate), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kUp), c.moe_intermediate_size, d);
       matrix(n.Expert(l, e, ExpertMatrix::kDown), d, c.moe_intermediate_size);

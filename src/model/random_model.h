@@ -58,7 +58,8 @@ struct RandomModelOptions {
   bool hf_mxfp4 = false;
   // "hf", > 0: store every Linear weight but the router and the LM head as block-scaled FP8
   // with blocks of hf_fp8_block x hf_fp8_block (quantization_config fp8, model/hf_fp8.h),
-  // as DeepSeek-V3 publishes its checkpoints. The values are drawn in `dtype` first.
+  // as DeepSeek-V3 publishes its checkpoints (Qwen3.5: its routed experts one by one, as its
+  // FP8 releases store them). The values are drawn in `dtype` first.
   int hf_fp8_block = 0;
   uint64_t max_shard_bytes = 4ull << 30;
 };

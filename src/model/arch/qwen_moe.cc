@@ -23,7 +23,9 @@ void ReadQwenExperts(const nlohmann::json& j, ModelConfig& c) {
   c.moe_intermediate_size = RequireInt(j, "moe_intermediate_size");
   c.intermediate_size = OptionalInt(j, "intermediate_size", 0);
   c.norm_topk_prob = OptionalBool(j, "norm_topk_prob", false);
+  // HF's Qwen2MoeDecoderLayer: sparse where (layer + 1) % decoder_sparse_step == 0.
   c.moe_layer_freq = OptionalInt(j, "decoder_sparse_step", 1);
+  c.moe_layer_offset = c.moe_layer_freq > 1 ? 1 : 0;
   if (auto mlp_only = j.find("mlp_only_layers");
       mlp_only != j.end() && mlp_only->is_array() && !mlp_only->empty()) {
     Fail("config.json: mlp_only_layers is not supported yet");
@@ -35,6 +37,9 @@ void WriteQwenExperts(const ModelConfig& c, nlohmann::json& j) {
   j["moe_intermediate_size"] = c.moe_intermediate_size;
   j["intermediate_size"] = c.intermediate_size;
   j["norm_topk_prob"] = c.norm_topk_prob;
+  Check(c.moe_layer_freq == 1 || c.moe_layer_offset % c.moe_layer_freq == 1,
+        "decoder_sparse_step cannot say MoE layers at (layer + ", c.moe_layer_offset, ") % ",
+        c.moe_layer_freq, " == 0");
   j["decoder_sparse_step"] = c.moe_layer_freq;
   j["mlp_only_layers"] = nlohmann::json::array();
 }

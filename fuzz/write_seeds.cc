@@ -4,12 +4,16 @@
 // bodies) are written by hand in fuzz/corpus.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "dist/event_messages.h"
+#include "dist/expert_messages.h"
 #include "io/gguf_writer.h"
 #include "io/safetensors_writer.h"
 #include "model/expert_store_packer.h"
+#include "policy/registry.h"
 #include "support/random_weight_source.h"
 #include "trace/trace_writer.h"
 
@@ -169,6 +173,59 @@ void Trace(const fs::path& dir) {
   w.Finish();
 }
 
+// Expert-parallel messages and a relayed event batch, each behind the target's two selector
+// bytes (expert_parallel_fuzzer.cc).
+void ExpertParallel(const fs::path& dir) {
+  auto write = [&](const char* name, uint8_t selector, uint8_t width, const void* data,
+                   size_t size) {
+    std::ofstream out(dir / name, std::ios::binary);
+    out.put(static_cast<char>(selector)).put(static_cast<char>(width));
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  };
+  const std::vector<int32_t> token_of_row = {0, 1, 0};
+  const std::vector<float> rows = {1, 2, 3, 4};
+  dist::LayerMessage layer;
+  layer.layer = 3;
+  layer.experts = {{1, 2}, {5, 1}};
+  layer.token_rows = 2;
+  layer.token_of_row = token_of_row;
+  layer.rows = rows;
+  const std::vector<std::byte> ask = dist::EncodeLayer(layer);
+  write("layer", 0, 1, ask.data(), ask.size());  // Width 2.
+  const std::vector<std::byte> text = dist::EncodeText({dist::MessageKind::kVerdict, "ok\n{}", {}});
+  write("verdict", 0, 0, text.data(), text.size());
+  dist::EventBatch batch(policy::kNeedsProbs | policy::kNeedsHidden | policy::kNeedsPooled);
+  const std::vector<int32_t> prompt = {11, 12};
+  const std::vector<int64_t> requests = {0}, counts = {2};
+  const std::vector<float> pooled = {0.5f, -1}, hidden = {1, 2, 3, 4}, probs(8, 0.25f);
+  const std::vector<int32_t> ids = {3, 1, 0, 2};
+  const std::vector<float> weights = {0.6f, 0.4f, 0.7f, 0.3f};
+  batch.Add(policy::RequestBeginEvent{0, prompt.data(), 2});
+  policy::IterationBeginEvent it;
+  it.n_requests = 1;
+  it.requests = requests.data();
+  it.token_counts = counts.data();
+  it.tokens = prompt.data();
+  it.n_tokens = 2;
+  it.pooled = pooled.data();
+  it.d = 2;
+  batch.Add(it);
+  policy::GateEvent g;
+  g.n_tokens = 2;
+  g.top_k = 2;
+  g.num_experts = 4;
+  g.ids = ids.data();
+  g.weights = weights.data();
+  g.probs = probs.data();
+  g.hidden = hidden.data();
+  g.d = 2;
+  batch.Add(g);
+  batch.AddIterationEnd();
+  batch.Add(policy::RequestEndEvent{0});
+  const std::string events = batch.Take();
+  write("events", 1, 0, events.data(), events.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,11 +234,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* d : {"safetensors_fuzzer", "gguf_fuzzer", "expert_store_fuzzer", "trace_fuzzer"})
+  for (const char* d : {"safetensors_fuzzer", "gguf_fuzzer", "expert_store_fuzzer", "trace_fuzzer",
+                        "expert_parallel_fuzzer"})
     fs::create_directories(root / d);
   Safetensors(root / "safetensors_fuzzer");
   Gguf(root / "gguf_fuzzer");
   Store(root / "expert_store_fuzzer");
   Trace(root / "trace_fuzzer");
+  ExpertParallel(root / "expert_parallel_fuzzer");
   return 0;
 }

@@ -28,7 +28,7 @@ LayerMessage Sample(const std::vector<float>& rows) {
 TEST(ExpertMessagesTest, ALayerMessageRoundTripsBitForBit) {
   const std::vector<float> rows = {1.0f, -0.0f, 3.5f, 1e-42f, -7.0f, 8.25f};  // 3 rows of 2.
   const std::vector<std::byte> bytes = EncodeLayer(Sample(rows));
-  EXPECT_EQ(bytes.size(), 64u + 2 * 16u + 6 * 4u);
+  EXPECT_EQ(bytes.size(), 96u + 2 * 16u + 6 * 4u);
   EXPECT_EQ(KindOf(bytes), MessageKind::kOutputs);
   const LayerMessage m = DecodeLayer(bytes, 2);
   EXPECT_EQ(m.layer, 7);
@@ -55,7 +55,7 @@ TEST(ExpertMessagesTest, ARequestSendsEachTokenRowOnce) {
   m.token_of_row = token_of_row;
   m.rows = tokens;
   const std::vector<std::byte> bytes = EncodeLayer(m);
-  EXPECT_EQ(bytes.size(), 64u + 2 * 16u + 16u + 4 * 4u);
+  EXPECT_EQ(bytes.size(), 96u + 2 * 16u + 16u + 4 * 4u);
   const LayerMessage back = DecodeLayer(bytes, 2);
   EXPECT_EQ(back.token_rows, 2);
   EXPECT_EQ(std::vector<int32_t>(back.token_of_row.begin(), back.token_of_row.end()), token_of_row);
@@ -81,7 +81,7 @@ TEST(ExpertMessagesTest, DamagedMessagesAreRefusedWithTheReason) {
   std::vector<std::byte> bytes = EncodeLayer(Sample(rows));
   EXPECT_NE(ErrorOf([&] { DecodeLayer(bytes, 3); }).find("need 36"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { DecodeLayer(bytes, 1); }).find("need 12"), std::string::npos);
-  std::vector<std::byte> cut(bytes.begin(), bytes.begin() + 84);
+  std::vector<std::byte> cut(bytes.begin(), bytes.begin() + 116);  // In the expert list.
   EXPECT_NE(ErrorOf([&] { DecodeLayer(cut, 2); }).find("cut short"), std::string::npos);
   std::vector<std::byte> tiny(bytes.begin(), bytes.begin() + 10);
   EXPECT_NE(ErrorOf([&] { KindOf(tiny); }).find("shorter than its header"), std::string::npos);

@@ -1,6 +1,7 @@
 // Expert parallelism end to end: `moex` under `mpirun -np 2` and `-np 3` on this host
 // (TCP over loopback) gives the logits and tokens of one process bit for bit, for every
-// architecture; each rank holds only its share of the experts; a placement that does not
+// architecture, resident and offloaded; each rank holds only its share of the experts, and
+// when offloaded its own stack counts what the simulator's rank counts; a placement that does not
 // fit, ranks that opened different models, a rank that dies and a rank that stops answering
 // all end with an error naming the cause, never a hang.
 #include <gtest/gtest.h>
@@ -47,7 +48,7 @@ constexpr const char* kPrompt = "--prompt-ids 1,5,9,2,7,3,8,4,6,10,11,12";
 
 class ExpertParallelTest : public ::testing::TestWithParam<Arch> {};
 
-TEST_P(ExpertParallelTest, LogitsEqualOneProcessOnTwoAndThreeRanks) {
+TEST_P(ExpertParallelTest, LogitsEqualOneProcessResidentAndOffloaded) {
   MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
   const std::string model = testing::TinyModelPath(GetParam());
   testing::TempDir dir;
@@ -63,14 +64,23 @@ TEST_P(ExpertParallelTest, LogitsEqualOneProcessOnTwoAndThreeRanks) {
     ASSERT_EQ(ep.exit_code, 0) << ranks << " ranks:\n" << ep.out << ep.err;
     EXPECT_TRUE(ReadBytes(out) == want) << ranks << " ranks: the logits differ from one process";
   }
+  // Each rank offloading its own experts through its own store, a quarter of them cached,
+  // with a policy that predicts from the relayed gate inputs.
+  const std::string out = dir / "offloaded";
+  const auto ep = RunCommand(MpiMoex(2, "logits -m " + model + " -t 1 " + kPrompt +
+                                            " --expert-parallel --host-budget 25% --policy "
+                                            "nextgate+lfu --store " +
+                                            (dir / "experts.moex") + " --out " + out));
+  ASSERT_EQ(ep.exit_code, 0) << "offloaded:\n" << ep.out << ep.err;
+  EXPECT_TRUE(ReadBytes(out) == want) << "offloaded: the logits differ from one process";
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ExpertParallelTest,
-                         ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kMixtral,
-                                           Arch::kDeepseekMoe, Arch::kPhiMoe, Arch::kDeepseekV2,
-                                           Arch::kDeepseekV3, Arch::kGlm4Moe, Arch::kGptOss,
-                                           Arch::kMiniMaxM2, Arch::kQwen3Next, Arch::kQwen35Moe,
-                                           Arch::kLlama4),
+                         ::testing::Values(Arch::kOlmoe, Arch::kQwen2Moe, Arch::kQwen3Moe,
+                                           Arch::kMixtral, Arch::kDeepseekMoe, Arch::kPhiMoe,
+                                           Arch::kDeepseekV2, Arch::kDeepseekV3, Arch::kGlm4Moe,
+                                           Arch::kGptOss, Arch::kMiniMaxM2, Arch::kQwen3Next,
+                                           Arch::kQwen35Moe, Arch::kLlama4),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // Decoding token by token (one row per layer message) and a block-quantized model: the same
@@ -176,6 +186,55 @@ TEST(ExpertParallel, APlacementBalancedByARecordedTraceGivesTheSameTokens) {
 
 // Flags that do not combine are refused before anything runs, naming them (one process:
 // MPI starts as a singleton for the second).
+// Each rank offloads its own experts with its own store, budget and policy, fed the events
+// of its own experts: its counters are the simulator's for that rank (`moex sim --ranks 2`
+// over the trace of the same run, the same placement), for every kind of policy; a share
+// budget is of the rank's own experts.
+TEST(ExpertParallel, EachRanksOffloadCountersAreTheSimulatorsForThatRank) {
+  MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
+  testing::TempDir dir;
+  const std::string model = dir / "olmoe";  // With a tokenizer: prompt sets are text.
+  const auto made = RunCommand(Moex("random-model --arch olmoe --out " + model));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::ofstream(dir / "prompts.txt") << "the cat sat on the mat\nhello world of experts\n"
+                                        "another prompt here please\n";
+  const std::string record = "trace record -m " + model + " -t 1 --prompts " +
+                             (dir / "prompts.txt") + " --max-tokens 8 --json --force ";
+  // The placement both use: balanced by a one-process recording's routing (the simulator's
+  // default placement is balanced by its trace's, and the routing is the same).
+  const auto one = RunCommand(Moex(record + "--out " + (dir / "one.trace")));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const char* policy : {"lru", "nextgate+lfu", "fmoe", "moepic"}) {
+    SCOPED_TRACE(policy);
+    const std::string flags =
+        std::string(" --host-budget 25% --policy ") + policy + " --policy-worker sync";
+    const auto ep = RunCommand(
+        MpiMoex(2, record + "--out " + (dir / "ep.trace") + " --hidden f32 --probs f32 --pooled " +
+                       "--expert-parallel --placement " + (dir / "one.trace") + " --store " +
+                       (dir / "experts.moex") + flags));
+    ASSERT_EQ(ep.exit_code, 0) << ep.out << ep.err;
+    const auto sim = RunCommand(Moex("sim --trace " + (dir / "ep.trace") +
+                                     " --ranks 2 --network loopback --budget 25% --policy " +
+                                     policy + " --policy-worker sync --json"));
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    const nlohmann::json engine =
+        nlohmann::json::parse(ep.out)["offload"]["expert_parallel"]["per_rank"];
+    nlohmann::json simulated = nlohmann::json::parse(sim.out);
+    if (simulated.is_array()) simulated = simulated[0];
+    const nlohmann::json& ranks = simulated["expert_parallel"]["per_rank"];
+    ASSERT_EQ(engine.size(), 2u);
+    ASSERT_EQ(ranks.size(), 2u);
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(engine[r]["experts"], ranks[r]["experts"]) << "rank " << r;
+      EXPECT_EQ(engine[r]["hits"], ranks[r]["hits"]) << "rank " << r;
+      EXPECT_EQ(engine[r]["misses"], ranks[r]["misses"]) << "rank " << r;
+      EXPECT_GT(engine[r]["store_bytes_read"].get<int64_t>(), 0) << "rank " << r;
+    }
+    // Rank 0's budget is a quarter of its own experts' bytes: the simulator's for rank 0.
+    EXPECT_EQ(nlohmann::json::parse(ep.out)["offload"]["budget_bytes"], ranks[0]["budget_bytes"]);
+  }
+}
+
 TEST(ExpertParallel, FlagsThatDoNotCombineAreRefused) {
   MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
@@ -185,13 +244,19 @@ TEST(ExpertParallel, FlagsThatDoNotCombineAreRefused) {
   EXPECT_NE(placement.exit_code, 0);
   EXPECT_NE(placement.err.find("--placement needs --expert-parallel"), std::string::npos)
       << placement.err;
-  const auto budget = RunCommand("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                                 Moex(base + " --expert-parallel --host-budget 50%"));
+  const std::string mpi_env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+  const auto budget = RunCommand(mpi_env + Moex(base + " --expert-parallel --host-budget auto"));
   EXPECT_NE(budget.exit_code, 0);
-  EXPECT_NE(budget.err.find("--host-budget, --learn-from, --policy-state and --replay-routing do "
-                            "not combine with it yet"),
+  EXPECT_NE(budget.err.find("--host-budget auto does not combine with --expert-parallel"),
             std::string::npos)
       << budget.err;
+  const auto learn = RunCommand(
+      mpi_env + Moex(base + " --expert-parallel --host-budget 50% --learn-from x.trace"));
+  EXPECT_NE(learn.exit_code, 0);
+  EXPECT_NE(learn.err.find("--learn-from, --policy-state and --replay-routing do not combine "
+                           "with --expert-parallel"),
+            std::string::npos)
+      << learn.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "x"));
 }
 
@@ -206,6 +271,24 @@ TEST(ExpertParallel, RanksThatOpenedDifferentModelsAreRefused) {
                                    " : -np 1 " + MoexBinary() + " logits -m " + b + rest));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("rank 1 opened a different model"), std::string::npos) << r.err;
+}
+
+// A worker whose store cannot be made (its --store directory is missing on its host) says
+// why, and the run ends without output.
+TEST(ExpertParallel, ARankThatCannotLoadItsExpertsEndsTheRunSayingWhy) {
+  MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
+  const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  testing::TempDir dir;
+  const std::string args = " logits -m " + model + " -t 1 " + kPrompt + " --out " + (dir / "x") +
+                           " --expert-parallel --host-budget 25% --store ";
+  const auto r = RunCommand(MpiRun("-np 1 " + MoexBinary() + args + (dir / "s") + " : -np 1 " +
+                                   MoexBinary() + args + (dir / "missing/s")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("rank 1 could not load its experts: cannot create lock file " +
+                       (dir / "missing/s.lock")),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x"));
 }
 
 // Starts `moex serve` on 2 ranks, waits until it answers, then does `action` (shell, with
@@ -227,8 +310,9 @@ testing::CommandResult ServeAndThen(const std::string& model, const std::string&
       " | head -1)\n"
       "RANK1=''\n"
       "for p in $(pgrep -f '" +
-      MoexBinary() +
-      " serve'); do\n"
+      MoexBinary() + " serve -m " +
+      model +  // This run's ranks only (ctest runs tests side by side).
+      "'); do\n"
       "  if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | "
       "grep -qx 'OMPI_COMM_WORLD_RANK=1'; then RANK1=$p; fi\n"
       "done\n"
@@ -249,14 +333,16 @@ TEST(ExpertParallel, ARankThatDiesEndsTheRunNamingItInsteadOfHanging) {
   EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
 }
 
-// The server answers on two ranks and reports each rank on /metrics; when the worker stops
-// answering, the request fails with an error naming it after --ep-timeout.
+// The server answers on two ranks, each offloading its experts, and reports each rank on
+// /metrics (network and store); when the worker stops answering, the request fails with an
+// error naming it after --ep-timeout.
 TEST(ExpertParallel, ServesWithPerRankMetricsAndARankThatStopsAnsweringFailsTheRequest) {
   MOEX_REQUIRE_TOOL(testing::ProgramMissing("mpirun"));
   MOEX_REQUIRE_TOOL(testing::ProgramMissing("curl"));
   const std::string model = testing::TinyModelPath(Arch::kOlmoe);
+  testing::TempDir dir;
   const auto r = ServeAndThen(
-      model, "--ep-timeout 2",
+      model, "--ep-timeout 2 --host-budget 50% --store " + (dir / "experts.moex"),
       "curl -s -m 60 http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' "
       "-d '{\"prompt\": [1, 2, 3], \"max_tokens\": 4}'; echo\n"
       "curl -s -m 60 http://127.0.0.1:$PORT/metrics | grep '^moex_rank_'\n"
@@ -268,6 +354,9 @@ TEST(ExpertParallel, ServesWithPerRankMetricsAndARankThatStopsAnsweringFailsTheR
   EXPECT_NE(r.out.find("moex_rank_network_sent_bytes_total{rank=\"1\"}"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("moex_rank_experts{rank=\"0\"}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("moex_rank_store_read_bytes_total{rank=\"1\"}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("moex_rank_store_wait_seconds_total{rank=\"0\"}"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("rank 1 did not answer layer"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("mpirun=124"), std::string::npos) << "hung:\n" << r.out;
 }

@@ -160,6 +160,34 @@ TEST(PolicyTest, WorkerPrefetchesTouchTheEvictor) {
                    t.hook_us / static_cast<double>(t.passes));
 }
 
+// Expert parallelism: a stack that holds only some experts (OffloadController::set_owner)
+// ignores its policy's prefetch of another rank's expert: no page, no read, counted.
+TEST(PolicyTest, APrefetchOfAnotherRanksExpertTakesNoPageAndReadsNothing) {
+  const ModelConfig c = testing::SmallPolicyConfig(3);
+  const tiers::CacheGeometry g{c.num_layers, c.num_experts, c.moe_intermediate_size, 16, 64, 3};
+  auto worker = std::make_unique<PolicyWorker>(PolicyWorker::Mode::kSync);
+  PolicyFacts f = tiers::MakePolicyFacts(c, g, 64, nullptr, 0);
+  f.worker = worker.get();
+  std::vector<ComposedPolicy::Part> parts;
+  parts.push_back({"worker-prefetcher", std::make_unique<WorkerPrefetcher>(f)});
+  parts.push_back({"lru", MakePolicy("lru", f)});
+  tiers::OffloadController controller(g, std::make_unique<ComposedPolicy>(std::move(parts)),
+                                      std::move(worker), f.moe_layer);
+  controller.set_owner([](const ExpertKey& k) { return k.expert != 5; });
+  std::vector<tiers::CacheCommand> cmds;
+  controller.IterationBegin(IterationBeginEvent{}, &cmds);
+  const std::vector<int32_t> routed{0, 1};
+  controller.Gate(testing::TopTwoGate(0, routed), &cmds);
+  EXPECT_FALSE(controller.cache().Present({0, 5}));
+  EXPECT_TRUE(controller.cache().Present({0, 0}));
+  for (const tiers::CacheCommand& cmd : cmds)
+    EXPECT_FALSE(cmd.kind == tiers::CacheCommand::kFetch && cmd.expert == (ExpertKey{0, 5}));
+  const tiers::LayerCounters layer0 = controller.Counters()[0];
+  EXPECT_EQ(layer0.prefetch_foreign, 1);
+  EXPECT_EQ(layer0.prefetch_issued, 0);
+  EXPECT_EQ(layer0.misses, 2);
+}
+
 // A job that throws on the worker thread is an error raised by the Poll that reaches it,
 // in every mode; the worker goes on with later jobs.
 TEST(PolicyTest, AFailingWorkerJobIsAnErrorNotACrash) {

@@ -171,7 +171,7 @@ TEST(SimExpertParallel, EachRankHasItsOwnCacheAndPolicyOverItsOwnExperts) {
     EXPECT_EQ(ranks[0].total.evictions, 2);
     EXPECT_EQ(ranks[1].total.hits, 1);
     EXPECT_EQ(ranks[1].total.misses, 1);
-    EXPECT_EQ(ranks[0].foreign_fetches + ranks[1].foreign_fetches, 0);
+    EXPECT_EQ(ranks[0].total.prefetch_foreign + ranks[1].total.prefetch_foreign, 0);
     EXPECT_EQ(two.total.hits, 2);
     EXPECT_EQ(two.total.misses, 4);
     EXPECT_EQ(two.capacity_experts, 2);

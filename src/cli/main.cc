@@ -81,13 +81,14 @@ int main(int argc, char** argv) {
     for (auto& [cmd, run] : runners)
       if (cmd->parsed()) return run();
   } catch (const moex::Error& e) {
-    std::cerr << "moex: error: " << e.what() << "\n";
+    // One write: the lines of several processes (mpirun's ranks) on one stream stay whole.
+    std::cerr << "moex: error: " + std::string(e.what()) + "\n";
     return 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "moex: error: out of memory\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "moex: error: " << e.what() << "\n";
+    std::cerr << "moex: error: " + std::string(e.what()) + "\n";
     return 1;
   }
   return 2;

@@ -353,10 +353,13 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
                        "cannot run; record it with --hidden f32)");
   }
   if (options.expert_parallel) {
-    Check(options.host_budget.empty() && options.learn_from.empty() &&
-              options.policy_state.empty() && options.replay_routing.empty(),
-          "--expert-parallel keeps each rank's experts resident: --host-budget, --learn-from, "
-          "--policy-state and --replay-routing do not combine with it yet");
+    Check(options.learn_from.empty() && options.policy_state.empty() &&
+              options.replay_routing.empty(),
+          "--learn-from, --policy-state and --replay-routing do not combine with "
+          "--expert-parallel yet");
+    Check(options.host_budget != "auto",
+          "--host-budget auto does not combine with --expert-parallel yet: give each rank's "
+          "budget in bytes or as a share of its experts (e.g. --host-budget 25%)");
     dist::ExpertParallelOptions ep;
     // Rank 0 decides the placement (the file need not exist on the other hosts): a
     // placement file, or a routing trace whose counts the balanced placement spreads.
@@ -372,6 +375,17 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
         ep.frequency = trace::RoutedTokenCounts(routing);
         ep.placement_label = "balanced by the routing of " + options.placement;
       }
+    }
+    if (!options.host_budget.empty()) {
+      // Each rank offloads its own experts with these options (docs/expert-parallel.md).
+      OffloadOptions offload;
+      offload.store_path = options.store;
+      offload.host_budget = options.host_budget;
+      offload.policy.spec = options.policy;
+      offload.policy.make = MakePolicyMaker(PolicySetupOf(options));
+      offload.policy.worker = policy::PolicyWorker::ParseMode(options.policy_worker);
+      offload.policy.seed = options.seed;
+      ep.offload = offload;
     }
     ep.timeout_s = options.ep_timeout_s;
     ep.startup_timeout_s = std::max(600.0, options.ep_timeout_s);

@@ -20,7 +20,7 @@ struct Header {
   int64_t token_rows = 0;  // kLayer: distinct token rows; else 0.
   WorkerCounters counters;
 };
-static_assert(sizeof(Header) == 64);
+static_assert(sizeof(Header) == 96);
 
 struct WireSpan {
   int32_t expert;
@@ -81,7 +81,7 @@ std::vector<std::byte> EncodeText(const TextMessage& m) {
 
 MessageKind KindOf(std::span<const std::byte> bytes) {
   const Header h = ReadHeader(bytes);
-  Check(h.kind >= 1 && h.kind <= static_cast<uint32_t>(MessageKind::kFailure),
+  Check(h.kind >= 1 && h.kind <= static_cast<uint32_t>(MessageKind::kReady),
         "an expert-parallel message of unknown kind ", h.kind);
   return static_cast<MessageKind>(h.kind);
 }
@@ -125,7 +125,7 @@ LayerMessage DecodeLayer(std::span<const std::byte> bytes, int64_t d_model) {
         " floats need ", rows_sent * d_model * 4);
   const std::byte* at = bytes.data() + sizeof h + spans;
   if (inputs) {
-    // The header is 64 bytes, each span 16 and the indices padded to 8, so the indices and
+    // The header is 96 bytes, each span 16 and the indices padded to 8, so the indices and
     // rows are aligned in any buffer the allocator returns.
     m.token_of_row = {reinterpret_cast<const int32_t*>(at), static_cast<size_t>(total_rows)};
     for (int32_t t : m.token_of_row)

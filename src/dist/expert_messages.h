@@ -19,6 +19,8 @@ enum class MessageKind : uint32_t {
   kOutputs = 4,   // worker -> rank 0: their output rows.
   kShutdown = 5,  // rank 0 -> worker: the run is over.
   kFailure = 6,   // worker -> rank 0: the request failed, with the reason.
+  kEvents = 7,    // rank 0 -> worker: policy events (event_messages.h) as the text; no answer.
+  kReady = 8,     // worker -> rank 0 at start-up: its experts are loaded (or kFailure: why not).
 };
 
 // A worker's counters since it started, sent with every answer.
@@ -27,7 +29,12 @@ struct WorkerCounters {
   int64_t rows_computed = 0;     // (token, expert) rows.
   double compute_ms = 0;         // Time in its kernels.
   int64_t peak_rss_bytes = 0;    // Its process's peak resident set (VmHWM).
-  int64_t expert_bytes = 0;      // Expert weights it holds in memory.
+  int64_t expert_bytes = 0;      // Expert weights it holds in memory (its cache when offloaded).
+  // Its own expert store, when its experts are offloaded (all 0 when resident).
+  int64_t hits = 0;          // Routed experts wholly in its cache at the gate.
+  int64_t misses = 0;        // Routed experts it had to read (some of).
+  int64_t bytes_read = 0;    // From its store.
+  double store_wait_ms = 0;  // Its compute waited for reads.
 };
 
 // One expert's rows within a layer message.
@@ -50,7 +57,7 @@ struct LayerMessage {
   std::span<const float> rows;            // Into the decoded bytes (or the caller's buffer).
 };
 
-// A text message (kHello, kVerdict, kFailure, kShutdown).
+// A text message (every kind but kLayer and kOutputs; kEvents carries bytes as its text).
 struct TextMessage {
   MessageKind kind = MessageKind::kHello;
   std::string text;

@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "core/peak_rss.h"
 #include "model/model_identity.h"
+#include "policy/registry.h"
 
 namespace moex::dist {
 
@@ -93,16 +94,87 @@ ExpertPlacement AgreeOnWorker(const Model& model, MpiTransport& t,
   return placement;
 }
 
+// One rank's experts: resident, or offloaded through the rank's own store, cache and policy.
+std::unique_ptr<MoeExecutor> LoadShard(const Model& model, int rank,
+                                       const ExpertPlacement& placement,
+                                       const ExpertParallelOptions& options) {
+  HoldsExpert holds = [&placement, rank](int layer, int expert) {
+    return placement.Owns(rank, layer, expert);
+  };
+  if (!options.offload) return std::make_unique<ResidentMoeExecutor>(model, holds);
+  OffloadOptions o = *options.offload;
+  o.holds = std::move(holds);
+  o.progress = o.progress && rank == 0;  // One progress bar per job.
+  return std::make_unique<OffloadMoeExecutor>(model, o);
+}
+
+// A rank's own offload stack sees every event, but a gate only with the routed experts the
+// rank holds, and not at all when it holds none of them (as the simulator's ranks do).
+class OwnExpertsSink final : public policy::EventSink {
+ public:
+  OwnExpertsSink(policy::EventSink& stack, const ExpertPlacement& placement, int rank)
+      : stack_(stack), placement_(placement), rank_(rank) {}
+  void OnRequestBegin(const policy::RequestBeginEvent& e) override { stack_.OnRequestBegin(e); }
+  void OnIterationBegin(const policy::IterationBeginEvent& e) override {
+    stack_.OnIterationBegin(e);
+  }
+  void OnGate(const policy::GateEvent& e) override {
+    routed_.clear();
+    for (int32_t id : e.routed_experts())
+      if (placement_.Owns(rank_, e.layer, id)) routed_.push_back(id);
+    if (routed_.empty()) return;
+    policy::GateEvent mine = e;
+    mine.routed = routed_.data();
+    mine.n_routed = static_cast<int64_t>(routed_.size());
+    stack_.OnGate(mine);
+  }
+  void OnExpertDone(const policy::ExpertDoneEvent& e) override { stack_.OnExpertDone(e); }
+  void OnIterationEnd() override { stack_.OnIterationEnd(); }
+  void OnRequestEnd(const policy::RequestEndEvent& e) override { stack_.OnRequestEnd(e); }
+
+ private:
+  policy::EventSink& stack_;
+  const ExpertPlacement& placement_;
+  int rank_;
+  std::vector<int32_t> routed_;
+};
+
+// The store side of a rank's counters (zero when its experts are resident).
+void AddStoreCounters(const MoeExecutor& shard, WorkerCounters* c) {
+  const auto* offload = dynamic_cast<const OffloadMoeExecutor*>(&shard);
+  c->expert_bytes = static_cast<int64_t>(shard.HostCacheBytes());
+  if (offload == nullptr) return;
+  const tiers::OffloadMetrics m = offload->Metrics();
+  c->hits = m.total.counters.hits;
+  c->misses = m.total.counters.misses;
+  c->bytes_read = m.total.bytes_read;
+  c->store_wait_ms = m.total.stall_ms;
+}
+
 // A worker's life: compute whatever layer rank 0 sends, until it says the run is over.
 void ServeExperts(const Model& model, MpiTransport& t, const ExpertPlacement& placement,
                   const ExpertParallelOptions& options) {
   const int rank = t.rank();
-  ResidentMoeExecutor shard(
-      model, [&](int layer, int expert) { return placement.Owns(rank, layer, expert); });
+  const Seconds startup(options.startup_timeout_s);
+  std::unique_ptr<MoeExecutor> shard;
+  try {
+    shard = LoadShard(model, rank, placement, options);
+  } catch (const Error& e) {
+    SendAndWait(t, 0, Tag::kHandshake, EncodeText({MessageKind::kFailure, e.what(), {}}), startup,
+                "its start-up failure");
+    // Said here too: the job may end before rank 0 has said it.
+    throw Error("rank " + std::to_string(rank) + " could not load its experts: " + e.what());
+  }
+  SendAndWait(t, 0, Tag::kHandshake, EncodeText({MessageKind::kReady, "", {}}), startup,
+              "its start-up");
+  std::unique_ptr<OwnExpertsSink> events;
+  if (shard->event_sink() != nullptr)
+    events = std::make_unique<OwnExpertsSink>(*shard->event_sink(), placement, rank);
+  std::string events_failed;  // Once its policy failed on an event, every request fails.
   const int64_t d = model.expert_shape.hidden_size;
   const Seconds timeout(options.timeout_s);
   WorkerCounters counters;
-  counters.expert_bytes = static_cast<int64_t>(shard.HostCacheBytes());
+  AddStoreCounters(*shard, &counters);
   std::vector<float> inputs, outputs;
   // The peak RSS is read from /proc at most once a second, not once per layer message.
   counters.peak_rss_bytes = PeakRssBytes();
@@ -121,7 +193,19 @@ void ServeExperts(const Model& model, MpiTransport& t, const ExpertPlacement& pl
                   timeout, "its answer");
       continue;
     }
+    if (kind == MessageKind::kEvents) {
+      if (!events_failed.empty()) continue;
+      try {
+        Check(events != nullptr, "rank 0 sent policy events to a rank without offloading");
+        const TextMessage batch = DecodeText(request);
+        ReplayEvents(std::as_bytes(std::span(batch.text.data(), batch.text.size())), *events);
+      } catch (const Error& e) {
+        events_failed = e.what();
+      }
+      continue;
+    }
     if (kind == MessageKind::kShutdown) {
+      AddStoreCounters(*shard, &counters);
       counters.peak_rss_bytes = PeakRssBytes();
       SendAndWait(t, 0, Tag::kReply, EncodeText({MessageKind::kShutdown, "", counters}), timeout,
                   "its last counters");
@@ -130,6 +214,7 @@ void ServeExperts(const Model& model, MpiTransport& t, const ExpertPlacement& pl
     }
     std::vector<std::byte> answer;
     try {
+      Check(events_failed.empty(), "its policy failed on an event: ", events_failed);
       const LayerMessage in = DecodeLayer(request, d);
       // Each expert's rows gathered from the distinct token rows, as the kernels take them.
       const size_t total = in.token_of_row.size();
@@ -146,10 +231,11 @@ void ServeExperts(const Model& model, MpiTransport& t, const ExpertPlacement& pl
         at += s.rows;
       }
       Stopwatch clock;
-      shard.Compute(in.layer, rows);
+      shard->Compute(in.layer, rows);
       counters.compute_ms += clock.ElapsedMs();
       counters.experts_computed += static_cast<int64_t>(rows.size());
       counters.rows_computed += at;
+      if (events != nullptr) AddStoreCounters(*shard, &counters);
       answer = EncodeLayer({MessageKind::kOutputs, in.layer, in.experts, counters, 0, {}, outputs});
     } catch (const Error& e) {
       answer = EncodeText({MessageKind::kFailure, e.what(), counters});
@@ -178,8 +264,25 @@ ExpertParallelExecutor::ExpertParallelExecutor(const Model& model, MpiTransport&
       transport_(transport),
       placement_(std::move(placement)),
       options_(options),
-      local_(model, [this](int layer, int expert) { return placement_.Owns(0, layer, expert); }),
-      links_(static_cast<size_t>(transport.size())) {}
+      local_(LoadShard(model, 0, placement_, options_)),
+      events_(
+          static_cast<size_t>(transport.size()),
+          EventBatch(options.offload ? policy::SpecTraceReads(options.offload->policy.spec) : 0u)),
+      event_bytes_(static_cast<size_t>(transport.size())),
+      links_(static_cast<size_t>(transport.size())) {
+  if (local_->event_sink() != nullptr)
+    local_events_ = std::make_unique<OwnExpertsSink>(*local_->event_sink(), placement_, 0);
+  // Every worker has loaded its experts (or says why it could not) before the first layer.
+  const Seconds startup(options.startup_timeout_s);
+  for (int r = 1; r < transport_.size(); ++r) {
+    const TextMessage ready =
+        DecodeText(transport_.Receive(r, Tag::kHandshake, startup, "loading its experts"));
+    if (ready.kind != MessageKind::kReady) {
+      failure_ = "rank " + std::to_string(r) + " could not load its experts: " + ready.text;
+      throw transport_.Broken(failure_);
+    }
+  }
+}
 
 ExpertParallelExecutor::~ExpertParallelExecutor() {
   try {
@@ -193,8 +296,10 @@ void ExpertParallelExecutor::Shutdown() {
   if (!failure_.empty() || transport_.broken()) return;  // The job aborts at exit instead.
   const Seconds timeout(options_.timeout_s);
   const std::vector<std::byte> bye = EncodeText({MessageKind::kShutdown, "", {}});
-  for (int r = 1; r < transport_.size(); ++r)
+  for (int r = 1; r < transport_.size(); ++r) {
+    FlushEvents(r);  // Its last iteration_end and request_end.
     SendAndWait(transport_, r, Tag::kRequest, bye, timeout, "the end of the run");
+  }
   for (int r = 1; r < transport_.size(); ++r) {
     const TextMessage last =
         DecodeText(transport_.Receive(r, Tag::kReply, timeout, "the end of the run"));
@@ -233,6 +338,7 @@ void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float*
   try {
     std::vector<std::vector<std::byte>> requests(static_cast<size_t>(ranks));
     std::vector<int> sends(static_cast<size_t>(ranks), -1);
+    std::vector<int> event_sends(static_cast<size_t>(ranks), -1);
     std::vector<float> rows;
     std::vector<int32_t> token_of_row;
     std::vector<int32_t> index_of_token(static_cast<size_t>(routing.n_tokens));
@@ -262,18 +368,21 @@ void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float*
       }
       requests[static_cast<size_t>(r)] =
           EncodeLayer({MessageKind::kLayer, layer, s, {}, distinct, token_of_row, rows});
+      event_sends[static_cast<size_t>(r)] = PostEvents(r);  // Its gate among them.
       sends[static_cast<size_t>(r)] =
           transport_.PostSend(r, Tag::kRequest, requests[static_cast<size_t>(r)]);
       RankLink& link = links_[static_cast<size_t>(r)];
       link.bytes_sent += static_cast<int64_t>(requests[static_cast<size_t>(r)].size());
       ++link.messages;
     }
-    if (!mine.empty()) local_.Compute(layer, mine);  // While the requests travel.
+    if (!mine.empty()) local_->Compute(layer, mine);  // While the requests travel.
     for (int r = 1; r < ranks; ++r) {
       if (sends[static_cast<size_t>(r)] < 0) continue;
       RankLink& link = links_[static_cast<size_t>(r)];
       Stopwatch waited;
       const std::string what = "layer " + std::to_string(layer);
+      if (event_sends[static_cast<size_t>(r)] >= 0)
+        transport_.Complete(event_sends[static_cast<size_t>(r)], timeout, what);
       transport_.Complete(sends[static_cast<size_t>(r)], timeout, what);
       const std::vector<std::byte> answer = transport_.Receive(r, Tag::kReply, timeout, what);
       link.wait_ms += waited.ElapsedMs();
@@ -309,28 +418,97 @@ void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float*
                  L.expert_down_scale.empty() ? nullptr : L.expert_down_scale.data());
 }
 
+int ExpertParallelExecutor::PostEvents(int r) {
+  EventBatch& batch = events_[static_cast<size_t>(r)];
+  if (batch.empty()) return -1;
+  const std::string body = batch.Take();
+  std::vector<std::byte>& bytes = event_bytes_[static_cast<size_t>(r)];
+  bytes = EncodeText({MessageKind::kEvents, body, {}});
+  RankLink& link = links_[static_cast<size_t>(r)];
+  link.bytes_sent += static_cast<int64_t>(bytes.size());
+  ++link.messages;
+  return transport_.PostSend(r, Tag::kRequest, bytes);
+}
+
+void ExpertParallelExecutor::FlushEvents(int r) {
+  const int send = PostEvents(r);
+  if (send >= 0) transport_.Complete(send, Seconds(options_.timeout_s), "policy events");
+}
+
+// Rank 0's own stack first (it may throw: the event then stops here, as in one process),
+// then each worker's batch; a gate goes only to the workers that compute that layer.
+void ExpertParallelExecutor::OnRequestBegin(const policy::RequestBeginEvent& e) {
+  if (local_events_) local_events_->OnRequestBegin(e);
+  for (size_t r = 1; r < events_.size(); ++r) events_[r].Add(e);
+}
+
+void ExpertParallelExecutor::OnIterationBegin(const policy::IterationBeginEvent& e) {
+  if (local_events_) local_events_->OnIterationBegin(e);
+  for (size_t r = 1; r < events_.size(); ++r) events_[r].Add(e);
+}
+
+void ExpertParallelExecutor::OnGate(const policy::GateEvent& e) {
+  if (local_events_) local_events_->OnGate(e);
+  for (int r = 1; r < static_cast<int>(events_.size()); ++r) {
+    bool computes = false;
+    for (int32_t id : e.routed_experts()) computes = computes || placement_.Owns(r, e.layer, id);
+    if (computes) events_[static_cast<size_t>(r)].Add(e);
+  }
+}
+
+void ExpertParallelExecutor::OnExpertDone(const policy::ExpertDoneEvent& e) {
+  if (local_events_) local_events_->OnExpertDone(e);
+}
+
+void ExpertParallelExecutor::OnIterationEnd() {
+  if (local_events_) local_events_->OnIterationEnd();
+  for (size_t r = 1; r < events_.size(); ++r) events_[r].AddIterationEnd();
+  // The workers' policies may act between passes (prefetch for the next one): send now. On
+  // a failed run nothing more is sent (this is also the forward pass's error path).
+  if (!failure_.empty() || transport_.broken()) return;
+  try {
+    for (int r = 1; r < transport_.size(); ++r) FlushEvents(r);
+  } catch (const Error& e) {
+    failure_ = e.what();
+    throw;
+  }
+}
+
+void ExpertParallelExecutor::OnRequestEnd(const policy::RequestEndEvent& e) {
+  if (local_events_) local_events_->OnRequestEnd(e);
+  for (size_t r = 1; r < events_.size(); ++r) events_[r].Add(e);
+}
+
 nlohmann::json ExpertParallelExecutor::MetricsJson() const {
-  nlohmann::json out = local_.MetricsJson();
-  out["policy"] = "expert-parallel";
+  // The top-level counters are rank 0's own; per_rank has every rank's.
+  nlohmann::json out = local_->MetricsJson();
+  if (!options_.offload) out["policy"] = "expert-parallel";
+  WorkerCounters own;
+  AddStoreCounters(*local_, &own);
   nlohmann::json ranks = nlohmann::json::array();
   int64_t sent = 0, received = 0;
   double wait = 0;
   for (int r = 0; r < transport_.size(); ++r) {
     const RankLink& link = links_[static_cast<size_t>(r)];
-    nlohmann::json rank = {{"rank", r}, {"experts", placement_.ExpertCount(r)}};
+    const WorkerCounters& c = r == 0 ? own : link.counters;
+    nlohmann::json rank = {{"rank", r},
+                           {"experts", placement_.ExpertCount(r)},
+                           {"expert_bytes", c.expert_bytes},
+                           {"hits", c.hits},
+                           {"misses", c.misses},
+                           {"store_bytes_read", c.bytes_read},
+                           {"store_wait_ms", c.store_wait_ms}};
     if (r == 0) {
-      rank["expert_bytes"] = local_.HostCacheBytes();
       rank["peak_rss_bytes"] = PeakRssBytes();
     } else {
-      rank["expert_bytes"] = link.counters.expert_bytes;
-      rank["peak_rss_bytes"] = link.counters.peak_rss_bytes;
+      rank["peak_rss_bytes"] = c.peak_rss_bytes;
       rank["bytes_sent"] = link.bytes_sent;
       rank["bytes_received"] = link.bytes_received;
       rank["messages"] = link.messages;
       rank["wait_ms"] = link.wait_ms;
-      rank["compute_ms"] = link.counters.compute_ms;
-      rank["experts_computed"] = link.counters.experts_computed;
-      rank["rows_computed"] = link.counters.rows_computed;
+      rank["compute_ms"] = c.compute_ms;
+      rank["experts_computed"] = c.experts_computed;
+      rank["rows_computed"] = c.rows_computed;
       sent += link.bytes_sent;
       received += link.bytes_received;
       wait += link.wait_ms;
@@ -339,6 +517,7 @@ nlohmann::json ExpertParallelExecutor::MetricsJson() const {
   }
   out["expert_parallel"] = {
       {"ranks", transport_.size()},
+      {"offloaded", options_.offload.has_value()},
       {"placement", !options_.placement_path.empty()    ? options_.placement_path
                     : !options_.placement_label.empty() ? options_.placement_label
                                                         : "balanced"},
@@ -350,10 +529,14 @@ nlohmann::json ExpertParallelExecutor::MetricsJson() const {
 }
 
 std::vector<std::vector<float>> ExpertParallelExecutor::ResidentShare() const {
-  // Every expert is resident on some rank.
-  std::vector<std::vector<float>> share(model_.layers.size());
-  for (size_t l = 0; l < share.size(); ++l)
-    if (model_.layers[l].is_moe) share[l].assign(static_cast<size_t>(model_.config.num_experts), 1);
+  std::vector<std::vector<float>> share = local_->ResidentShare();
+  const float remote = options_.offload ? 0.0f : 1.0f;
+  for (size_t l = 0; l < share.size(); ++l) {
+    if (!model_.layers[l].is_moe) continue;
+    share[l].resize(static_cast<size_t>(model_.config.num_experts), 0.0f);
+    for (int e = 0; e < model_.config.num_experts; ++e)
+      if (!placement_.Owns(0, static_cast<int>(l), e)) share[l][static_cast<size_t>(e)] = remote;
+  }
   return share;
 }
 

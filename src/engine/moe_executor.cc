@@ -173,6 +173,10 @@ void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x,
   batch_.Combine(routing, out, DownBias(L), DownScale(L));
 }
 
+void MoeExecutor::Compute(int layer, std::span<const ExpertRows> rows) {
+  Fail("this executor computes whole layers only (layer ", layer, ", ", rows.size(), " experts)");
+}
+
 void ResidentMoeExecutor::Compute(int layer, std::span<const ExpertRows> rows) {
   const ExpertShape& shape = model_.expert_shape;
   Check(layer >= 0 && static_cast<size_t>(layer) < slot_of_.size() &&
@@ -263,35 +267,73 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
   const int chunk =
       options.chunk_neurons > 0 ? options.chunk_neurons : tiers::HostTier::AutoChunkNeurons(store);
   host.chunk_neurons = chunk;
-  const int64_t full = tiers::HostTier::FullFootprint(store, chunk);
+  int64_t full = tiers::HostTier::FullFootprint(store, chunk);
+  if (options.holds) {
+    // A share is of this rank's experts (every expert's footprint is the same), as in the
+    // simulator's ranks.
+    const int64_t all = static_cast<int64_t>(store.moe_layers().size()) * model.config.num_experts;
+    int64_t own = 0;
+    for (int l : store.moe_layers())
+      for (int e = 0; e < model.config.num_experts; ++e) own += options.holds(l, e) ? 1 : 0;
+    full = all > 0 ? full / all * own : 0;
+  }
   host.budget_bytes = ParseBudget(options.host_budget, full);
-  WarnIfBudgetMissesEveryPass(model.config, store.moe_layers().size(), host.budget_bytes, full,
-                              options.policy.spec);
+  if (!options.holds)
+    WarnIfBudgetMissesEveryPass(model.config, store.moe_layers().size(), host.budget_bytes, full,
+                                options.policy.spec);
   tier_ = std::make_unique<tiers::HostTier>(std::move(store), model.config, host);
+  if (options.holds)
+    tier_->controller().set_owner(
+        [holds = options.holds](const policy::ExpertKey& k) { return holds(k.layer, k.expert); });
 }
 
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
+  batch_.Build(routing, x, model_.expert_shape.hidden_size, model_.config.expert_weight_on_input);
+  std::vector<ExpertRows> rows;
+  rows.reserve(batch_.active_experts().size());
+  for (int32_t e : batch_.active_experts())
+    rows.push_back({e, batch_.tokens_of(e), batch_.inputs_of(e), batch_.outputs_of(e)});
+  Compute(layer, rows);
+  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
+  batch_.Combine(routing, out, DownBias(L), DownScale(L));
+}
+
+void OffloadMoeExecutor::Compute(int layer, std::span<const ExpertRows> rows) {
   const ExpertShape& shape = model_.expert_shape;
-  batch_.Build(routing, x, shape.hidden_size, model_.config.expert_weight_on_input);
+  row_of_expert_.assign(static_cast<size_t>(model_.config.num_experts), -1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t e = rows[i].expert;
+    Check(e >= 0 && e < model_.config.num_experts, "expert ", e, " of layer ", layer,
+          " does not exist");
+    row_of_expert_[static_cast<size_t>(e)] = static_cast<int32_t>(i);
+  }
   std::vector<kernels::ExpertJob> jobs;
+  std::vector<char> computed(rows.size(), 0);
   const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
   const kernels::ExpertActivation act = ExpertActivationOf(model_.config);
   RunOffloadedLayer(*tier_, layer, [&](std::span<const ChunkTask> tasks) {
     jobs.clear();
     for (const ChunkTask& t : tasks) {
+      const int32_t i = row_of_expert_[static_cast<size_t>(t.expert)];
+      Check(i >= 0, "the gate of layer ", layer, " routed expert ", t.expert,
+            ", which was given no rows");
+      const ExpertRows& r = rows[static_cast<size_t>(i)];
+      computed[static_cast<size_t>(i)] = 1;
       kernels::ExpertJob job;
       job.records = t.records;
       job.neuron_count = t.neuron_count;
-      job.x = batch_.inputs_of(t.expert);
-      job.n = batch_.tokens_of(t.expert);
-      job.y = batch_.outputs_of(t.expert);
+      job.x = r.x;
+      job.n = r.n;
+      job.y = r.y;
       SetExpertBiasesAndScales(L, shape.neurons, t.expert, t.neuron_begin, &job);
       jobs.push_back(job);
     }
     kernels::ExpertFfn(jobs, L.expert_shape.Encoding(), shape.hidden_size, ThreadPool::Global(),
                        act);
   });
-  batch_.Combine(routing, out, DownBias(L), DownScale(L));
+  for (size_t i = 0; i < rows.size(); ++i)
+    Check(computed[i] != 0, "expert ", rows[i].expert, " of layer ", layer,
+          " was given rows but its gate did not route it");
 }
 
 nlohmann::json OffloadMoeExecutor::MetricsJson() const {

@@ -23,12 +23,29 @@
 
 namespace moex {
 
+// One expert's share of a layer's tokens: y[n, d] += expert(x[n, d]).
+struct ExpertRows {
+  int32_t expert = 0;
+  int64_t n = 0;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+
+// Which routed experts an executor holds: all of them, or (expert parallelism,
+// src/dist) one rank's share.
+using HoldsExpert = std::function<bool(int layer, int expert)>;
+
 class MoeExecutor {
  public:
   virtual ~MoeExecutor() = default;
   // out[t, :] += sum over k of routing.weights[t, k] * expert_{ids[t, k]}(x[t, :]), or of
   // expert_{ids[t, k]}(routing.weights[t, k] * x[t, :]) with config.expert_weight_on_input.
   virtual void Run(int layer, const Routing& routing, const float* x, float* out) = 0;
+  // Computes each listed expert of `layer` on its rows (expert parallelism's share of a
+  // layer, src/dist). With an offload stack, its gate event must have been emitted to
+  // event_sink() first, naming exactly these experts. Throws Error for an expert this
+  // executor does not hold, and in an executor that only runs whole layers.
+  virtual void Compute(int layer, std::span<const ExpertRows> rows);
   // Offload counters (hits, misses, bytes read, stall time, prefetches) as reported by
   // `generate --json` and `bench --json`.
   virtual nlohmann::json MetricsJson() const = 0;
@@ -84,27 +101,14 @@ kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config);
 void SetExpertBiasesAndScales(const LayerWeights& layer, int64_t neurons, int32_t expert,
                               int64_t begin, kernels::ExpertJob* job);
 
-// One expert's share of a layer's tokens: y[n, d] += expert(x[n, d]).
-struct ExpertRows {
-  int32_t expert = 0;
-  int64_t n = 0;
-  const float* x = nullptr;
-  float* y = nullptr;
-};
-
-// Which routed experts a resident executor holds: all of them, or (expert parallelism,
-// src/dist) one rank's share.
-using HoldsExpert = std::function<bool(int layer, int expert)>;
-
 // Experts resident in host memory, packed neuron-major at construction: every routed expert,
 // or those `holds` names (the others take no memory, and computing one is an error).
 class ResidentMoeExecutor : public MoeExecutor {
  public:
   explicit ResidentMoeExecutor(const Model& model, const HoldsExpert& holds = nullptr);
   void Run(int layer, const Routing& routing, const float* x, float* out) override;
-  // Computes each listed expert of `layer` on its rows, in one kernel call. Throws Error for
-  // an expert this executor does not hold.
-  void Compute(int layer, std::span<const ExpertRows> rows);
+  // In one kernel call.
+  void Compute(int layer, std::span<const ExpertRows> rows) override;
   nlohmann::json MetricsJson() const override;
   size_t HostCacheBytes() const override { return bytes_; }
   std::vector<std::vector<float>> ResidentShare() const override;
@@ -126,6 +130,10 @@ struct OffloadOptions {
   bool progress = true;             // Progress bar when the store must be packed.
   int queue_depth = 32;             // Reads in flight.
   int chunk_neurons = 0;            // Transfer and residency unit; 0: the store's choice.
+  // Expert parallelism: only these experts are this executor's (the others are another
+  // rank's). A share budget ("25%") is then of these experts' bytes, and the policy's
+  // prefetches of the others are ignored (OffloadController::set_owner). Null: every expert.
+  HoldsExpert holds;
 };
 
 // Routed experts stream from the expert store through a budgeted host cache. After the
@@ -137,6 +145,7 @@ class OffloadMoeExecutor : public MoeExecutor {
   // Opens the model's expert store, packing it first when missing, stale or corrupt.
   OffloadMoeExecutor(const Model& model, const OffloadOptions& options);
   void Run(int layer, const Routing& routing, const float* x, float* out) override;
+  void Compute(int layer, std::span<const ExpertRows> rows) override;
   nlohmann::json MetricsJson() const override;
   size_t HostCacheBytes() const override;
   std::vector<std::vector<float>> ResidentShare() const override;
@@ -151,6 +160,7 @@ class OffloadMoeExecutor : public MoeExecutor {
   const Model& model_;
   std::unique_ptr<tiers::HostTier> tier_;
   ExpertBatch batch_;
+  std::vector<int32_t> row_of_expert_;  // Compute: expert -> index into its rows, -1 if none.
 };
 
 }  // namespace moex

@@ -96,6 +96,13 @@ unsigned SpecTraceNeeds(const std::string& spec) {
   return needs;
 }
 
+unsigned SpecTraceReads(const std::string& spec) {
+  unsigned reads = 0;
+  for (const ResolvedPart& p : ResolvePolicySpec(spec))
+    reads |= p.info->trace_needs | p.info->trace_uses;
+  return reads;
+}
+
 std::unique_ptr<Policy> MakePolicy(const std::string& spec, const PolicyFacts& facts) {
   std::vector<ResolvedPart> resolved = ResolvePolicySpec(spec);
   if (!(resolved.back().info->roles & kEvicts)) resolved.push_back(ResolvePolicySpec("lru")[0]);

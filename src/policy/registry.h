@@ -49,6 +49,9 @@ struct PolicyInfo {
   // one before the next token needs it again (the engine warns of such budgets).
   bool recency_eviction = false;
   unsigned trace_needs = 0;   // TraceNeed bits.
+  // TraceNeed bits it reads when an event carries them and does without otherwise (a feature
+  // that turns off): what an event relay must forward for it to decide as in one process.
+  unsigned trace_uses = 0;
   // Specs the conformance tests run besides the defaults (e.g. "moepic:theta=0.25").
   std::vector<std::string> test_specs{};
   std::vector<std::string> aliases{};  // Other names for the same policy ("ondemand").
@@ -76,6 +79,8 @@ struct ResolvedPart {
 std::vector<ResolvedPart> ResolvePolicySpec(const std::string& spec);
 bool SpecNeedsFuture(const std::string& spec);
 unsigned SpecTraceNeeds(const std::string& spec);
+// SpecTraceNeeds plus every part's trace_uses: what the spec reads when it is there.
+unsigned SpecTraceReads(const std::string& spec);
 
 std::unique_ptr<Policy> MakePolicy(const std::string& spec, const PolicyFacts& facts);
 

@@ -172,8 +172,9 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
     double scale;
     const char* type;
   };
-  // Expert parallelism (src/dist): per rank, what it holds and, for the workers, the traffic
-  // with rank 0, the time rank 0 waited on the network and the time the rank computed.
+  // Expert parallelism (src/dist): per rank, what it holds, its own store's hits, misses,
+  // reads and waits, and, for the workers, the traffic with rank 0, the time rank 0 waited on
+  // the network and the time the rank computed.
   if (offload.is_object() && offload.contains("expert_parallel")) {
     static const Series kRankSeries[] = {
         {"experts", "moex_rank_experts", "routed experts the rank holds", 1, "gauge"},
@@ -188,6 +189,14 @@ std::string ServeMetrics::Render(int queued, int running, const nlohmann::json& 
          "time rank 0 waited for the rank's answers after its own experts", 1e-3, "counter"},
         {"compute_ms", "moex_rank_compute_seconds_total", "time the rank computed experts", 1e-3,
          "counter"},
+        {"hits", "moex_rank_store_hits_total", "routed experts in the rank's own cache", 1,
+         "counter"},
+        {"misses", "moex_rank_store_misses_total", "routed experts the rank read from its store", 1,
+         "counter"},
+        {"store_bytes_read", "moex_rank_store_read_bytes_total",
+         "bytes the rank read from its own expert store", 1, "counter"},
+        {"store_wait_ms", "moex_rank_store_wait_seconds_total",
+         "time the rank's experts waited for its store", 1e-3, "counter"},
     };
     for (const Series& s : kRankSeries) {
       Header(out, s.name, s.help, s.type);

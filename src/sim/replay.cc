@@ -133,7 +133,6 @@ nlohmann::json RankReplay::ToJson(int64_t page_bytes) const {
   j["budget_bytes"] = budget_bytes;
   j["capacity_experts"] = capacity_experts;
   j["bytes_read"] = bytes_read;
-  j["foreign_fetches"] = foreign_fetches;
   j["network_bytes_in"] = network_bytes_in;
   j["network_bytes_out"] = network_bytes_out;
   j["expert_compute_ms"] = expert_compute_ms;
@@ -372,6 +371,9 @@ class Simulation {
       s->controller = std::move(assembled.controller);
       s->facts = std::move(assembled.facts);
       s->controller->set_landed_probe([this, s](const ExpertKey& k) { return Landed(*s, k); });
+      if (n_ranks > 1)
+        s->controller->set_owner(
+            [s, n = m.num_experts](const ExpertKey& k) { return s->Owns(k, n); });
       s->out.capacity_experts = s->facts.capacity_experts;
       s->next_staging_page = static_cast<int32_t>(s->geometry.capacity_pages);
       s->link = std::make_unique<LinkModel>(o.hardware.link_gb_per_s, o.hardware.link_latency_us,
@@ -508,12 +510,9 @@ class Simulation {
     for (const CacheCommand& c : commands_) {
       switch (c.kind) {
         case CacheCommand::kFetch:
-          // A rank holds only its own experts: a prefetch its policy asked for another's
-          // keeps its page (the cache's decision) but nothing can be read into it.
-          if (!rs.Owns(c.expert, num_experts)) {
-            ++rs.out.foreign_fetches;
-            break;
-          }
+          // The controller drops prefetches of other ranks' experts (set_owner).
+          Check(rs.Owns(c.expert, num_experts), "rank ", rs.out.rank, " was asked to read expert ",
+                c.expert.expert, " of layer ", c.expert.layer, ", which another rank holds");
           rs.link->Enqueue(c.expert, c.page, c.generation, ChunkBytes(c.chunk), c.demand,
                            c.priority, now);
           break;

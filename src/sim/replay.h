@@ -55,9 +55,10 @@ struct RankReplay {
   int64_t experts = 0;  // Routed experts it owns, over all layers.
   int64_t budget_bytes = 0;
   int64_t capacity_experts = 0;
+  // Its stack's counters; prefetch_foreign: prefetches its policy asked for experts of other
+  // ranks (ignored: it holds no copy of them).
   tiers::LayerCounters total;
   int64_t bytes_read = 0;         // From its storage into its cache.
-  int64_t foreign_fetches = 0;    // Prefetches its policy asked for experts of other ranks.
   int64_t network_bytes_in = 0;   // Input rows it received from rank 0.
   int64_t network_bytes_out = 0;  // Output rows it sent back.
   double expert_compute_ms = 0, stall_ms = 0, io_busy_ms = 0;

@@ -22,6 +22,7 @@ void LayerCounters::Add(const LayerCounters& o) {
   prefetch_wasted_chunks += o.prefetch_wasted_chunks;
   prefetch_cancelled += o.prefetch_cancelled;
   prefetch_dropped += o.prefetch_dropped;
+  prefetch_foreign += o.prefetch_foreign;
   evictions += o.evictions;
 }
 
@@ -82,8 +83,12 @@ void OffloadController::Apply(policy::Decisions& d, std::vector<CacheCommand>* o
   for (const ExpertKey& k : d.unpin) cache_.PolicyPin(k, false);
   for (const policy::Prefetch& p : d.prefetch) {
     if (p.tier != policy::Tier::kHost) continue;  // No device tier in this build.
-    predictions_.Predict(p.expert);
     LayerCounters& c = counters_[static_cast<size_t>(p.expert.layer)];
+    if (owns_ && !owns_(p.expert)) {
+      ++c.prefetch_foreign;
+      continue;
+    }
+    predictions_.Predict(p.expert);
     const int before = cache_.PresentChunks(p.expert);
     if (!cache_.Insert(p.expert, p.range, false, p.priority, scorer_, out)) {
       ++c.prefetch_dropped;

@@ -33,6 +33,7 @@ struct LayerCounters {
   int64_t prefetch_wasted_chunks = 0;  // Their chunks (bytes wasted = chunks x page).
   int64_t prefetch_cancelled = 0;      // Prefetched experts cancelled before use.
   int64_t prefetch_dropped = 0;        // Prefetches refused for lack of unpinned room.
+  int64_t prefetch_foreign = 0;  // Prefetches of experts another rank holds (set_owner): ignored.
   int64_t evictions = 0;
 
   void Add(const LayerCounters& o);
@@ -84,6 +85,11 @@ class OffloadController final : public policy::PassRegrouper {
   // Whether every present chunk of an expert has landed (the driver knows; without a probe
   // nothing is late).
   void set_landed_probe(std::function<bool(const ExpertKey&)> probe) { landed_ = std::move(probe); }
+  // Expert parallelism (docs/expert-parallel.md): this stack holds only the experts `owns`
+  // names. The policy still sees every event it is given, but a prefetch of another rank's
+  // expert takes no page and reads nothing (counted as prefetch_foreign), and is not scored
+  // as a prediction. Unset: every expert is this stack's.
+  void set_owner(std::function<bool(const ExpertKey&)> owns) { owns_ = std::move(owns); }
 
   const ExpertCache& cache() const { return cache_; }
   policy::Policy& policy() { return *policy_; }
@@ -111,6 +117,7 @@ class OffloadController final : public policy::PassRegrouper {
   policy::Decisions decisions_;
   ExpertCache::Scorer scorer_;
   std::function<bool(const ExpertKey&)> landed_;
+  std::function<bool(const ExpertKey&)> owns_;
 };
 
 }  // namespace moex::tiers

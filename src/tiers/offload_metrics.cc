@@ -34,6 +34,7 @@ nlohmann::json CountersJson(const LayerCounters& c, int64_t page_bytes) {
           {"prefetch_wasted_bytes", c.prefetch_wasted_chunks * page_bytes},
           {"prefetch_cancelled", c.prefetch_cancelled},
           {"prefetch_dropped", c.prefetch_dropped},
+          {"prefetch_foreign", c.prefetch_foreign},
           {"evictions", c.evictions}};
 }
 

@@ -228,6 +228,7 @@ MOEX_REGISTER_POLICY({
            "layer's place in the gate cycle plus a learned next-use estimate",
     .source = "issue 39: reuse-distance prediction (after Mockingjay, LRB) on the gate cycle",
     .params = ParamSpecsOf<ReuseOptions>(),
+    .trace_uses = kNeedsHidden,  // Its nextgate feature.
     .test_specs = {"nextgate+reuse", "reuse:admission=false,guard=false"},
     .make = [](const PolicyFacts& f, const Params& p) -> std::unique_ptr<Policy> {
       return std::make_unique<ReuseEvictor>(f, p.As<ReuseOptions>());

@@ -413,9 +413,7 @@ void ExpertParallelExecutor::Run(int layer, const Routing& routing, const float*
     failure_ = e.what();
     throw;
   }
-  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
-  batch_.Combine(routing, out, L.expert_down_bias.empty() ? nullptr : L.expert_down_bias.data(),
-                 L.expert_down_scale.empty() ? nullptr : L.expert_down_scale.data());
+  batch_.Combine(routing, model_.layers[static_cast<size_t>(layer)], out);
 }
 
 int ExpertParallelExecutor::PostEvents(int r) {

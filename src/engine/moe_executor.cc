@@ -83,6 +83,11 @@ void ExpertBatch::Combine(const Routing& r, float* out, const float* down_bias,
   }
 }
 
+void ExpertBatch::Combine(const Routing& routing, const LayerWeights& layer, float* out) const {
+  Combine(routing, out, layer.expert_down_bias.empty() ? nullptr : layer.expert_down_bias.data(),
+          layer.expert_down_scale.empty() ? nullptr : layer.expert_down_scale.data());
+}
+
 kernels::ExpertActivation ExpertActivationOf(const ModelConfig& config) {
   kernels::ExpertActivation act;
   act.limit = config.swiglu_limit;
@@ -101,11 +106,17 @@ void SetExpertBiasesAndScales(const LayerWeights& layer, int64_t neurons, int32_
 
 namespace {
 
-const float* DownBias(const LayerWeights& layer) {
-  return layer.expert_down_bias.empty() ? nullptr : layer.expert_down_bias.data();
-}
-const float* DownScale(const LayerWeights& layer) {
-  return layer.expert_down_scale.empty() ? nullptr : layer.expert_down_scale.data();
+// A whole layer through `executor`'s Compute: the tokens grouped by expert into `batch`,
+// each expert computed on its rows, then combined in the fixed order.
+void RunByRows(MoeExecutor& executor, ExpertBatch& batch, const Model& model, int layer,
+               const Routing& routing, const float* x, float* out) {
+  batch.Build(routing, x, model.expert_shape.hidden_size, model.config.expert_weight_on_input);
+  std::vector<ExpertRows> rows;
+  rows.reserve(batch.active_experts().size());
+  for (int32_t e : batch.active_experts())
+    rows.push_back({e, batch.tokens_of(e), batch.inputs_of(e), batch.outputs_of(e)});
+  executor.Compute(layer, rows);
+  batch.Combine(routing, model.layers[static_cast<size_t>(layer)], out);
 }
 
 }  // namespace
@@ -163,14 +174,7 @@ ResidentMoeExecutor::ResidentMoeExecutor(const Model& model, const HoldsExpert& 
 }
 
 void ResidentMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
-  batch_.Build(routing, x, model_.expert_shape.hidden_size, model_.config.expert_weight_on_input);
-  std::vector<ExpertRows> rows;
-  rows.reserve(batch_.active_experts().size());
-  for (int32_t e : batch_.active_experts())
-    rows.push_back({e, batch_.tokens_of(e), batch_.inputs_of(e), batch_.outputs_of(e)});
-  Compute(layer, rows);
-  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
-  batch_.Combine(routing, out, DownBias(L), DownScale(L));
+  RunByRows(*this, batch_, model_, layer, routing, x, out);
 }
 
 void MoeExecutor::Compute(int layer, std::span<const ExpertRows> rows) {
@@ -288,14 +292,7 @@ OffloadMoeExecutor::OffloadMoeExecutor(const Model& model, const OffloadOptions&
 }
 
 void OffloadMoeExecutor::Run(int layer, const Routing& routing, const float* x, float* out) {
-  batch_.Build(routing, x, model_.expert_shape.hidden_size, model_.config.expert_weight_on_input);
-  std::vector<ExpertRows> rows;
-  rows.reserve(batch_.active_experts().size());
-  for (int32_t e : batch_.active_experts())
-    rows.push_back({e, batch_.tokens_of(e), batch_.inputs_of(e), batch_.outputs_of(e)});
-  Compute(layer, rows);
-  const LayerWeights& L = model_.layers[static_cast<size_t>(layer)];
-  batch_.Combine(routing, out, DownBias(L), DownScale(L));
+  RunByRows(*this, batch_, model_, layer, routing, x, out);
 }
 
 void OffloadMoeExecutor::Compute(int layer, std::span<const ExpertRows> rows) {

@@ -83,6 +83,8 @@ class ExpertBatch {
   // each expert output is scale * y + bias before it is weighted.
   void Combine(const Routing& routing, float* out, const float* down_bias = nullptr,
                const float* down_scale = nullptr) const;
+  // The same with `layer`'s expert down bias and scale (empty: none).
+  void Combine(const Routing& routing, const LayerWeights& layer, float* out) const;
 
  private:
   int64_t d_ = 0;

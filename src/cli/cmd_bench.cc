@@ -64,7 +64,11 @@ size_t DenseBytesPerStep(const Model& m) {
 
 int RunBench(const BenchOptions& o) {
   Check(o.prompt_tokens > 0, "--prompt-tokens must be > 0");
-  auto session = OpenSession(o.model);
+  // The run's own context, as llama-bench sizes its own: the model's whole context (Llama 4's
+  // is 10M tokens) would size a KV cache that leaves no memory for the experts.
+  ModelOptions model_options = o.model;
+  model_options.run_tokens = int64_t{o.prompt_tokens} + o.gen_tokens;
+  auto session = OpenSession(model_options);
   const Model& model = *session->model;
   ExpertCounter counter;
   session->transformer->AddSink(&counter);

@@ -241,7 +241,9 @@ std::vector<int32_t> Session::PromptTokens(const PromptOptions& options) const {
 }
 
 int64_t Session::ContextTokens() const {
-  return options.ctx_size > 0 ? options.ctx_size : model->config.max_position_embeddings;
+  if (options.ctx_size > 0) return options.ctx_size;
+  const int64_t model_context = model->config.max_position_embeddings;
+  return options.run_tokens > 0 ? std::min(options.run_tokens, model_context) : model_context;
 }
 
 std::vector<int32_t> Session::StopIds() const {

@@ -35,6 +35,9 @@ struct ModelOptions {
   std::string store;           // Empty: next to the model.
   uint64_t seed = 0;           // For randomised policies.
   int64_t ctx_size = 0;        // -c: the context a sequence may use; 0: the model's.
+  // Without -c, the tokens the command's run needs (bench: prompt + generated), when it
+  // knows them: the KV cache is sized for those instead of the model's whole context.
+  int64_t run_tokens = 0;
   int kv_sequences = 1;        // Sequences holding a KV cache at once (--host-budget auto).
   // --expert-parallel: the routed experts spread over the ranks of `mpirun -np N`
   // (docs/expert-parallel.md), placed by --placement or balanced; --ep-timeout bounds every

@@ -121,6 +121,30 @@ TEST(CliTest, RandomPhiMoeWithAShortOriginalContextGeneratesPastIt) {
             nlohmann::json::parse(resident.out)["tokens"]);
 }
 
+// A model whose whole context's KV cache would not fit half the memory (Llama 4's is 10M
+// tokens) runs with the longest context that does, saying so; -c and bench's own run size
+// it silently.
+TEST(CliTest, AContextTooLongForMemoryIsCappedWithANote) {
+  testing::TempDir dir;
+  const auto w = RunCommand(Moex("random-model --arch olmoe --size tiny --out " + (dir / "m")));
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "m/config.json"));
+  config["max_position_embeddings"] = 1 << 30;  // 1.5 KiB per token: 1.5 TiB.
+  std::ofstream(dir / "m/config.json") << config.dump();
+  const std::string run = "generate --model " + (dir / "m") + " --prompt-ids 1,2,3 --max-tokens 4";
+  const auto capped = RunCommand(Moex(run));
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  EXPECT_NE(capped.err.find("would need"), std::string::npos) << capped.err;
+  EXPECT_NE(capped.err.find("-c sets it"), std::string::npos) << capped.err;
+  const auto given = RunCommand(Moex(run + " -c 64"));
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(given.err.find("would need"), std::string::npos) << given.err;
+  const auto bench =
+      RunCommand(Moex("bench --model " + (dir / "m") + " --prompt-tokens 8 --gen-tokens 2 --json"));
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_EQ(bench.err.find("would need"), std::string::npos) << bench.err;
+}
+
 TEST(CliTest, BenchJsonReportsThroughput) {
   const std::string model = testing::TinyModelPath(Arch::kQwen2Moe);
   const auto r =

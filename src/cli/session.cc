@@ -292,6 +292,27 @@ std::string ChooseHostBudget(const ModelOptions& o, const Model& model, int64_t 
   return std::to_string(a.budget);
 }
 
+// Without -c, the model's whole context, unless its KV cache (for every sequence the run
+// holds) would take more than half the memory the dense weights leave: then the longest
+// context that fits that half, in whole 1024-token steps and at least 4096 tokens, said on
+// stderr. Llama 4's 10M-token context would otherwise size a 160 GiB cache and refuse to run.
+int64_t DefaultContext(const ModelOptions& o, const Model& model) {
+  const int64_t model_context = model.config.max_position_embeddings;
+  const int64_t per_token = KvCache::BytesPerToken(model.config) * std::max(1, o.kv_sequences);
+  const int64_t dense = std::max<int64_t>(
+      0, ModelFileBytes(model.path) - static_cast<int64_t>(model.TotalExpertBytes()));
+  const int64_t room = (AvailableMemoryBytes() - dense) / 2;
+  if (per_token <= 0 || room / per_token >= model_context) return model_context;
+  const int64_t context =
+      std::min(model_context, std::max<int64_t>(4096, room / per_token / 1024 * 1024));
+  std::fprintf(stderr,
+               "moex: the model's context of %lld tokens would need %s of KV cache; using %lld "
+               "(half the memory the dense weights leave); -c sets it\n",
+               static_cast<long long>(model_context),
+               FormatBytes(per_token * model_context).c_str(), static_cast<long long>(context));
+  return context;
+}
+
 PolicySetup PolicySetupOf(const ModelOptions& o) {
   PolicySetup setup;
   setup.spec = o.policy;
@@ -330,6 +351,8 @@ std::unique_ptr<Session> OpenSession(const ModelOptions& options) {
   Check(options.ctx_size <= session->model->config.max_position_embeddings, "--ctx-size ",
         options.ctx_size, " exceeds the model's context of ",
         session->model->config.max_position_embeddings, " tokens");
+  if (options.ctx_size == 0 && options.run_tokens == 0)
+    session->options.ctx_size = DefaultContext(options, *session->model);
   try {
     session->tokenizer = LoadTokenizerIfPresent(path);
   } catch (const Error& e) {

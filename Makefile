@@ -47,11 +47,13 @@ test-sanitize: deps
 # are joined without spaces.)
 ASAN_CI_LIB := core/.* io/.* text/.* model/.* kernels/(quantize|elementwise|interleave|activation_precision) engine/sampler \
 	trace/trace_(format|reader|writer) \
-	serve/(api_request|stop_text|messages_api|responses_api|dialect_json|tool_calls|pass_pacer)
+	serve/(api_request|stop_text|messages_api|responses_api|dialect_json|tool_calls|pass_pacer) \
+	dist/(expert_messages|event_messages)
 ASAN_CI_TESTS := io_.*_test text_.*_test expert_store_format_test expert_layout_test trace_format_test \
 	tokenizer_.*_test chat_template_test quant_format_test dtype_test model_config_validation_test \
 	fuzz_parsers_test serve_api_request_test serve_api_request_fuzz_test model_identity_test \
-	store_catalog_test serve_tool_calls_test hf_fp8_test serve_pass_pacer_test core_budget_test
+	store_catalog_test serve_tool_calls_test hf_fp8_test serve_pass_pacer_test core_budget_test \
+	dist_expert_messages_test dist_event_messages_test
 ASAN_CI_SUPPORT := random_weight_source reference_model shared_data temp_dir tiny_models external_tools
 regex_of = $(subst $() $(),|,$(strip $(1)))
 TSAN_CI_LIB := core/.*|tiers/(fetch_engine|storage_link)

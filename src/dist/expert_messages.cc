@@ -1,6 +1,9 @@
 #include "dist/expert_messages.h"
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 
 #include "core/error.h"
 
@@ -89,6 +92,10 @@ MessageKind KindOf(std::span<const std::byte> bytes) {
 LayerMessage DecodeLayer(std::span<const std::byte> bytes, int64_t d_model) {
   const Header h = ReadHeader(bytes);
   Check(IsLayerKind(h.kind), "expected a layer message, got kind ", h.kind);
+  // The decoded spans view the buffer as int32 and float: it must be aligned for them (the
+  // transport's buffers are vectors, which are).
+  Check(reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0,
+        "a layer message in a buffer not aligned to 4 bytes");
   Check(d_model > 0, "a layer message needs a positive row width");
   Check(h.count >= 0, "a layer message with ", h.count, " experts");
   const bool inputs = h.kind == static_cast<uint32_t>(MessageKind::kLayer);
@@ -119,10 +126,13 @@ LayerMessage DecodeLayer(std::span<const std::byte> bytes, int64_t d_model) {
   Check(left >= indices, "a layer message cut short in its token indices");
   left -= indices;
   const int64_t rows_sent = inputs ? h.token_rows : total_rows;
-  Check(rows_sent <= static_cast<int64_t>(left / sizeof(float)) / d_model &&
-            left == static_cast<size_t>(rows_sent * d_model) * sizeof(float),
-        "a layer message carries ", left, " bytes of rows; its ", rows_sent, " rows of ", d_model,
-        " floats need ", rows_sent * d_model * 4);
+  // The count can be anything: bounded before it is multiplied, the message included.
+  const bool fits = rows_sent <= static_cast<int64_t>(left / sizeof(float)) / d_model;
+  if (!fits || left != static_cast<size_t>(rows_sent * d_model) * sizeof(float)) {
+    const bool printable = rows_sent <= std::numeric_limits<int64_t>::max() / 4 / d_model;
+    Fail("a layer message carries ", left, " bytes of rows; its ", rows_sent, " rows of ", d_model,
+         " floats need ", printable ? std::to_string(rows_sent * d_model * 4) : "more");
+  }
   const std::byte* at = bytes.data() + sizeof h + spans;
   if (inputs) {
     // The header is 96 bytes, each span 16 and the indices padded to 8, so the indices and

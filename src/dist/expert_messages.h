@@ -69,8 +69,9 @@ std::vector<std::byte> EncodeText(const TextMessage& m);
 
 // The kind of an encoded message; throws Error when it is too short or not a moex message.
 MessageKind KindOf(std::span<const std::byte> bytes);
-// Decodes kLayer/kOutputs; the spans point into `bytes`. Throws Error naming what is wrong:
-// row counts that do not match the bytes, a token index out of range.
+// Decodes kLayer/kOutputs; the spans point into `bytes`, which must be 4-byte aligned (a
+// vector's are). Throws Error naming what is wrong: row counts that do not match the bytes,
+// a token index out of range, a buffer not aligned.
 LayerMessage DecodeLayer(std::span<const std::byte> bytes, int64_t d_model);
 TextMessage DecodeText(std::span<const std::byte> bytes);
 
